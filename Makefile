@@ -1,0 +1,39 @@
+# The two commands of the README:  make demo  and  make test.
+# Both create .venv on first use (nothing needed but python3 >= 3.10).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# torch/torchvision pinned to releases that install from local wheels where a
+# machine has them; pyproject.toml keeps the ranges loose for real users.
+TORCH  := torch==2.14.1 torchvision==0.29.1
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install test-fast bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet $(TORCH)
+	$(PIP) install --quiet -e '.[all]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/awnn compare --task spiralhard --budget quick
+
+test: $(STAMP)
+	bash tests/system_deps.sh
+	$(PY) -m pytest tests -q -p no:cacheprovider
+
+test-fast: $(STAMP)
+	$(PY) -m pytest tests -q -m "not slow and not fault"
+
+bench: $(STAMP)
+	$(PY) benchmarks/step_overhead.py
+	$(PY) benchmarks/width_adapts.py
+	$(PY) benchmarks/sweep_overhead.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

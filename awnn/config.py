@@ -1,0 +1,194 @@
+"""One typed, flat configuration per training run.
+
+The same dict is the CLI's `--set key=value` target, a grid point, the
+MLflow params of a trial and part of every checkpoint.  `TrainConfig.from_dict`
+validates everything up front; its errors say where the value came from,
+which key, what was expected and what was found.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+__all__ = ["TrainConfig", "ConfigError", "CHOICES"]
+
+
+class ConfigError(ValueError):
+    """A user-supplied configuration value is invalid (one readable line)."""
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "model": ("fixed", "awnn"),
+    "activation": ("relu", "leaky_relu", "relu6", "tanh", "gelu"),
+    "optimizer": ("adam", "sgd"),
+    "split": ("inner", "outer"),
+    "weight_prior": ("gaussian", "uninformative"),
+    "rate_prior": ("uninformative", "gaussian"),
+    "init": ("kaiming", "kaiming+"),
+    "init_distribution": ("gaussian", "uniform"),
+    "grow_init": ("normal", "kaiming+"),
+    "on_max_width": ("stop", "cap"),
+    "device": ("auto", "cpu", "cuda"),
+    "lr_schedule": ("none", "multistep", "plateau"),
+}
+
+
+@dataclass
+class TrainConfig:
+    # what to train
+    task: str = "spiralhard"
+    model: str = "awnn"  # fixed | awnn
+    hidden_layers: int = 1
+    width: int = 64  # fixed model: neurons per hidden layer
+    activation: str = "relu"
+    # optimisation
+    optimizer: str = "adam"
+    lr: float = 0.01
+    momentum: float = 0.9  # sgd only
+    weight_decay: float = 0.0  # plain L2 on non-adaptive parameters
+    lr_schedule: str = "none"
+    lr_milestones: str = ""  # multistep: comma-separated epochs, e.g. "50,100,150"
+    lr_gamma: float = 0.1  # multistep factor / plateau factor
+    batch_size: int = 128
+    epochs: int = 100
+    patience: int = 0  # stop after this many epochs without a better val score; 0 = never
+    seed: int = 0
+    # data
+    split: str = "outer"  # inner: model selection (90/10); outer: risk assessment (70/10/20)
+    data_seed: int = 0
+    data_root: str = "data"
+    # AWNN (model=awnn)
+    rate: float = 0.01  # starting rate of every adaptive layer
+    quantile_k: float = 0.9
+    weight_prior: str = "gaussian"
+    sigma_theta: float = 1.0
+    rate_prior: str = "uninformative"
+    rate_prior_mean: float = 0.05
+    rate_prior_std: float = 1.0
+    init: str = "kaiming+"
+    init_distribution: str = "gaussian"
+    grow_init: str = "normal"
+    width_update_interval: int = 1  # steps between width updates (1 = the paper)
+    max_width: int = 4096
+    on_max_width: str = "stop"  # stop the run (status width_capped) or cap and go on
+    # online compression (paper section 5.3); compress_start_epoch = 0 disables it
+    compress_start_epoch: int = 0
+    compress_end_epoch: int = 0
+    compress_rate_mean: float = 0.05
+    compress_std_start: float = 1.0
+    compress_std_end: float = 0.1
+    # where it runs
+    device: str = "auto"
+    threads: int = 0  # torch intra-op threads; 0 = leave as is
+
+    # ------------------------------------------------------------------
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], source: str = "config") -> "TrainConfig":
+        """Build and validate a config; strings are coerced (for --set and YAML)."""
+        known = {f.name: f for f in fields(cls)}
+        kwargs = {}
+        for key, value in values.items():
+            if key not in known:
+                hint = difflib.get_close_matches(key, list(known), n=1)
+                did = f" (did you mean {hint[0]!r}?)" if hint else ""
+                raise ConfigError(f"{source}: unknown key {key!r}{did}; expected one of: {', '.join(known)}")
+            kwargs[key] = _coerce(key, value, known[key].type, source)
+        cfg = cls(**kwargs)
+        cfg.validate(source)
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return TrainConfig.from_dict({**self.to_dict(), **changes})
+
+    def validate(self, source: str = "config") -> None:
+        def bad(key: str, expected: str) -> ConfigError:
+            return ConfigError(f"{source}: key {key!r}: expected {expected}, found {getattr(self, key)!r}")
+
+        from .data import TASKS  # late: data may register more tasks
+
+        if self.task not in TASKS:
+            raise bad("task", f"one of {sorted(TASKS)}")
+        for key, choices in CHOICES.items():
+            if getattr(self, key) not in choices:
+                raise bad(key, f"one of {list(choices)}")
+        positive_int = ["batch_size", "epochs", "width", "width_update_interval", "max_width"]
+        for key in positive_int:
+            if getattr(self, key) < 1:
+                raise bad(key, "an integer >= 1")
+        for key in ["patience", "threads", "seed", "data_seed", "compress_start_epoch", "compress_end_epoch"]:
+            if getattr(self, key) < 0:
+                raise bad(key, "an integer >= 0")
+        min_layers = 1 if self.model == "awnn" else 0
+        if self.hidden_layers < min_layers:
+            raise bad("hidden_layers", f"an integer >= {min_layers} for model={self.model}")
+        for key in ["lr", "rate", "sigma_theta", "rate_prior_std", "compress_std_start", "compress_std_end"]:
+            v = getattr(self, key)
+            if not (v > 0 and math.isfinite(v)):
+                raise bad(key, "a positive number")
+        for key in ["momentum", "weight_decay", "lr_gamma", "rate_prior_mean", "compress_rate_mean"]:
+            v = getattr(self, key)
+            if not (v >= 0 and math.isfinite(v)):
+                raise bad(key, "a number >= 0")
+        if not 0.0 < self.quantile_k < 1.0:
+            raise bad("quantile_k", "a number in the open interval (0, 1)")
+        if self.compress_start_epoch and self.compress_end_epoch < self.compress_start_epoch:
+            raise bad("compress_end_epoch", f"an epoch >= compress_start_epoch={self.compress_start_epoch}")
+        if self.lr_schedule == "multistep":
+            try:
+                self.milestones()
+            except ValueError:
+                raise bad("lr_milestones", "comma-separated positive epochs such as '50,100,150'") from None
+
+    def milestones(self) -> list[int]:
+        if not self.lr_milestones.strip():
+            return []
+        out = [int(s) for s in self.lr_milestones.split(",")]
+        if any(m < 1 for m in out):
+            raise ValueError
+        return out
+
+    @property
+    def adaptive(self) -> bool:
+        return self.model == "awnn"
+
+
+def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
+    typ = {"int": int, "float": float, "str": str, "bool": bool}.get(typ, typ) if isinstance(typ, str) else typ
+    try:
+        if typ is bool:
+            if isinstance(value, str):
+                if value.lower() in ("1", "true", "yes", "on"):
+                    return True
+                if value.lower() in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError
+            return bool(value)
+        if typ is int:
+            if isinstance(value, bool):
+                raise ValueError
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise ValueError
+                return int(value)
+            return int(value)
+        if typ is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if typ is str:
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ValueError
+            return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}: key {key!r}: expected {typ.__name__}, found {value!r}") from None
+    return value

@@ -1,0 +1,107 @@
+"""Tasks: data, splits and batching behind one small interface.
+
+A task is resolved by name with `load_task(name, data_root, data_seed)`.
+Every task exposes `in_features`, `num_classes`, `kind`, the number of
+training samples of a split (`n_train`) and `batches(...)`, which yields
+(inputs, targets) already on the requested device.  The trainer needs
+nothing else, so new domains plug in by registering a loader in `TASKS`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from .splits import Split, outer_inner_splits, stratified_split
+from .tabular import GENERATORS, make_tabular
+
+__all__ = ["Task", "TensorTask", "TASKS", "load_task", "DataError", "Split", "outer_inner_splits", "stratified_split"]
+
+
+class DataError(ValueError):
+    """Data a task needs is missing or malformed (message names the path)."""
+
+
+class Task:
+    """Interface of a task; see TensorTask for the in-memory implementation."""
+
+    name: str
+    kind: str
+    in_features: int
+    num_classes: int
+
+    def n_train(self, split: str) -> int:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def batches(self, split: str, part: str, batch_size: int, device: torch.device, generator: torch.Generator | None = None) -> Iterator:
+        raise NotImplementedError  # pragma: no cover - interface
+
+
+@dataclass
+class TensorTask(Task):
+    """A task whose whole dataset fits in memory as two tensors.
+
+    `split` is 'inner' (model selection: train/val of the inner 90/10 split)
+    or 'outer' (risk assessment: train/val/test of the outer 70/10/20 split).
+    """
+
+    name: str
+    x: torch.Tensor
+    y: torch.Tensor
+    outer: Split
+    inner: Split
+    kind: str = "tabular"
+    num_classes: int = 2
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def in_features(self) -> int:
+        return int(self.x.shape[1])
+
+    def indices(self, split: str, part: str) -> np.ndarray:
+        s = {"inner": self.inner, "outer": self.outer}[split]
+        return getattr(s, part)
+
+    def n_train(self, split: str) -> int:
+        return len(self.indices(split, "train"))
+
+    def tensors(self, split: str, part: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        key = (split, part, str(device))
+        if key not in self._cache:
+            idx = torch.as_tensor(self.indices(split, part), dtype=torch.long)
+            self._cache[key] = (self.x[idx].to(device), self.y[idx].to(device))
+        return self._cache[key]
+
+    def batches(self, split, part, batch_size, device, generator=None):
+        x, y = self.tensors(split, part, device)
+        n = len(y)
+        if generator is None:  # evaluation: in order
+            for s in range(0, n, batch_size):
+                yield x[s : s + batch_size], y[s : s + batch_size]
+            return
+        perm = torch.randperm(n, generator=generator).to(device)
+        for s in range(0, n, batch_size):
+            idx = perm[s : s + batch_size]
+            yield x[idx], y[idx]
+
+
+def _tabular(name: str) -> Callable[..., TensorTask]:
+    def load(data_root: str | None = None, data_seed: int = 0) -> TensorTask:
+        x, y = make_tabular(name, seed=data_seed)
+        outer, inner = outer_inner_splits(y, seed=data_seed)
+        return TensorTask(name, torch.from_numpy(x), torch.from_numpy(y).long(), outer, inner, num_classes=int(y.max()) + 1)
+
+    return load
+
+
+TASKS: dict[str, Callable[..., Task]] = {name: _tabular(name) for name in GENERATORS}
+
+
+def load_task(name: str, data_root: str | None = None, data_seed: int = 0) -> Task:
+    try:
+        loader = TASKS[name]
+    except KeyError:
+        raise ValueError(f"Could not resolve task {name!r} among choices {sorted(TASKS)}.") from None
+    return loader(data_root=data_root, data_seed=data_seed)

@@ -1,0 +1,62 @@
+"""Stratified hold-out splits for the paper's protocol.
+
+Outer split (risk assessment): 70% train / 10% validation / 20% test,
+stratified by class.  Inner split (model selection): the union of outer
+train and validation, split again 90% train / 10% validation.  Splits are
+seeded and independent of the training seed, so every configuration of a
+grid sees the same data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Split", "stratified_split", "outer_inner_splits"]
+
+
+@dataclass(frozen=True)
+class Split:
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray  # empty for an inner split's holdout
+
+
+def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
+    """Partition indices 0..n-1 into len(fractions) parts, stratified by label.
+
+    Per class, part sizes are floor(fraction * n_class) and the remainder
+    goes to the parts in order of their largest fractional parts, so the
+    totals match round(fraction * n) to within the number of classes.
+    """
+    if abs(sum(fractions) - 1.0) > 1e-9:
+        raise ValueError(f"fractions must sum to 1, but got {fractions=}.")
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    parts: list[list[np.ndarray]] = [[] for _ in fractions]
+    for cls in np.unique(labels):
+        idx = np.flatnonzero(labels == cls)
+        rng.shuffle(idx)
+        exact = np.array(fractions) * len(idx)
+        sizes = np.floor(exact).astype(int)
+        for k in np.argsort(-(exact - sizes), kind="stable")[: len(idx) - sizes.sum()]:
+            sizes[k] += 1
+        start = 0
+        for p, size in zip(parts, sizes):
+            p.append(idx[start : start + size])
+            start += size
+    out = []
+    for p in parts:
+        merged = np.concatenate(p) if p else np.array([], dtype=int)
+        rng.shuffle(merged)
+        out.append(merged)
+    return out
+
+
+def outer_inner_splits(labels: np.ndarray, seed: int = 0) -> tuple[Split, Split]:
+    """(outer 70/10/20, inner 90/10 of outer train+val), both stratified."""
+    labels = np.asarray(labels)
+    tr, va, te = stratified_split(labels, (0.7, 0.1, 0.2), seed)
+    pool = np.concatenate([tr, va])
+    itr, iva = stratified_split(labels[pool], (0.9, 0.1), seed + 1)
+    return Split(tr, va, te), Split(pool[itr], pool[iva], np.array([], dtype=int))

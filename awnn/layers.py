@@ -1,0 +1,454 @@
+"""Adaptive-width layers: the width controller, a resizable linear layer and
+the adaptive MLP (paper section 3.1, Eq. 14, Algorithm 1).
+
+    h_j = act(W_j . h_prev + b_j) * f(j),   j < D = ceil(-ln(1-k)/rate)
+
+Widths change only in `update_width`, which the trainer calls every
+`width_update_interval` steps; `forward` never changes them, so evaluation
+(`model.eval()`, `torch.no_grad()`) cannot alter the network.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from typing import Callable, Iterable, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .distributions import importance_from_rho, rho_from_rate, width_from_rate
+from .init import DISTRIBUTIONS, GROW_INITS, INITS, fill_, init_std
+from .optim import CapacityBuffer, grow_capacity, resize_optimizer_state
+
+__all__ = [
+    "ACTIVATIONS",
+    "resolve_activation",
+    "AdaptiveWidth",
+    "ResizableLinear",
+    "AdaptiveMLP",
+    "FixedMLP",
+    "adaptive_modules",
+    "update_widths",
+    "model_widths",
+    "MaxWidthReached",
+]
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "leaky_relu": F.leaky_relu,
+    "relu6": F.relu6,
+    "tanh": torch.tanh,
+    "gelu": F.gelu,
+}
+
+
+def resolve_activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(f"Could not resolve activation {name!r} among choices {sorted(ACTIVATIONS)}.") from None
+
+
+class MaxWidthReached(RuntimeWarning):
+    """A layer wanted more neurons than `max_width`; it was capped."""
+
+
+class AdaptiveWidth(nn.Module):
+    """The width of one adaptive layer: rate = softplus(rho), D, f(j)."""
+
+    def __init__(self, rate: float, quantile_k: float, max_width: int):
+        super().__init__()
+        if not 0.0 < quantile_k < 1.0:
+            raise ValueError(f"quantile_k must lie in (0, 1), but got {quantile_k=}.")
+        if max_width < 1:
+            raise ValueError(f"max_width must be at least 1, but got {max_width=}.")
+        self.initial_rate = float(rate)
+        self.quantile_k = float(quantile_k)
+        self.max_width = int(max_width)
+        self.rho = nn.Parameter(torch.empty(()))
+        self.width = 1
+        self.capped = False  # the last update wanted more than max_width
+        self.register_buffer("_arange", torch.arange(16, dtype=torch.float32), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.rho.fill_(rho_from_rate(self.initial_rate))
+        self.width, self.capped = self.target_width()
+
+    def rate(self) -> torch.Tensor:
+        return F.softplus(self.rho)
+
+    def target_width(self) -> tuple[int, bool]:
+        """(D from the current rate, capped at max_width; whether it was capped)."""
+        rho = float(self.rho.detach())
+        if math.isnan(rho):
+            raise FloatingPointError("the rate of an adaptive layer became NaN (the run diverged)")
+        rate = math.log1p(math.exp(rho)) if rho < 30 else rho  # softplus, in Python: no tensor op
+        if rate <= 0.0 or not math.isfinite(rate):
+            # The rate underflowed to zero: infinite width. Cap it.
+            return self.max_width, True
+        d = width_from_rate(rate, self.quantile_k)
+        if d > self.max_width:
+            return self.max_width, True
+        return d, False
+
+    def importance(self, width: int | None = None) -> torch.Tensor:
+        """f(j) for j < width (default: the current width), differentiable in rho."""
+        width = self.width if width is None else width
+        if self._arange.numel() < width:
+            self._arange = torch.arange(grow_capacity(width, self._arange.numel(), None), dtype=self.rho.dtype, device=self.rho.device)
+        return importance_from_rho(self.rho, self._arange[:width])
+
+    def importance_sq_sum(self, width: int | None = None) -> float:
+        with torch.no_grad():
+            return float(self.importance(width).pow(2).sum())
+
+    def get_extra_state(self):
+        return {"width": self.width}
+
+    def set_extra_state(self, state) -> None:
+        self.width = int(state["width"])
+
+    def extra_repr(self) -> str:
+        return f"width={self.width}, quantile_k={self.quantile_k}, max_width={self.max_width}"
+
+
+class ResizableLinear(nn.Module):
+    """y = x W^T + b whose W and b are views of capacity buffers.
+
+    `resize` changes the number of output rows and/or input columns in
+    place; the Parameter objects stay the same so an optimiser built before
+    the resize keeps working.  Loading a state dict with other shapes
+    resizes the layer first, so checkpoints carry their widths.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        super().__init__()
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
+        self._wbuf = CapacityBuffer(self.weight.data, self.weight.shape)
+        self.weight.data = self._wbuf.view()
+        self._bbuf = None
+        if self.bias is not None:
+            self._bbuf = CapacityBuffer(self.bias.data, self.bias.shape)
+            self.bias.data = self._bbuf.view()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def resize(
+        self,
+        out_features: int,
+        in_features: int,
+        fill_rows: Callable[[torch.Tensor], None],
+        fill_cols: Callable[[torch.Tensor], None],
+        optimizer: torch.optim.Optimizer | None = None,
+        out_limit: int | None = None,
+        in_limit: int | None = None,
+    ) -> None:
+        """Resize to (out_features, in_features), keeping surviving weights and
+        their optimiser state; new rows/columns are filled by the fill functions,
+        new bias entries are zero, new optimiser state is zero."""
+        old = (self.out_features, self.in_features)
+        new = (int(out_features), int(in_features))
+        if new == old:
+            return
+        with torch.no_grad():
+            if not self._wbuf.owns(self.weight.data):  # e.g. after .to(device) or load_state_dict
+                self._wbuf = CapacityBuffer(self.weight.data, self.weight.shape)
+            cap = self._wbuf.capacity
+            cap = (
+                cap[0] if new[0] <= cap[0] else grow_capacity(new[0], cap[0], out_limit),
+                cap[1] if new[1] <= cap[1] else grow_capacity(new[1], cap[1], in_limit),
+            )
+            _rebind(self.weight, self._wbuf.resize(new, cap, fill_rows, fill_cols))
+            resize_optimizer_state(optimizer, self.weight, old, new, cap)
+            if self.bias is not None:
+                if not self._bbuf.owns(self.bias.data):
+                    self._bbuf = CapacityBuffer(self.bias.data, self.bias.shape)
+                _rebind(self.bias, self._bbuf.resize(new[:1], cap[:1], _zero))
+                resize_optimizer_state(optimizer, self.bias, old[:1], new[:1], cap[:1])
+        self.out_features, self.in_features = new
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        w = state_dict.get(prefix + "weight")
+        if w is not None and tuple(w.shape) != (self.out_features, self.in_features):
+            self.resize(w.shape[0], w.shape[1], _zero, _zero)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def _zero(t: torch.Tensor) -> None:
+    t.zero_()
+
+
+def _scaled_linear(h: torch.Tensor, layer: "ResizableLinear", f: torch.Tensor | None) -> torch.Tensor:
+    """layer(h * f) computed as cheaply as possible; f=None means no rescaling."""
+    if f is None:
+        return F.linear(h, layer.weight, layer.bias)
+    if h.shape[0] * h.shape[-1] <= layer.weight.numel():
+        return F.linear(h * f, layer.weight, layer.bias)  # rescale the activations
+    return F.linear(h, layer.weight * f, layer.bias)  # rescale the weight's columns
+
+
+def _rebind(param: nn.Parameter, view: torch.Tensor) -> None:
+    """Make `param` (the same Python object) a Parameter over `view`.
+
+    Assigning `param.data` a tensor of another shape leaves autograd's cached
+    gradient accumulator with the old shape; swapping the tensor contents
+    gives the parameter fresh autograd metadata while every holder of the
+    object (the optimiser's param groups and state keys) stays valid."""
+    torch.utils.swap_tensors(param, nn.Parameter(view, requires_grad=param.requires_grad))
+
+
+class AdaptiveMLP(nn.Module):
+    """An MLP whose every hidden layer has an adaptive width (AWNN).
+
+    Args:
+        in_features, out_features: input and output sizes (fixed).
+        hidden_layers: number of adaptive hidden layers (>= 1).
+        rate: starting rate of every layer's discretised exponential.
+        quantile_k: k of the quantile function; D = ceil(-ln(1-k)/rate).
+        activation: one of ACTIVATIONS.
+        init: 'kaiming' or 'kaiming+' for the initial weights.
+        init_distribution: 'gaussian' or 'uniform'.
+        grow_init: how new neurons' weights are drawn: 'normal' (standard
+            normal, as in the paper) or 'kaiming+'.
+        max_width: no layer grows beyond this; reaching it is reported.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        hidden_layers: int = 1,
+        rate: float = 0.01,
+        quantile_k: float = 0.9,
+        activation: str = "relu",
+        init: str = "kaiming+",
+        init_distribution: str = "gaussian",
+        grow_init: str = "normal",
+        max_width: int = 4096,
+    ):
+        super().__init__()
+        if hidden_layers < 1:
+            raise ValueError(f"hidden_layers must be at least 1, but got {hidden_layers=}.")
+        if init not in INITS:
+            raise ValueError(f"Could not resolve init {init!r} among choices {list(INITS)}.")
+        if init_distribution not in DISTRIBUTIONS:
+            raise ValueError(f"Could not resolve init_distribution {init_distribution!r} among choices {list(DISTRIBUTIONS)}.")
+        if grow_init not in GROW_INITS:
+            raise ValueError(f"Could not resolve grow_init {grow_init!r} among choices {list(GROW_INITS)}.")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.activation = activation
+        self._act = resolve_activation(activation)
+        self.init = init
+        self.init_distribution = init_distribution
+        self.grow_init = grow_init
+        self.frozen = False  # a truncated copy never changes width
+        self.widths_ctrl = nn.ModuleList(AdaptiveWidth(rate, quantile_k, max_width) for _ in range(hidden_layers))
+        dims = [in_features] + [w.width for w in self.widths_ctrl] + [out_features]
+        self.layers = nn.ModuleList(ResizableLinear(dims[i], dims[i + 1]) for i in range(len(dims) - 1))
+        self.reset_parameters()
+
+    # ----------------------------------------------------------------- basics
+    @property
+    def hidden_layers(self) -> int:
+        return len(self.widths_ctrl)
+
+    @property
+    def widths(self) -> list[int]:
+        return [w.width for w in self.widths_ctrl]
+
+    def reset_parameters(self) -> None:
+        for ctrl in self.widths_ctrl:
+            ctrl.reset_parameters()
+        self.set_widths([c.width for c in self.widths_ctrl])
+        with torch.no_grad():
+            for l, layer in enumerate(self.layers):
+                std = self._layer_std(l, self.init)
+                fill_(layer.weight, std, self.init_distribution)
+                layer.bias.zero_()
+
+    def _layer_std(self, l: int, init: str) -> float:
+        """kaiming(+) std of layer l (fed by adaptive layer l-1 when l > 0)."""
+        fan_in = self.layers[l].in_features
+        sq = self.widths_ctrl[l - 1].importance_sq_sum() if l > 0 else None
+        return init_std(init, fan_in, sq)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Eq. 14 rescales the activations of layer l by f_l: a_l * f_l, (B, D_l).
+        # The next layer only ever sees W_{l+1} (a_l * f_l) = (W_{l+1} * f_l) a_l,
+        # so the rescaling is applied to whichever is smaller, the activations
+        # (B x D_l) or the next weight matrix (D_{l+1} x D_l): same function and
+        # gradients, far less work for the read-out and for large batches.
+        act = self._act
+        layers = self.layers
+        f = None
+        h = x
+        for l, ctrl in enumerate(self.widths_ctrl):
+            h = act(_scaled_linear(h, layers[l], f))
+            f = ctrl.importance()  # (D_l,)
+        return _scaled_linear(h, layers[-1], f)
+
+    # ---------------------------------------------------------------- widths
+    def update_width(self, optimizer: torch.optim.Optimizer | None = None) -> bool:
+        """Algorithm 1, update_width: set each D_l from its current rate.
+
+        Returns True if any layer hit max_width (it is then capped there and
+        a MaxWidthReached warning is issued once per layer)."""
+        if self.frozen:
+            return False
+        capped_any = False
+        targets = []
+        for ctrl in self.widths_ctrl:
+            d, capped = ctrl.target_width()
+            if capped and not ctrl.capped:
+                warnings.warn(f"an adaptive layer reached max_width={ctrl.max_width}; its width is capped there", MaxWidthReached, stacklevel=2)
+            ctrl.capped = capped
+            capped_any |= capped
+            targets.append(d)
+        if targets != self.widths:
+            self.set_widths(targets, optimizer)
+        return capped_any
+
+    def set_widths(self, widths: Sequence[int], optimizer: torch.optim.Optimizer | None = None, fill: str | None = None) -> None:
+        """Grow or shrink the hidden layers to `widths`, in place.
+
+        Shrinking drops the last neurons (rows of layer l, columns of layer
+        l+1).  Growing draws the new rows and columns with `grow_init`.
+        Surviving weights and their optimiser state are untouched."""
+        fill = fill or self.grow_init
+        widths = [int(w) for w in widths]
+        if len(widths) != self.hidden_layers:
+            raise ValueError(f"expected {self.hidden_layers} widths, but got {len(widths)}.")
+        if any(w < 1 for w in widths):
+            raise ValueError(f"widths must be at least 1, but got {widths=}.")
+        old = self.widths
+        for l, ctrl in enumerate(self.widths_ctrl):
+            ctrl.width = widths[l]
+        dims = [self.in_features] + widths + [self.out_features]
+        limits = [None] + [c.max_width for c in self.widths_ctrl] + [None]
+        for l, layer in enumerate(self.layers):
+            if (layer.out_features, layer.in_features) == (dims[l + 1], dims[l]):
+                continue
+            row_std = 1.0 if fill == "normal" else self._layer_std_for(l, dims)
+            col_std = row_std
+            layer.resize(
+                dims[l + 1],
+                dims[l],
+                fill_rows=lambda t, s=row_std: fill_(t, s, self.init_distribution),
+                fill_cols=lambda t, s=col_std: fill_(t, s, self.init_distribution),
+                optimizer=optimizer,
+                out_limit=limits[l + 1],
+                in_limit=limits[l],
+            )
+        del old
+
+    def _layer_std_for(self, l: int, dims: Sequence[int]) -> float:
+        fan_in = dims[l]
+        sq = self.widths_ctrl[l - 1].importance_sq_sum(dims[l]) if l > 0 else None
+        return init_std("kaiming+", fan_in, sq)
+
+    def truncate(self, keep: Sequence[int] | int | float) -> "AdaptiveMLP":
+        """A copy keeping the first neurons of each hidden layer (section 5.4).
+
+        `keep` is a list of widths, one int for every layer, or a fraction in
+        (0, 1] of each current width.  The copy keeps the rates (so f(j) of
+        the kept neurons is unchanged) and never changes width again."""
+        if isinstance(keep, float):
+            if not 0.0 < keep <= 1.0:
+                raise ValueError(f"keep fraction must lie in (0, 1], but got {keep=}.")
+            keep = [max(1, round(w * keep)) for w in self.widths]
+        elif isinstance(keep, int):
+            keep = [keep] * self.hidden_layers
+        keep = [min(int(k), w) for k, w in zip(keep, self.widths)]
+        clone = copy.deepcopy(self)
+        clone.set_widths(keep)
+        clone.frozen = True
+        return clone
+
+    # ---------------------------------------------------------------- priors
+    def prior_parameters(self) -> list[nn.Parameter]:
+        """The weights and biases under the Gaussian prior p(theta)."""
+        return [p for layer in self.layers for p in (layer.weight, layer.bias)]
+
+    def rates(self) -> list[torch.Tensor]:
+        return [c.rate() for c in self.widths_ctrl]
+
+    def extra_repr(self) -> str:
+        return f"widths={self.widths}, activation={self.activation!r}, init={self.init!r}, grow_init={self.grow_init!r}"
+
+
+class FixedMLP(nn.Module):
+    """The fixed-width baseline with the same interface as AdaptiveMLP."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        hidden_layers: int = 1,
+        width: int = 64,
+        activation: str = "relu",
+        init: str = "kaiming",
+        init_distribution: str = "gaussian",
+    ):
+        super().__init__()
+        if hidden_layers < 0:
+            raise ValueError(f"hidden_layers cannot be negative, but got {hidden_layers=}.")
+        if width < 1:
+            raise ValueError(f"width must be at least 1, but got {width=}.")
+        self.activation = activation
+        self._act = resolve_activation(activation)
+        self.init_distribution = init_distribution
+        dims = [in_features] + [width] * hidden_layers + [out_features]
+        self.layers = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(len(dims) - 1))
+        self.reset_parameters()
+
+    @property
+    def widths(self) -> list[int]:
+        return [layer.out_features for layer in self.layers[:-1]]
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            for layer in self.layers:
+                fill_(layer.weight, init_std("kaiming", layer.in_features, None), self.init_distribution)
+                layer.bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        for layer in self.layers[:-1]:
+            h = self._act(layer(h))
+        return self.layers[-1](h)
+
+    def update_width(self, optimizer=None) -> bool:
+        return False
+
+
+def adaptive_modules(model: nn.Module) -> list[AdaptiveMLP]:
+    """Every AdaptiveMLP inside `model` (the model itself included), in order."""
+    return [m for m in model.modules() if isinstance(m, AdaptiveMLP)]
+
+
+def update_widths(model: nn.Module, optimizer: torch.optim.Optimizer | None = None, modules: Iterable[AdaptiveMLP] | None = None) -> bool:
+    """Update the width of every adaptive block in `model`; True if any is capped."""
+    capped = False
+    for m in modules if modules is not None else adaptive_modules(model):
+        capped |= m.update_width(optimizer)
+    return capped
+
+
+def model_widths(model: nn.Module) -> list[int]:
+    """Hidden widths of every (adaptive or fixed) MLP block, flattened in order."""
+    if hasattr(model, "widths") and not isinstance(model, nn.ModuleList):
+        w = model.widths
+        return list(w() if callable(w) else w)
+    return [w for m in adaptive_modules(model) for w in m.widths]

@@ -1,0 +1,31 @@
+"""MLPs for tabular tasks: the adaptive one (AWNN) and the fixed baseline."""
+from __future__ import annotations
+
+from ..config import TrainConfig
+from ..layers import AdaptiveMLP, FixedMLP
+
+__all__ = ["AdaptiveMLP", "FixedMLP", "build_mlp"]
+
+
+def build_mlp(config: TrainConfig, in_features: int, num_classes: int):
+    if config.adaptive:
+        return AdaptiveMLP(
+            in_features,
+            num_classes,
+            hidden_layers=config.hidden_layers,
+            rate=config.rate,
+            quantile_k=config.quantile_k,
+            activation=config.activation,
+            init=config.init,
+            init_distribution=config.init_distribution,
+            grow_init=config.grow_init,
+            max_width=config.max_width,
+        )
+    return FixedMLP(
+        in_features,
+        num_classes,
+        hidden_layers=config.hidden_layers,
+        width=config.width,
+        activation=config.activation,
+        init_distribution=config.init_distribution,
+    )

@@ -1,0 +1,343 @@
+"""One training run: a TrainConfig in, per-epoch records and a result out.
+
+    result = train(TrainConfig(task="spiralhard", model="awnn"), on_epoch=print)
+
+The loop is Algorithm 1 of the paper: every `width_update_interval` steps
+the adaptive blocks update their widths (keeping optimiser state), then the
+forward pass, the ELBO (Eq. 13), backward and the optimiser step.  After
+each epoch the validation split is scored without touching the widths; the
+best epoch is the one with the highest validation accuracy (ties: the lower
+validation loss, then the earlier epoch), and the test accuracy reported is
+the one measured at that epoch (test is scored only when a new best epoch
+appears).
+
+The trainer knows nothing of Ray or MLflow: `on_epoch(record)` receives a
+flat dict per epoch; `Trainer.state_dict()` is a checkpoint from which
+`train(config, resume=state)` continues where it stopped (epoch counter,
+weights with their widths, optimiser state, data order, best-so-far).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+
+from .config import TrainConfig
+from .data import Task, load_task
+from .layers import MaxWidthReached, adaptive_modules, model_widths
+from .loss import RatePrior, elbo_loss
+from .models import build_model
+
+__all__ = ["train", "Trainer", "RunResult", "CheckpointError", "evaluate", "truncation_curve", "resolve_device"]
+
+# statuses a run can end with
+OK, DIVERGED, WIDTH_CAPPED = "ok", "diverged", "width_capped"
+
+EpochCallback = Callable[[dict[str, Any]], Any]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be used (corrupt, or from another config)."""
+
+
+@dataclass
+class RunResult:
+    status: str
+    test_acc: float
+    best_val_acc: float
+    best_val_loss: float
+    best_epoch: int
+    epochs_run: int
+    widths: list[int]
+    widths_at_best: list[int]
+    train_seconds: float
+    hit_max_width: bool
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "history"}
+        d["width_total"] = sum(self.widths)
+        return d
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was requested but no CUDA device is available")
+    return torch.device(name)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, task: Task, split: str, part: str, device: torch.device, batch_size: int = 4096) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of `model` on one part of a split.
+    Never changes widths: `forward` does not, and no width update is called."""
+    was_training = model.training
+    model.eval()
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device, dtype=torch.long)
+    n = 0
+    for x, y in task.batches(split, part, batch_size, device):
+        out = model(x)
+        loss_sum += nn.functional.cross_entropy(out, y, reduction="sum")
+        correct += (out.argmax(1) == y).sum()
+        n += len(y)
+    model.train(was_training)
+    if n == 0:
+        return float("nan"), float("nan")
+    return float(loss_sum) / n, float(correct) / n
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, task: Task | None = None):
+        self.config = config
+        self.device = resolve_device(config.device)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        torch.manual_seed(config.seed)
+        self.task = task or load_task(config.task, config.data_root, config.data_seed)
+        self.model = build_model(config, self.task).to(self.device)
+        self.blocks = adaptive_modules(self.model)
+        self.optimizer = self._make_optimizer()
+        self.scheduler = self._make_scheduler()
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.n_train = self.task.n_train(config.split)
+        # progress
+        self.epoch = 0
+        self.step = 0
+        self.train_seconds = 0.0
+        self.best = {"val_acc": -1.0, "val_loss": math.inf, "epoch": 0, "test_acc": float("nan"), "widths": model_widths(self.model)}
+        self.history: list[dict[str, Any]] = []
+        self.status = OK
+        self.hit_max_width = False
+
+    # ------------------------------------------------------------ building
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        c = self.config
+        adaptive = {id(p) for b in self.blocks for p in b.parameters()}
+        plain = [p for p in self.model.parameters() if id(p) not in adaptive]
+        groups = []
+        if plain:
+            groups.append({"params": plain, "weight_decay": c.weight_decay})
+        if adaptive:
+            # the ELBO's Gaussian prior regularises the adaptive blocks
+            groups.append({"params": [p for b in self.blocks for p in b.parameters()], "weight_decay": 0.0})
+        if c.optimizer == "adam":
+            return torch.optim.Adam(groups, lr=c.lr, foreach=True)
+        return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum, foreach=True)
+
+    def _make_scheduler(self):
+        c = self.config
+        if c.lr_schedule == "multistep":
+            return torch.optim.lr_scheduler.MultiStepLR(self.optimizer, c.milestones(), gamma=c.lr_gamma)
+        if c.lr_schedule == "plateau":
+            return torch.optim.lr_scheduler.ReduceLROnPlateau(self.optimizer, mode="min", factor=c.lr_gamma)
+        return None
+
+    def rate_prior(self, epoch: int) -> RatePrior:
+        """The prior on the rates at `epoch` (1-based), with online compression."""
+        c = self.config
+        if c.compress_start_epoch and epoch >= c.compress_start_epoch:
+            span = max(1, c.compress_end_epoch - c.compress_start_epoch)
+            t = min(1.0, (epoch - c.compress_start_epoch) / span)
+            return RatePrior(c.compress_rate_mean, c.compress_std_start + t * (c.compress_std_end - c.compress_std_start))
+        if c.rate_prior == "gaussian":
+            return RatePrior(c.rate_prior_mean, c.rate_prior_std)
+        return RatePrior()
+
+    # -------------------------------------------------------------- running
+    def run(self, on_epoch: EpochCallback | None = None) -> RunResult:
+        c = self.config
+        sigma_theta = c.sigma_theta if c.weight_prior == "gaussian" else None
+        model, opt, blocks, device = self.model, self.optimizer, self.blocks, self.device
+        interval = c.width_update_interval
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MaxWidthReached)  # reported through status and records
+            while self.epoch < c.epochs and self.status == OK:
+                epoch = self.epoch + 1
+                prior = self.rate_prior(epoch)
+                t0 = time.perf_counter()
+                model.train()
+                loss_sum = torch.zeros((), device=device)
+                correct = torch.zeros((), device=device, dtype=torch.long)
+                seen = 0
+                capped = False
+                for x, y in self.task.batches(c.split, "train", c.batch_size, device, self.generator):
+                    if blocks and self.step % interval == 0:
+                        try:
+                            for b in blocks:
+                                capped |= b.update_width(opt)
+                        except FloatingPointError:
+                            self.status = DIVERGED
+                            break
+                        if capped:
+                            self.hit_max_width = True
+                            if c.on_max_width == "stop":
+                                self.status = WIDTH_CAPPED
+                                break
+                    out = model(x)
+                    loss, _ = elbo_loss(out, y, blocks, self.n_train, sigma_theta, prior)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    self.step += 1
+                    loss_sum += loss.detach() * len(y)
+                    correct += (out.detach().argmax(1) == y).sum()
+                    seen += len(y)
+                train_loss = float(loss_sum) / max(seen, 1)
+                if not math.isfinite(train_loss):
+                    self.status = DIVERGED
+                self.train_seconds += time.perf_counter() - t0
+                self.epoch = epoch
+                record = self._end_epoch(epoch, train_loss, float(correct) / max(seen, 1), capped)
+                if on_epoch is not None:
+                    on_epoch(record)
+                if c.patience and epoch - self.best["epoch"] >= c.patience:
+                    break
+        return self.result()
+
+    def _end_epoch(self, epoch: int, train_loss: float, train_acc: float, capped: bool) -> dict[str, Any]:
+        c = self.config
+        t0 = time.perf_counter()
+        val_loss, val_acc = evaluate(self.model, self.task, c.split, "val", self.device)
+        if self.scheduler is not None:
+            if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+                self.scheduler.step(val_loss if math.isfinite(val_loss) else math.inf)
+            else:
+                self.scheduler.step()
+        widths = model_widths(self.model)
+        better = val_acc > self.best["val_acc"] or (val_acc == self.best["val_acc"] and val_loss < self.best["val_loss"])
+        if better and self.status == OK:
+            test_acc = float("nan")
+            if c.split == "outer":
+                test_acc = evaluate(self.model, self.task, c.split, "test", self.device)[1]
+            self.best = {"val_acc": val_acc, "val_loss": val_loss, "epoch": epoch, "test_acc": test_acc, "widths": widths}
+        self.train_seconds += time.perf_counter() - t0
+        record: dict[str, Any] = {
+            "epoch": epoch,
+            "train_loss": train_loss,
+            "train_acc": train_acc,
+            "val_loss": val_loss,
+            "val_acc": val_acc,
+            "best_val_acc": self.best["val_acc"],
+            "width_total": sum(widths),
+            **{f"width_l{i}": w for i, w in enumerate(widths)},
+            "train_seconds": self.train_seconds,
+            "status": self.status,
+            "width_capped": capped,
+        }
+        if self.blocks:
+            for i, r in enumerate(r for b in self.blocks for r in b.rates()):
+                record[f"rate_l{i}"] = float(r.detach())
+        self.history.append(record)
+        return record
+
+    def result(self) -> RunResult:
+        return RunResult(
+            status=self.status,
+            test_acc=self.best["test_acc"],
+            best_val_acc=max(self.best["val_acc"], 0.0) if self.best["epoch"] else float("nan"),
+            best_val_loss=self.best["val_loss"],
+            best_epoch=self.best["epoch"],
+            epochs_run=self.epoch,
+            widths=model_widths(self.model),
+            widths_at_best=list(self.best["widths"]),
+            train_seconds=self.train_seconds,
+            hit_max_width=self.hit_max_width,
+            history=self.history,
+        )
+
+    # ---------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue this run elsewhere (CPU tensors)."""
+        return {
+            "format": "awnn-train-v1",
+            "config": self.config.to_dict(),
+            "model": _to_cpu(self.model.state_dict()),
+            "widths": model_widths(self.model),
+            "optimizer": _to_cpu(self.optimizer.state_dict()),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "generator": self.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "epoch": self.epoch,
+            "step": self.step,
+            "train_seconds": self.train_seconds,
+            "best": copy.deepcopy(self.best),
+            "history": copy.deepcopy(self.history),
+            "status": self.status,
+            "hit_max_width": self.hit_max_width,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or state.get("format") != "awnn-train-v1":
+            raise CheckpointError("not an awnn training checkpoint (missing format 'awnn-train-v1')")
+        saved = {k: v for k, v in state["config"].items() if k not in ("epochs", "device", "threads", "data_root", "patience")}
+        mine = {k: v for k, v in self.config.to_dict().items() if k in saved}
+        if saved != mine:
+            diff = sorted(k for k in saved if saved[k] != mine.get(k))
+            raise CheckpointError(f"checkpoint was written by another configuration (differs in: {', '.join(diff)})")
+        try:
+            self.model.load_state_dict(state["model"])  # resizes adaptive layers to the saved widths
+            self.optimizer.load_state_dict(state["optimizer"])
+            if self.scheduler is not None and state.get("scheduler"):
+                self.scheduler.load_state_dict(state["scheduler"])
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise CheckpointError(f"checkpoint does not fit the model: {e}") from e
+        self.generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        self.epoch = int(state["epoch"])
+        self.step = int(state["step"])
+        self.train_seconds = float(state["train_seconds"])
+        self.best = dict(state["best"])
+        self.history = list(state["history"])
+        self.status = state["status"]
+        self.hit_max_width = bool(state["hit_max_width"])
+
+
+def _to_cpu(obj):
+    if torch.is_tensor(obj):
+        return obj.detach().cpu().clone()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj
+
+
+def train(
+    config: TrainConfig,
+    on_epoch: EpochCallback | None = None,
+    resume: dict[str, Any] | None = None,
+    task: Task | None = None,
+) -> RunResult:
+    """Run one training to the end (or until it diverges / hits max_width).
+
+    `on_epoch` receives each epoch's record; `resume` is a `Trainer.state_dict()`."""
+    trainer = Trainer(config, task)
+    if resume is not None:
+        trainer.load_state_dict(resume)
+    return trainer.run(on_epoch)
+
+
+@torch.no_grad()
+def truncation_curve(model: nn.Module, task: Task, split: str = "outer", part: str = "test", fractions=None, device=None) -> list[dict[str, float]]:
+    """Post-hoc truncation (paper section 5.4, Fig. 6 left): accuracy when
+    keeping only the first fraction of each adaptive layer's neurons."""
+    from .layers import AdaptiveMLP
+
+    if not isinstance(model, AdaptiveMLP):
+        raise TypeError("truncation_curve needs an AdaptiveMLP")
+    fractions = fractions or [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]
+    device = device or next(model.parameters()).device
+    curve = []
+    for frac in fractions:
+        small = model.truncate(float(frac))
+        loss, acc = evaluate(small, task, split, part, device)
+        curve.append({"fraction": float(frac), "widths": small.widths, "width_total": sum(small.widths), "loss": loss, "acc": acc})
+    return curve

@@ -1,0 +1,1 @@
+"""Grids, budgets, the paper's protocol and running them on Ray Tune."""

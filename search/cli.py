@@ -1,0 +1,46 @@
+"""The `awnn` command.  Each subcommand lives in search/commands/<name>.py
+with `add_parser(subparsers)` and `run(args) -> int`.
+
+Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr
+naming what is wrong and where), 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = ["train", "grids", "sweep", "compare", "report", "env"]
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="awnn", description="Adaptive Width Neural Networks: training, sweeps on Ray Tune, cost reports from MLflow.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        module = importlib.import_module(f"search.commands.{name}")
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from awnn.config import ConfigError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (UsageError, ConfigError) as e:
+        print(f"awnn {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"awnn {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

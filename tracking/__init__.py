@@ -1,0 +1,1 @@
+"""MLflow tracking: the run hierarchy, logging from the driver, reading runs back."""
