@@ -74,6 +74,17 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+IGNORE_INDEX = -100  # targets with this value (e.g. padding tokens) are not scored
+
+
+def flatten_outputs(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, ..., C) logits and (B, ...) targets -> (N, C) and (N,), for
+    classifiers (B, C) and sequence models (B, T, C) alike."""
+    if out.dim() > 2:
+        return out.reshape(-1, out.shape[-1]), y.reshape(-1)
+    return out, y
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, task: Task, split: str, part: str, device: torch.device, batch_size: int = 4096) -> tuple[float, float]:
     """(mean cross-entropy, accuracy) of `model` on one part of a split.
@@ -84,10 +95,11 @@ def evaluate(model: nn.Module, task: Task, split: str, part: str, device: torch.
     correct = torch.zeros((), device=device, dtype=torch.long)
     n = 0
     for x, y in task.batches(split, part, batch_size, device):
-        out = model(x)
-        loss_sum += nn.functional.cross_entropy(out, y, reduction="sum")
-        correct += (out.argmax(1) == y).sum()
-        n += len(y)
+        out, y = flatten_outputs(model(x), y)
+        loss_sum += nn.functional.cross_entropy(out, y, reduction="sum", ignore_index=IGNORE_INDEX)
+        mask = y != IGNORE_INDEX
+        correct += ((out.argmax(-1) == y) & mask).sum()
+        n += int(mask.sum())
     model.train(was_training)
     if n == 0:
         return float("nan"), float("nan")
@@ -167,6 +179,7 @@ class Trainer:
                 loss_sum = torch.zeros((), device=device)
                 correct = torch.zeros((), device=device, dtype=torch.long)
                 seen = 0
+                batches = 0
                 capped = False
                 for x, y in self.task.batches(c.split, "train", c.batch_size, device, self.generator):
                     if blocks and self.step % interval == 0:
@@ -181,16 +194,17 @@ class Trainer:
                             if c.on_max_width == "stop":
                                 self.status = WIDTH_CAPPED
                                 break
-                    out = model(x)
-                    loss, _ = elbo_loss(out, y, blocks, self.n_train, sigma_theta, prior)
+                    out, y = flatten_outputs(model(x), y)
+                    loss, _ = elbo_loss(out, y, blocks, self.n_train, sigma_theta, prior, ignore_index=IGNORE_INDEX)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
                     self.step += 1
-                    loss_sum += loss.detach() * len(y)
-                    correct += (out.detach().argmax(1) == y).sum()
+                    loss_sum += loss.detach()
+                    correct += (out.detach().argmax(-1) == y).sum()
                     seen += len(y)
-                train_loss = float(loss_sum) / max(seen, 1)
+                    batches += 1
+                train_loss = float(loss_sum) / max(batches, 1)  # mean of the per-batch objective
                 if not math.isfinite(train_loss):
                     self.status = DIVERGED
                 self.train_seconds += time.perf_counter() - t0
