@@ -77,6 +77,8 @@ class AdaptiveWidth(nn.Module):
         with torch.no_grad():
             self.rho.fill_(rho_from_rate(self.initial_rate))
         self.width, self.capped = self.target_width()
+        if self.capped:  # reported like a cap reached during training, never silent
+            warnings.warn(f"an adaptive layer starts at max_width={self.max_width}: its starting rate {self.initial_rate} wants more neurons", MaxWidthReached, stacklevel=2)
 
     def rate(self) -> torch.Tensor:
         return F.softplus(self.rho)
