@@ -17,7 +17,16 @@ __all__ = ["TrainConfig", "ConfigError", "CHOICES"]
 
 
 class ConfigError(ValueError):
-    """A user-supplied configuration value is invalid (one readable line)."""
+    """A user-supplied configuration value is invalid (one readable line).
+
+    `key`, `expected` and `found` are kept apart so that callers (the grid
+    loader) can name the value's place in their own terms."""
+
+    def __init__(self, message: str, key: str | None = None, expected: str | None = None, found: Any = None):
+        super().__init__(message)
+        self.key = key
+        self.expected = expected
+        self.found = found
 
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -33,6 +42,10 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "on_max_width": ("stop", "cap"),
     "device": ("auto", "cpu", "cuda"),
     "lr_schedule": ("none", "multistep", "plateau"),
+    "select_metric": ("acc", "loss"),
+    "augment": ("none", "crop", "crop_flip"),
+    "pooling": ("sum", "mean"),
+    "tokenizer": ("auto", "word", "gpt2"),
 }
 
 
@@ -65,6 +78,7 @@ class TrainConfig:
     quantile_k: float = 0.9
     weight_prior: str = "gaussian"
     sigma_theta: float = 1.0
+    prior_on_readout: bool = False  # Eq. 13 puts p(theta) on the adaptive layers only
     rate_prior: str = "uninformative"
     rate_prior_mean: float = 0.05
     rate_prior_std: float = 1.0
@@ -83,6 +97,24 @@ class TrainConfig:
     # where it runs
     device: str = "auto"
     threads: int = 0  # torch intra-op threads; 0 = leave as is
+    # model selection: the best epoch has the highest val accuracy (acc) or the lowest val loss (loss)
+    select_metric: str = "acc"
+    adam_eps: float = 1e-8  # Adam's epsilon (the paper's Transformer: 5e-9)
+    dropout: float = 0.0  # GIN read-out dropout; Transformer dropout (paper: 0.1)
+    # images (ResNet-20): width 0 with model=fixed is a linear classifier (Table 4)
+    augment: str = "none"  # training batches only: random crop (padding 4) and/or horizontal flip
+    # graphs (GIN)
+    conv_layers: int = 2  # GINConv layers after the input MLP
+    pooling: str = "sum"  # global pooling of node embeddings
+    embed_dim: int = 0  # node-embedding size between convolutions; 0 = width (fixed) or 64 (awnn)
+    fold: int = 0  # outer fold of the stratified 10-fold CV (Errica et al. 2020), 0..9
+    # text (Transformer)
+    d_model: int = 512
+    heads: int = 8
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    max_len: int = 128  # tokens per sentence, special tokens included
+    tokenizer: str = "auto"  # auto: gpt2 when its files are under data_root, else word (built from training text)
 
     # ------------------------------------------------------------------
     @classmethod
@@ -98,7 +130,7 @@ class TrainConfig:
             if key not in known:
                 hint = difflib.get_close_matches(key, list(known), n=1)
                 did = f" (did you mean {hint[0]!r}?)" if hint else ""
-                raise ConfigError(f"{source}: unknown key {key!r}{did}; expected one of: {', '.join(known)}")
+                raise ConfigError(f"{source}: unknown key {key!r}{did}; expected one of: {', '.join(known)}", key, f"a known key{did}", key)
             kwargs[key] = _coerce(key, value, known[key].type, source)
         cfg = cls(**kwargs)
         cfg.validate(source)
@@ -112,7 +144,8 @@ class TrainConfig:
 
     def validate(self, source: str = "config") -> None:
         def bad(key: str, expected: str) -> ConfigError:
-            return ConfigError(f"{source}: key {key!r}: expected {expected}, found {getattr(self, key)!r}")
+            found = getattr(self, key)
+            return ConfigError(f"{source}: key {key!r}: expected {expected}, found {found!r}", key, expected, found)
 
         from .data import TASKS  # late: data may register more tasks
 
@@ -121,17 +154,27 @@ class TrainConfig:
         for key, choices in CHOICES.items():
             if getattr(self, key) not in choices:
                 raise bad(key, f"one of {list(choices)}")
-        positive_int = ["batch_size", "epochs", "width", "width_update_interval", "max_width"]
+        positive_int = ["batch_size", "epochs", "width_update_interval", "max_width", "conv_layers", "d_model", "heads", "encoder_layers", "decoder_layers"]
         for key in positive_int:
             if getattr(self, key) < 1:
                 raise bad(key, "an integer >= 1")
-        for key in ["patience", "threads", "seed", "data_seed", "compress_start_epoch", "compress_end_epoch"]:
+        for key in ["patience", "threads", "seed", "data_seed", "compress_start_epoch", "compress_end_epoch", "embed_dim"]:
             if getattr(self, key) < 0:
                 raise bad(key, "an integer >= 0")
+        if self.width < (0 if self.model == "fixed" else 1):
+            raise bad("width", "an integer >= 1 (0, a linear classifier, only with model=fixed)")
+        if not 0 <= self.fold <= 9:
+            raise bad("fold", "an outer fold in 0..9")
+        if self.max_len < 3:
+            raise bad("max_len", "an integer >= 3 (two special tokens and one word)")
+        if self.d_model % self.heads:
+            raise bad("d_model", f"a multiple of heads={self.heads}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise bad("dropout", "a number in [0, 1)")
         min_layers = 1 if self.model == "awnn" else 0
         if self.hidden_layers < min_layers:
             raise bad("hidden_layers", f"an integer >= {min_layers} for model={self.model}")
-        for key in ["lr", "rate", "sigma_theta", "rate_prior_std", "compress_std_start", "compress_std_end"]:
+        for key in ["lr", "rate", "sigma_theta", "rate_prior_std", "compress_std_start", "compress_std_end", "adam_eps"]:
             v = getattr(self, key)
             if not (v > 0 and math.isfinite(v)):
                 raise bad(key, "a positive number")
@@ -190,5 +233,5 @@ def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
                 raise ValueError
             return str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{source}: key {key!r}: expected {typ.__name__}, found {value!r}") from None
+        raise ConfigError(f"{source}: key {key!r}: expected {typ.__name__}, found {value!r}", key, typ.__name__, value) from None
     return value

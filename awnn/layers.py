@@ -32,6 +32,7 @@ __all__ = [
     "adaptive_modules",
     "update_widths",
     "model_widths",
+    "named_model_widths",
     "MaxWidthReached",
 ]
 
@@ -224,6 +225,7 @@ class AdaptiveMLP(nn.Module):
         grow_init: how new neurons' weights are drawn: 'normal' (standard
             normal, as in the paper) or 'kaiming+'.
         max_width: no layer grows beyond this; reaching it is reported.
+        prior_on_readout: also put the read-out layer under p(theta).
     """
 
     def __init__(
@@ -238,6 +240,7 @@ class AdaptiveMLP(nn.Module):
         init_distribution: str = "gaussian",
         grow_init: str = "normal",
         max_width: int = 4096,
+        prior_on_readout: bool = False,
     ):
         super().__init__()
         if hidden_layers < 1:
@@ -256,6 +259,7 @@ class AdaptiveMLP(nn.Module):
         self.init_distribution = init_distribution
         self.grow_init = grow_init
         self.frozen = False  # a truncated copy never changes width
+        self.prior_on_readout = prior_on_readout
         self.widths_ctrl = nn.ModuleList(AdaptiveWidth(rate, quantile_k, max_width) for _ in range(hidden_layers))
         dims = [in_features] + [w.width for w in self.widths_ctrl] + [out_features]
         self.layers = nn.ModuleList(ResizableLinear(dims[i], dims[i + 1]) for i in range(len(dims) - 1))
@@ -380,8 +384,11 @@ class AdaptiveMLP(nn.Module):
 
     # ---------------------------------------------------------------- priors
     def prior_parameters(self) -> list[nn.Parameter]:
-        """The weights and biases under the Gaussian prior p(theta)."""
-        return [p for layer in self.layers for p in (layer.weight, layer.bias)]
+        """The weights and biases under the Gaussian prior p(theta): those of the
+        adaptive (hidden) layers, theta_ln of Eq. 13 for l = 1..L, plus the
+        read-out's when `prior_on_readout` is set."""
+        layers = self.layers if self.prior_on_readout else self.layers[:-1]
+        return [p for layer in layers for p in (layer.weight, layer.bias)]
 
     def rates(self) -> list[torch.Tensor]:
         return [c.rate() for c in self.widths_ctrl]
@@ -406,8 +413,10 @@ class FixedMLP(nn.Module):
         super().__init__()
         if hidden_layers < 0:
             raise ValueError(f"hidden_layers cannot be negative, but got {hidden_layers=}.")
-        if width < 1:
-            raise ValueError(f"width must be at least 1, but got {width=}.")
+        if width < 0:
+            raise ValueError(f"width cannot be negative, but got {width=}.")
+        if width == 0:  # width 0: no hidden layer, a linear read-out (paper Table 4)
+            hidden_layers = 0
         self.activation = activation
         self._act = resolve_activation(activation)
         self.init_distribution = init_distribution
@@ -454,3 +463,15 @@ def model_widths(model: nn.Module) -> list[int]:
         w = model.widths
         return list(w() if callable(w) else w)
     return [w for m in adaptive_modules(model) for w in m.widths]
+
+
+def named_model_widths(model: nn.Module) -> dict[str, int]:
+    """{name: width} for the entries of `model_widths(model)`.
+
+    A model names its MLP blocks by defining `width_names()` (one name per
+    entry, e.g. 'head', 'conv2', 'dec3_ffn'); otherwise they are 'l0', 'l1', ..."""
+    widths = model_widths(model)
+    names_fn = getattr(model, "width_names", None)
+    names = list(names_fn()) if callable(names_fn) else [f"l{i}" for i in range(len(widths))]
+    assert len(names) == len(widths), f"width_names() gave {len(names)} names for {len(widths)} widths"
+    return dict(zip(names, widths))

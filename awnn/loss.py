@@ -9,10 +9,11 @@ regularisers, and Adam sees gradients of the usual scale):
 
     loss = mean_batch CE  +  ( -log p(theta) - sum_l log p(rate_l) ) / N
 
-* p(theta) = prod N(w; 0, sigma_theta^2) over every weight and bias of the
-  adaptive blocks (hidden layers and the read-out fed by them: the read-out's
-  columns belong to adaptive neurons, and section 3.1 relies on regularising
-  them so that 1/f(j) cannot be compensated for).
+* p(theta) = prod N(w; 0, sigma_theta^2) over the weights and biases of the
+  adaptive layers (theta_ln for l = 1..L in Eq. 13: each hidden neuron's
+  incoming weights and bias).  `prior_on_readout=True` extends it to the
+  read-out fed by the last adaptive layer (section 3.1 mentions regularising
+  the next layer against 1/f(j) compensation); off by default.
 * p(rate_l) = N(rate_l; mu, sigma^2), or uninformative (the term is 0).
 * The q terms of Eq. 13 are Gaussians with unit variance evaluated at their
   own mean: constants, left out.

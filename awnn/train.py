@@ -7,9 +7,10 @@ the adaptive blocks update their widths (keeping optimiser state), then the
 forward pass, the ELBO (Eq. 13), backward and the optimiser step.  After
 each epoch the validation split is scored without touching the widths; the
 best epoch is the one with the highest validation accuracy (ties: the lower
-validation loss, then the earlier epoch), and the test accuracy reported is
-the one measured at that epoch (test is scored only when a new best epoch
-appears).
+validation loss, then the earlier epoch; `select_metric=loss` selects the
+lowest validation loss instead, as for the text task), and the test
+accuracy and loss reported are those measured at that epoch (test is scored
+only when a new best epoch appears).
 
 The trainer knows nothing of Ray or MLflow: `on_epoch(record)` receives a
 flat dict per epoch; `Trainer.state_dict()` is a checkpoint from which
@@ -30,7 +31,7 @@ import torch.nn as nn
 
 from .config import TrainConfig
 from .data import Task, load_task
-from .layers import MaxWidthReached, adaptive_modules, model_widths
+from .layers import MaxWidthReached, adaptive_modules, model_widths, named_model_widths
 from .loss import RatePrior, elbo_loss
 from .models import build_model
 
@@ -59,6 +60,7 @@ class RunResult:
     train_seconds: float
     hit_max_width: bool
     history: list[dict[str, Any]] = field(default_factory=list)
+    test_loss: float = float("nan")  # test cross-entropy at the best epoch (the text task's score)
 
     def summary(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "history"}
@@ -113,7 +115,7 @@ class Trainer:
         if config.threads:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
-        self.task = task or load_task(config.task, config.data_root, config.data_seed)
+        self.task = task or load_task(config.task, config.data_root, config.data_seed, config=config)
         self.model = build_model(config, self.task).to(self.device)
         self.blocks = adaptive_modules(self.model)
         self.optimizer = self._make_optimizer()
@@ -141,7 +143,7 @@ class Trainer:
             # the ELBO's Gaussian prior regularises the adaptive blocks
             groups.append({"params": [p for b in self.blocks for p in b.parameters()], "weight_decay": 0.0})
         if c.optimizer == "adam":
-            return torch.optim.Adam(groups, lr=c.lr, foreach=True)
+            return torch.optim.Adam(groups, lr=c.lr, eps=c.adam_eps, foreach=True)
         return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum, foreach=True)
 
     def _make_scheduler(self):
@@ -194,15 +196,22 @@ class Trainer:
                             if c.on_max_width == "stop":
                                 self.status = WIDTH_CAPPED
                                 break
-                    out, y = flatten_outputs(model(x), y)
+                    out = model(x)
+                    padded = out.dim() > 2  # sequence outputs: padding targets are not scored
+                    out, y = flatten_outputs(out, y)
                     loss, _ = elbo_loss(out, y, blocks, self.n_train, sigma_theta, prior, ignore_index=IGNORE_INDEX)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
                     self.step += 1
                     loss_sum += loss.detach()
-                    correct += (out.detach().argmax(-1) == y).sum()
-                    seen += len(y)
+                    if padded:
+                        mask = y != IGNORE_INDEX
+                        correct += ((out.detach().argmax(-1) == y) & mask).sum()
+                        seen += int(mask.sum())
+                    else:
+                        correct += (out.detach().argmax(-1) == y).sum()
+                        seen += len(y)
                     batches += 1
                 train_loss = float(loss_sum) / max(batches, 1)  # mean of the per-batch objective
                 if not math.isfinite(train_loss):
@@ -226,12 +235,15 @@ class Trainer:
             else:
                 self.scheduler.step()
         widths = model_widths(self.model)
-        better = val_acc > self.best["val_acc"] or (val_acc == self.best["val_acc"] and val_loss < self.best["val_loss"])
+        if c.select_metric == "loss":  # lowest val loss; ties: the higher val accuracy
+            better = val_loss < self.best["val_loss"] or (val_loss == self.best["val_loss"] and val_acc > self.best["val_acc"])
+        else:
+            better = val_acc > self.best["val_acc"] or (val_acc == self.best["val_acc"] and val_loss < self.best["val_loss"])
         if better and self.status == OK:
-            test_acc = float("nan")
+            test_loss = test_acc = float("nan")
             if c.split == "outer":
-                test_acc = evaluate(self.model, self.task, c.split, "test", self.device)[1]
-            self.best = {"val_acc": val_acc, "val_loss": val_loss, "epoch": epoch, "test_acc": test_acc, "widths": widths}
+                test_loss, test_acc = evaluate(self.model, self.task, c.split, "test", self.device)
+            self.best = {"val_acc": val_acc, "val_loss": val_loss, "epoch": epoch, "test_acc": test_acc, "test_loss": test_loss, "widths": widths}
         self.train_seconds += time.perf_counter() - t0
         record: dict[str, Any] = {
             "epoch": epoch,
@@ -241,7 +253,7 @@ class Trainer:
             "val_acc": val_acc,
             "best_val_acc": self.best["val_acc"],
             "width_total": sum(widths),
-            **{f"width_l{i}": w for i, w in enumerate(widths)},
+            **{f"width_{name}": w for name, w in named_model_widths(self.model).items()},
             "train_seconds": self.train_seconds,
             "status": self.status,
             "width_capped": capped,
@@ -265,6 +277,7 @@ class Trainer:
             train_seconds=self.train_seconds,
             hit_max_width=self.hit_max_width,
             history=self.history,
+            test_loss=self.best.get("test_loss", float("nan")),
         )
 
     # ---------------------------------------------------------- checkpoints

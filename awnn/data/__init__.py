@@ -96,12 +96,40 @@ def _tabular(name: str) -> Callable[..., TensorTask]:
     return load
 
 
+def _lazy(module: str, function: str, config_keys: tuple[str, ...]) -> Callable[..., Task]:
+    """A loader that imports its domain module (torchvision, torch-geometric,
+    ...) only when called, so `import awnn` stays light."""
+
+    def load(data_root: str | None = None, data_seed: int = 0, **options) -> Task:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(data_root=data_root, data_seed=data_seed, **options)
+
+    load.config_keys = config_keys
+    return load
+
+
 TASKS: dict[str, Callable[..., Task]] = {name: _tabular(name) for name in GENERATORS}
+TASKS.update(
+    {
+        "digits": _lazy("images", "load_digits", ("augment",)),
+        "mnist": _lazy("images", "load_mnist", ("augment",)),
+        "cifar10": _lazy("images", "load_cifar10", ("augment",)),
+        "cifar100": _lazy("images", "load_cifar100", ("augment",)),
+        "nci1": _lazy("graphs", "load_nci1", ("fold",)),
+        "reddit_binary": _lazy("graphs", "load_reddit_binary", ("fold",)),
+        "multi30k": _lazy("text", "load_multi30k", ("tokenizer", "max_len")),
+    }
+)
 
 
-def load_task(name: str, data_root: str | None = None, data_seed: int = 0) -> Task:
+def load_task(name: str, data_root: str | None = None, data_seed: int = 0, config=None) -> Task:
+    """The task `name`.  A loader may declare `config_keys` (e.g. the graph
+    `fold`, the text `tokenizer`): their values are taken from `config`, a
+    TrainConfig, when one is given, and are the loader's defaults otherwise."""
     try:
         loader = TASKS[name]
     except KeyError:
         raise ValueError(f"Could not resolve task {name!r} among choices {sorted(TASKS)}.") from None
-    return loader(data_root=data_root, data_seed=data_seed)
+    options = {k: getattr(config, k) for k in getattr(loader, "config_keys", ())} if config is not None else {}
+    return loader(data_root=data_root, data_seed=data_seed, **options)

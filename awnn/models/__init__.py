@@ -12,8 +12,20 @@ from .mlp import build_mlp
 
 __all__ = ["BUILDERS", "build_model"]
 
+def _lazy(module: str, function: str) -> Callable[[TrainConfig, object], nn.Module]:
+    def build(config: TrainConfig, task) -> nn.Module:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(config, task)
+
+    return build
+
+
 BUILDERS: dict[str, Callable[[TrainConfig, object], nn.Module]] = {
     "tabular": lambda config, task: build_mlp(config, task.in_features, task.num_classes),
+    "image": _lazy("resnet", "build_resnet20"),  # ResNet-20, fixed or adaptive classifier
+    "graph": _lazy("gin", "build_gin"),  # GIN, fixed or adaptive MLPs
+    "text": _lazy("transformer", "build_transformer"),  # Transformer, fixed or adaptive FFNs
 }
 
 

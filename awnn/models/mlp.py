@@ -20,6 +20,7 @@ def build_mlp(config: TrainConfig, in_features: int, num_classes: int):
             init_distribution=config.init_distribution,
             grow_init=config.grow_init,
             max_width=config.max_width,
+            prior_on_readout=config.prior_on_readout,
         )
     return FixedMLP(
         in_features,

@@ -1,0 +1,117 @@
+"""Graph classification tasks: NCI1 and REDDIT-BINARY (TU datasets).
+
+Read through torch-geometric's `TUDataset` from the raw TU text files,
+never downloaded:
+
+    <data_root>/NCI1/raw/NCI1_{A,graph_indicator,graph_labels,node_labels}.txt
+    <data_root>/REDDIT-BINARY/raw/REDDIT-BINARY_{A,graph_indicator,graph_labels}.txt
+
+(`TUDataset` writes its processed cache to `<data_root>/<NAME>/processed/`).
+Node features are the one-hot node labels (NCI1: 37); REDDIT-BINARY has
+none and every node gets the constant feature 1, as in the fair-comparison
+protocol of Errica et al. (2020).
+
+Splits follow that protocol: a stratified 10-fold outer cross-validation
+(seeded by `data_seed`); fold `fold` is the outer test part, and 10% of
+the whole dataset, drawn stratified from the other nine folds, is the
+outer validation part (NCI1: 3288/411/411, paper Table 2).  Model
+selection uses an inner stratified 90/10 holdout of the nine folds (NCI1:
+3329/370).  This project's trainer runs one split at a time: a full
+10-fold risk assessment is 10 runs with `fold=0..9`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from . import DataError, Task
+from .images import stratified_holdout
+from .splits import Split, stratified_split
+
+__all__ = ["GraphTask", "load_tu", "load_nci1", "load_reddit_binary", "tu_fold_splits", "FOLDS"]
+
+FOLDS = 10
+EVAL_BATCH = 512  # graphs per evaluation batch
+
+
+def tu_fold_splits(labels: np.ndarray, fold: int, seed: int = 0) -> tuple[Split, Split]:
+    """(outer train/val/test, inner train/val) for one fold of the stratified 10-fold CV."""
+    if not 0 <= fold < FOLDS:
+        raise ValueError(f"fold must lie in 0..{FOLDS - 1}, but got {fold=}.")
+    labels = np.asarray(labels)
+    folds = stratified_split(labels, (1.0 / FOLDS,) * FOLDS, seed)
+    test = folds[fold]
+    rest = np.concatenate([f for i, f in enumerate(folds) if i != fold])
+    keep, val = stratified_holdout(labels[rest], round(0.1 * len(labels)), seed + 1)
+    ikeep, ival = stratified_holdout(labels[rest], round(0.1 * len(rest)), seed + 2)
+    return Split(rest[keep], rest[val], test), Split(rest[ikeep], rest[ival], np.array([], dtype=int))
+
+
+class GraphTask(Task):
+    """A list of torch-geometric `Data` graphs; batches are PyG `Batch`es.
+
+    `batches` yields (batch, batch.y) on the device; a batch carries `x`
+    (nodes, in_features), `edge_index` and the node-to-graph map `batch`."""
+
+    kind = "graph"
+
+    def __init__(self, name: str, graphs: list, labels: np.ndarray, outer: Split, inner: Split, num_classes: int, in_features: int, constant_features: bool):
+        self.name = name
+        self.graphs = graphs
+        self.labels = np.asarray(labels)
+        self.outer, self.inner = outer, inner
+        self.num_classes = int(num_classes)
+        self.in_features = int(in_features)
+        self.constant_features = constant_features
+
+    def indices(self, split: str, part: str) -> np.ndarray:
+        return getattr({"inner": self.inner, "outer": self.outer}[split], part)
+
+    def n_train(self, split: str) -> int:
+        return len(self.indices(split, "train"))
+
+    def batches(self, split: str, part: str, batch_size: int, device: torch.device, generator: torch.Generator | None = None) -> Iterator:
+        from torch_geometric.data import Batch
+
+        idx = self.indices(split, part)
+        if generator is not None:
+            idx = idx[torch.randperm(len(idx), generator=generator).numpy()]
+        else:
+            batch_size = min(batch_size, EVAL_BATCH)
+        for s in range(0, len(idx), batch_size):
+            b = Batch.from_data_list([self.graphs[i] for i in idx[s : s + batch_size]]).to(device)
+            if self.constant_features:
+                b.x = torch.ones(b.num_nodes, 1, device=device)
+            yield b, b.y
+
+
+def load_tu(name: str, task_name: str, data_root: str | None, data_seed: int, fold: int) -> GraphTask:
+    root = data_root or "data"
+    raw = os.path.join(root, name, "raw")
+    files = [f"{name}_{part}.txt" for part in ("A", "graph_indicator", "graph_labels")]
+    missing = [f for f in files if not os.path.isfile(os.path.join(raw, f))]
+    if missing:
+        raise DataError(f"{name}: expected the TU raw files {', '.join(files)} in {raw} (missing: {', '.join(missing)}); nothing is downloaded")
+    from torch_geometric.datasets import TUDataset
+
+    try:
+        dataset = TUDataset(root, name)
+    except (OSError, RuntimeError, ValueError, IndexError) as e:
+        raise DataError(f"{name}: could not read the TU files in {raw} ({type(e).__name__}: {e})") from None
+    graphs = [dataset[i] for i in range(len(dataset))]
+    labels = np.array([int(g.y) for g in graphs])
+    constant = dataset.num_node_features == 0
+    outer, inner = tu_fold_splits(labels, fold, data_seed)
+    return GraphTask(task_name, graphs, labels, outer, inner, num_classes=int(labels.max()) + 1, in_features=1 if constant else dataset.num_node_features, constant_features=constant)
+
+
+def load_nci1(data_root: str | None = None, data_seed: int = 0, fold: int = 0) -> GraphTask:
+    return load_tu("NCI1", "nci1", data_root, data_seed, fold)
+
+
+def load_reddit_binary(data_root: str | None = None, data_seed: int = 0, fold: int = 0) -> GraphTask:
+    return load_tu("REDDIT-BINARY", "reddit_binary", data_root, data_seed, fold)
+

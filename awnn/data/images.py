@@ -1,0 +1,224 @@
+"""Image classification tasks: MNIST, CIFAR-10, CIFAR-100 and sklearn's digits.
+
+Files are read from `data_root` and never downloaded; the layout is the one
+torchvision's own downloads leave behind:
+
+    <data_root>/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte
+    <data_root>/cifar-10-batches-py/{data_batch_1..5,test_batch}
+    <data_root>/cifar-100-python/{train,test}
+
+MNIST is read by `torchvision.datasets.MNIST(download=False)`.  The CIFAR
+python batches are read with `pickle` exactly as torchvision does, without
+its md5 check (so a subset or a regenerated batch can be used in tests).
+`digits` is scikit-learn's bundled 8x8 digits (1797 real images, no file
+needed): the image path can run anywhere.
+
+Splits (paper Table 2): the official test set is the outer test part; the
+official training set is split, stratified, into outer train/validation
+(MNIST 53000/7000, CIFAR 44000/6000) and, for model selection, into inner
+train/validation 90/10 (54000/6000, 45000/5000).  `digits` has no official
+test set and uses the project's 70/10/20 outer and 90/10 inner splits.
+
+All images of a task live in one tensor on the training device; batches are
+normalised (per-channel mean/std of the training pool) and, for training
+batches only, augmented there: random crop with zero padding (4 pixels; 1
+for images under 16 pixels) and/or horizontal flip (`augment`).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from . import DataError, Task
+from .splits import Split, outer_inner_splits
+
+__all__ = ["ImageTask", "load_digits", "load_mnist", "load_cifar10", "load_cifar100", "stratified_holdout"]
+
+EVAL_BATCH = 1024  # evaluation never uses larger batches (activation memory)
+
+
+def stratified_holdout(labels: np.ndarray, n_holdout: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, held out) positions of `labels`, exactly `n_holdout` held out,
+    stratified: each class gives its share, remainders by largest fraction."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    classes, counts = np.unique(labels, return_counts=True)
+    quota = n_holdout * counts / counts.sum()
+    take = np.floor(quota).astype(int)
+    for k in np.argsort(-(quota - take), kind="stable")[: n_holdout - int(take.sum())]:
+        take[k] += 1
+    keep, hold = [], []
+    for cls, n in zip(classes, take):
+        idx = np.flatnonzero(labels == cls)
+        rng.shuffle(idx)
+        hold.append(idx[:n])
+        keep.append(idx[n:])
+    keep, hold = np.concatenate(keep), np.concatenate(hold)
+    rng.shuffle(keep)
+    rng.shuffle(hold)
+    return keep, hold
+
+
+def official_test_splits(train_labels: np.ndarray, n_test: int, val_fraction: float, seed: int) -> tuple[Split, Split]:
+    """Outer (train/val of the official training set, official test) and inner
+    (90/10 of the official training set) splits over the concatenation
+    [official train, official test]."""
+    n = len(train_labels)
+    tr, va = stratified_holdout(train_labels, round(val_fraction * n), seed)
+    itr, iva = stratified_holdout(train_labels, round(0.1 * n), seed + 1)
+    test = np.arange(n, n + n_test)
+    return Split(tr, va, test), Split(itr, iva, np.array([], dtype=int))
+
+
+def channel_stats(x: torch.Tensor, rows: np.ndarray, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and std of x[rows], as (1, C, 1, 1), in float64 chunks."""
+    total = torch.zeros(x.shape[1], dtype=torch.float64)
+    total_sq = torch.zeros_like(total)
+    rows = torch.as_tensor(rows, dtype=torch.long)
+    for s in range(0, len(rows), chunk):
+        xc = x[rows[s : s + chunk]].double()
+        total += xc.sum(dim=(0, 2, 3))
+        total_sq += xc.pow(2).sum(dim=(0, 2, 3))
+    n = max(len(rows) * x.shape[2] * x.shape[3], 1)
+    mean = total / n
+    std = (total_sq / n - mean.pow(2)).clamp_min(0).sqrt().clamp_min(1e-6)
+    return mean.float().view(1, -1, 1, 1), std.float().view(1, -1, 1, 1)
+
+
+class ImageTask(Task):
+    """Images (N, C, H, W) in memory; `outer`/`inner` index into them."""
+
+    kind = "image"
+
+    def __init__(self, name: str, x: torch.Tensor, y: torch.Tensor, outer: Split, inner: Split, num_classes: int, augment: str = "none"):
+        if x.dim() != 4:
+            raise ValueError(f"images must be (N, C, H, W), but got shape {tuple(x.shape)}.")
+        self.name = name
+        self.x, self.y = x, y.long()
+        self.outer, self.inner = outer, inner
+        self.num_classes = int(num_classes)
+        self.augment = augment
+        self.in_channels = int(x.shape[1])
+        self.image_size = (int(x.shape[2]), int(x.shape[3]))
+        self.in_features = self.in_channels * self.image_size[0] * self.image_size[1]
+        self.padding = 4 if min(self.image_size) >= 16 else 1
+        self.mean, self.std = channel_stats(x, np.concatenate([outer.train, outer.val]))
+        self._device_cache: dict = {}
+
+    def indices(self, split: str, part: str) -> np.ndarray:
+        return getattr({"inner": self.inner, "outer": self.outer}[split], part)
+
+    def n_train(self, split: str) -> int:
+        return len(self.indices(split, "train"))
+
+    def _on(self, device: torch.device):
+        key = str(device)
+        if key not in self._device_cache:
+            self._device_cache = {key: (self.x.to(device), self.y.to(device), self.mean.to(device), self.std.to(device))}
+        return self._device_cache[key]
+
+    def batches(self, split: str, part: str, batch_size: int, device: torch.device, generator: torch.Generator | None = None) -> Iterator:
+        x_all, y_all, mean, std = self._on(device)
+        idx = torch.as_tensor(self.indices(split, part), dtype=torch.long)
+        train = generator is not None
+        if train:
+            idx = idx[torch.randperm(len(idx), generator=generator)]
+        else:
+            batch_size = min(batch_size, EVAL_BATCH)
+        for s in range(0, len(idx), batch_size):
+            b = idx[s : s + batch_size]
+            xb = x_all[b.to(device)].float()  # (B, C, H, W), raw pixel scale
+            if train and self.augment != "none":
+                xb = self._augment(xb, generator)
+            yield (xb - mean) / std, y_all[b.to(device)]
+
+    def _augment(self, xb: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Random crop after zero padding, then (crop_flip) a random horizontal flip."""
+        n, _, h, w = xb.shape
+        p = self.padding
+        padded = torch.nn.functional.pad(xb, (p, p, p, p))  # (B, C, H+2p, W+2p)
+        dy = torch.randint(0, 2 * p + 1, (n,), generator=generator).to(xb.device)
+        dx = torch.randint(0, 2 * p + 1, (n,), generator=generator).to(xb.device)
+        rows = (dy[:, None] + torch.arange(h, device=xb.device))[:, None, :, None]  # (B, 1, H, 1)
+        cols = (dx[:, None] + torch.arange(w, device=xb.device))[:, None, None, :]  # (B, 1, 1, W)
+        batch = torch.arange(n, device=xb.device)[:, None, None, None]
+        chan = torch.arange(xb.shape[1], device=xb.device)[None, :, None, None]
+        xb = padded[batch, chan, rows, cols]  # (B, C, H, W)
+        if self.augment == "crop_flip":
+            flip = (torch.rand(n, generator=generator) < 0.5).to(xb.device)
+            xb = torch.where(flip[:, None, None, None], xb.flip(3), xb)
+        return xb
+
+
+# ------------------------------------------------------------------ loaders
+def _require(folder: str, files: list[str], what: str, hint: str) -> None:
+    missing = [f for f in files if not os.path.isfile(os.path.join(folder, f))]
+    if missing:
+        raise DataError(f"{what}: expected files {', '.join(files)} in {folder} (missing: {', '.join(missing)}); {hint}")
+
+
+def load_digits(data_root: str | None = None, data_seed: int = 0, augment: str = "none") -> ImageTask:
+    """scikit-learn's 8x8 digits as 1-channel images (pixel values 0..16)."""
+    try:
+        from sklearn.datasets import load_digits as sk_digits
+    except ImportError:
+        raise DataError("task 'digits' needs scikit-learn (pip install 'awnn-search[vision]')") from None
+    d = sk_digits()
+    x = torch.as_tensor(d.images, dtype=torch.float32).unsqueeze(1)  # (1797, 1, 8, 8)
+    y = torch.as_tensor(d.target, dtype=torch.long)
+    outer, inner = outer_inner_splits(d.target, seed=data_seed)
+    return ImageTask("digits", x, y, outer, inner, num_classes=10, augment=augment)
+
+
+MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
+
+
+def load_mnist(data_root: str | None = None, data_seed: int = 0, augment: str = "none") -> ImageTask:
+    root = data_root or "data"
+    folder = os.path.join(root, "MNIST", "raw")
+    _require(folder, MNIST_FILES, "MNIST", "the uncompressed IDX files that torchvision.datasets.MNIST(root, download=True) leaves there")
+    from torchvision.datasets import MNIST
+
+    train = MNIST(root, train=True, download=False)
+    test = MNIST(root, train=False, download=False)
+    x = torch.cat([train.data, test.data]).unsqueeze(1)  # (N, 1, 28, 28) uint8
+    y = torch.cat([train.targets, test.targets])
+    outer, inner = official_test_splits(train.targets.numpy(), len(test.targets), 7000 / 60000, data_seed)
+    return ImageTask("mnist", x, y, outer, inner, num_classes=10, augment=augment)
+
+
+def _read_cifar_batches(folder: str, files: list[str], label_key: str) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = [], []
+    for f in files:
+        path = os.path.join(folder, f)
+        try:
+            with open(path, "rb") as fh:
+                entry = pickle.load(fh, encoding="latin1")
+            xs.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+            ys.append(np.asarray(entry[label_key], dtype=np.int64))
+        except (OSError, pickle.UnpicklingError, KeyError, ValueError, EOFError) as e:
+            raise DataError(f"{path}: not a CIFAR python batch ({type(e).__name__}: {e})") from None
+    return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
+
+
+def _load_cifar(name: str, folder_name: str, train_files: list[str], test_files: list[str], label_key: str, num_classes: int, data_root, data_seed, augment) -> ImageTask:
+    folder = os.path.join(data_root or "data", folder_name)
+    _require(folder, train_files + test_files, name.upper().replace("CIFAR", "CIFAR-"), "the python version of the dataset that torchvision.datasets.CIFAR*(root, download=True) leaves there")
+    xtr, ytr = _read_cifar_batches(folder, train_files, label_key)
+    xte, yte = _read_cifar_batches(folder, test_files, label_key)
+    outer, inner = official_test_splits(ytr.numpy(), len(yte), 6000 / 50000, data_seed)
+    return ImageTask(name, torch.cat([xtr, xte]), torch.cat([ytr, yte]), outer, inner, num_classes=num_classes, augment=augment)
+
+
+def load_cifar10(data_root: str | None = None, data_seed: int = 0, augment: str = "none") -> ImageTask:
+    files = [f"data_batch_{i}" for i in range(1, 6)]
+    return _load_cifar("cifar10", "cifar-10-batches-py", files, ["test_batch"], "labels", 10, data_root, data_seed, augment)
+
+
+def load_cifar100(data_root: str | None = None, data_seed: int = 0, augment: str = "none") -> ImageTask:
+    return _load_cifar("cifar100", "cifar-100-python", ["train"], ["test"], "fine_labels", 100, data_root, data_seed, augment)
+

@@ -1,0 +1,87 @@
+"""Graph Isomorphism Network (Xu et al. 2019) as in Errica et al. (2020),
+with fixed or adaptive MLPs (AWNN paper, appendix C.4).
+
+    h_0 = act(BN(MLP_in(x)))                                  (nodes, E)
+    h_l = act(BN(GINConv_l(h_{l-1})))   l = 1..L,  GINConv_l = MLP_l((1+eps) h + sum_neighbours h)
+    logits = sum_l dropout(Linear_l(pool(h_l)))               (graphs, classes)
+
+Each MLP has one hidden layer (`hidden_layers`): of `width` neurons for the
+fixed model, adaptive for AWNN (the MLP before the convolutions and the one
+inside every convolution).  The node-embedding size E between layers is
+fixed, `embed_dim`; 0 means E = `width` for the fixed model (the standard
+GIN, where "hidden units" sets both) and E = 64 for AWNN (the largest
+width of the fixed grid), so that only the MLPs' hidden widths adapt.
+Batch norm acts on those E-sized outputs (a batch norm on an adaptive
+hidden layer would have to be resized with it).  The read-out sums the
+per-layer predictions of every layer's pooled embedding (sum or mean).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..config import TrainConfig
+from ..layers import resolve_activation
+from .mlp import build_mlp
+
+__all__ = ["GIN", "build_gin", "AWNN_EMBED_DIM"]
+
+AWNN_EMBED_DIM = 64
+
+
+class GIN(nn.Module):
+    def __init__(self, in_features: int, num_classes: int, make_mlp, conv_layers: int = 2, embed_dim: int = 64, pooling: str = "sum", dropout: float = 0.0, activation: str = "relu"):
+        super().__init__()
+        from torch_geometric.nn import GINConv, global_add_pool, global_mean_pool
+
+        if pooling not in ("sum", "mean"):
+            raise ValueError(f"Could not resolve pooling {pooling!r} among choices ['sum', 'mean'].")
+        self.pooling = pooling
+        self._pool = global_add_pool if pooling == "sum" else global_mean_pool
+        self._act = resolve_activation(activation)
+        self.dropout = dropout
+        self.input_mlp = make_mlp(in_features, embed_dim)
+        self.convs = nn.ModuleList(GINConv(make_mlp(embed_dim, embed_dim), train_eps=True) for _ in range(conv_layers))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(embed_dim) for _ in range(conv_layers + 1))
+        self.readouts = nn.ModuleList(nn.Linear(embed_dim, num_classes) for _ in range(conv_layers + 1))
+
+    def forward(self, data) -> torch.Tensor:
+        x, edge_index, batch = data.x, data.edge_index, data.batch
+        size = data.num_graphs
+        h = self._act(self.norms[0](self.input_mlp(x)))  # (nodes, E)
+        out = F.dropout(self.readouts[0](self._pool(h, batch, size)), self.dropout, self.training)  # (graphs, classes)
+        for conv, norm, readout in zip(self.convs, self.norms[1:], self.readouts[1:]):
+            h = self._act(norm(conv(h, edge_index)))
+            out = out + F.dropout(readout(self._pool(h, batch, size)), self.dropout, self.training)
+        return out
+
+    def mlps(self) -> list[nn.Module]:
+        return [self.input_mlp] + [conv.nn for conv in self.convs]
+
+    @property
+    def widths(self) -> list[int]:
+        return [w for m in self.mlps() for w in m.widths]
+
+    def width_names(self) -> list[str]:
+        names = []
+        for block, m in zip(["input"] + [f"conv{i}" for i in range(len(self.convs))], self.mlps()):
+            n = len(m.widths)
+            names += [block] if n == 1 else [f"{block}_l{j}" for j in range(n)]
+        return names
+
+
+def build_gin(config: TrainConfig, task) -> GIN:
+    embed = config.embed_dim or (AWNN_EMBED_DIM if config.adaptive else config.width)
+    if embed < 1:
+        raise ValueError("GIN needs a node-embedding size: set embed_dim >= 1 when width=0.")
+    return GIN(
+        task.in_features,
+        task.num_classes,
+        make_mlp=lambda i, o: build_mlp(config, i, o),
+        conv_layers=config.conv_layers,
+        embed_dim=embed,
+        pooling=config.pooling,
+        dropout=config.dropout,
+        activation=config.activation,
+    )

@@ -1,0 +1,99 @@
+"""Budgets: how many epochs and re-training runs a sweep spends.
+
+`paper` is the paper's protocol (each grid's epochs, R = retrain_runs from
+the grid, 10 in the paper).  `quick` scales epochs so that `make demo`
+(the SpiralHard comparison: 180 + 18 selection trials and the re-training
+runs) finishes in about a quarter of an hour on a 2-core machine.  `smoke`
+runs a couple of epochs per trial, for tests.  A budget can also be a YAML
+file with the same keys:
+
+    epoch_scale: 0.06      # epochs = round(grid epochs * scale) ...
+    min_epochs: 20         # ... clipped to [min_epochs, max_epochs]
+    max_epochs: 300
+    retrain_runs: 3        # R; omit to use the grid's (the paper's 10)
+    patience_scale: 0.06   # early-stopping patience scaled like epochs (0 = off)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .grid import Grid, GridError
+
+__all__ = ["Budget", "BUDGETS", "resolve_budget"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    name: str
+    epoch_scale: float = 1.0
+    min_epochs: int = 1
+    max_epochs: int = 1_000_000
+    retrain_runs: int | None = None  # None: the grid's
+    patience_scale: float = 1.0
+
+    def epochs(self, grid: Grid) -> int:
+        e = round(grid.epochs * self.epoch_scale)
+        return int(min(self.max_epochs, max(self.min_epochs, e, 1)))
+
+    def patience(self, grid: Grid) -> int:
+        if not grid.patience or not self.patience_scale:
+            return 0
+        return max(1, math.ceil(grid.patience * self.patience_scale))
+
+    def runs(self, grid: Grid) -> int:
+        return self.retrain_runs if self.retrain_runs is not None else grid.retrain_runs
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+BUDGETS = {
+    "smoke": Budget("smoke", epoch_scale=0.0, min_epochs=2, max_epochs=2, retrain_runs=2, patience_scale=0.0),
+    "quick": Budget("quick", epoch_scale=0.06, min_epochs=20, max_epochs=300, retrain_runs=3, patience_scale=0.06),
+    "paper": Budget("paper"),
+}
+
+_KEYS = {
+    "epoch_scale": (float, "a number >= 0"),
+    "min_epochs": (int, "an integer >= 1"),
+    "max_epochs": (int, "an integer >= 1"),
+    "retrain_runs": (int, "an integer >= 1"),
+    "patience_scale": (float, "a number >= 0"),
+}
+
+
+def resolve_budget(name_or_path: str) -> Budget:
+    """A built-in budget by name, or a YAML budget file."""
+    if name_or_path in BUDGETS:
+        return BUDGETS[name_or_path]
+    path = Path(name_or_path)
+    if not path.suffix in (".yaml", ".yml") and not path.exists():
+        raise GridError(f"--budget: expected one of {sorted(BUDGETS)} or a YAML file, found {name_or_path!r}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise GridError(f"{path}: no such budget file") from None
+    except yaml.YAMLError as e:
+        raise GridError(f"{path}: malformed YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise GridError(f"{path}: expected a mapping with keys {list(_KEYS)}, found {type(data).__name__}")
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in _KEYS:
+            raise GridError(f"{path}: unknown key {key!r}; expected one of {list(_KEYS)}")
+        typ, expected = _KEYS[key]
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (typ is float or float(value).is_integer())
+        if not ok or value < (0 if typ is float else 1):
+            raise GridError(f"{path}: key {key!r}: expected {expected}, found {value!r}")
+        values[key] = typ(value)
+    if values.get("min_epochs", 1) > values.get("max_epochs", 1_000_000):
+        raise GridError(f"{path}: key 'max_epochs': expected a value >= min_epochs={values['min_epochs']}, found {values['max_epochs']!r}")
+    return Budget(name=path.stem, **values)
+
+
+assert {f.name for f in fields(Budget)} - {"name"} == set(_KEYS)

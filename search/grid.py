@@ -1,0 +1,215 @@
+"""Declarative grids: load, validate and expand `search/grids/*.yaml`.
+
+A grid file::
+
+    task: spiralhard          # a registered task
+    strategy: fixed           # fixed | awnn (the strategies that expand a grid)
+    description: ...          # optional
+    epochs: 5000              # the paper's epochs; budgets scale them
+    patience: 0               # optional early-stopping patience (paper's)
+    retrain_runs: 10          # R re-training runs of the selected config
+    fixed:                    # TrainConfig values shared by every config
+      model: fixed
+    grid:                     # TrainConfig keys -> non-empty lists; cartesian product
+      width: [8, 16, 24, 128, 256]
+
+Every problem raises GridError with one line naming the file, the key, what
+was expected and what was found; nothing is launched before a grid loads.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from awnn.config import ConfigError, TrainConfig
+
+__all__ = ["Grid", "GridError", "load_grid", "discover_grids", "find_grid", "GRID_DIR", "GRID_STRATEGIES"]
+
+GRID_DIR = Path(__file__).parent / "grids"
+GRID_STRATEGIES = ("fixed", "awnn")
+TOP_KEYS = {
+    "task": "a task name",
+    "strategy": f"one of {list(GRID_STRATEGIES)}",
+    "description": "a string",
+    "epochs": "an integer >= 1",
+    "patience": "an integer >= 0",
+    "retrain_runs": "an integer >= 1",
+    "fixed": "a mapping of config keys to values",
+    "grid": "a mapping of config keys to non-empty lists",
+}
+REQUIRED = ("task", "strategy", "epochs", "grid")
+# keys a grid may not set: they belong to the protocol and the budget
+PROTOCOL_KEYS = ("split", "epochs", "patience", "seed", "task", "device", "threads", "data_root")
+
+
+class GridError(ValueError):
+    """A grid (or budget) file is invalid; the message is one line."""
+
+
+@dataclass
+class Grid:
+    path: Path
+    task: str
+    strategy: str
+    epochs: int
+    grid: dict[str, list[Any]]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    patience: int = 0
+    retrain_runs: int = 10
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for values in self.grid.values():
+            n *= len(values)
+        return n
+
+    def configs(self) -> list[dict[str, Any]]:
+        """The grid's points in a fixed order (keys in file order, last key fastest)."""
+        keys = list(self.grid)
+        out = []
+        for values in itertools.product(*(self.grid[k] for k in keys)):
+            out.append({"task": self.task, **self.fixed, **dict(zip(keys, values))})
+        return out
+
+    def digest(self) -> str:
+        """Short hash of the grid's content: identifies 'the same sweep' for --resume."""
+        body = json.dumps({"task": self.task, "strategy": self.strategy, "epochs": self.epochs, "patience": self.patience,
+                           "retrain_runs": self.retrain_runs, "fixed": self.fixed, "grid": self.grid}, sort_keys=True)
+        return hashlib.sha1(body.encode()).hexdigest()[:10]
+
+    def describe(self) -> dict[str, Any]:
+        return {"task": self.task, "strategy": self.strategy, "configs": self.size, "file": str(self.path)}
+
+
+def _fail(path: Path | str, key: str, expected: str, found: Any) -> GridError:
+    return GridError(f"{path}: key {key!r}: expected {expected}, found {found!r}")
+
+
+def load_grid(path: str | Path) -> Grid:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise GridError(f"{path}: no such grid file") from None
+    except OSError as e:
+        raise GridError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise GridError(f"{path}: malformed YAML{where}: {problem}") from None
+    return grid_from_dict(data, path)
+
+
+def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
+    if not isinstance(data, dict):
+        raise GridError(f"{path}: expected a mapping with keys {list(TOP_KEYS)}, found {type(data).__name__}")
+    for key in data:
+        if key not in TOP_KEYS:
+            import difflib
+
+            hint = difflib.get_close_matches(str(key), list(TOP_KEYS), n=1)
+            did = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise GridError(f"{path}: unknown key {key!r}{did}; expected one of {list(TOP_KEYS)}")
+    for key in REQUIRED:
+        if key not in data:
+            raise GridError(f"{path}: missing key {key!r}: expected {TOP_KEYS[key]}")
+
+    from awnn.data import TASKS
+
+    task = data["task"]
+    if not isinstance(task, str) or task not in TASKS:
+        raise _fail(path, "task", f"one of {sorted(TASKS)}", task)
+    strategy = data["strategy"]
+    if strategy not in GRID_STRATEGIES:
+        raise _fail(path, "strategy", TOP_KEYS["strategy"], strategy)
+    description = data.get("description", "") or ""
+    if not isinstance(description, str):
+        raise _fail(path, "description", "a string", description)
+    ints = {}
+    for key, minimum in (("epochs", 1), ("patience", 0), ("retrain_runs", 1)):
+        value = data.get(key, {"patience": 0, "retrain_runs": 10}.get(key))
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise _fail(path, key, f"an integer >= {minimum}", value)
+        ints[key] = value
+
+    fixed = data.get("fixed") or {}
+    if not isinstance(fixed, dict):
+        raise _fail(path, "fixed", TOP_KEYS["fixed"], fixed)
+    grid = data["grid"]
+    if not isinstance(grid, dict) or not grid:
+        raise _fail(path, "grid", TOP_KEYS["grid"], grid)
+    known = set(TrainConfig.keys())
+    for section, mapping in (("fixed", fixed), ("grid", grid)):
+        for key, value in mapping.items():
+            if key not in known:
+                import difflib
+
+                hint = difflib.get_close_matches(str(key), sorted(known), n=1)
+                did = f" (did you mean {hint[0]!r}?)" if hint else ""
+                raise _fail(path, f"{section}.{key}", f"a config key{did}", key)
+            if key in PROTOCOL_KEYS:
+                raise _fail(path, f"{section}.{key}", "a model/optimiser key (task, epochs, split, seed, patience are set by the grid's top level and the protocol)", key)
+            if section == "grid" and (not isinstance(value, list) or not value):
+                raise _fail(path, f"grid.{key}", "a non-empty list", value)
+            if section == "fixed" and isinstance(value, (list, dict)):
+                raise _fail(path, f"fixed.{key}", "a single value (lists belong under grid)", value)
+        # a key in both sections is ambiguous
+    both = set(fixed) & set(grid)
+    if both:
+        key = sorted(both)[0]
+        raise _fail(path, f"grid.{key}", "a key not also set under fixed", key)
+
+    # every value on its own, then every combination, through TrainConfig's checks
+    base = {"task": task, **fixed}
+    _check(path, "fixed", base)
+    for key, values in grid.items():
+        for v in values:
+            if isinstance(v, (list, dict)):
+                raise _fail(path, f"grid.{key}", "scalar values", v)
+            _check(path, f"grid.{key}", {**base, key: v}, only=key)
+        if len(set(map(repr, values))) != len(values):
+            raise _fail(path, f"grid.{key}", "distinct values", values)
+    g = Grid(path=Path(path), task=task, strategy=strategy, epochs=ints["epochs"], grid=grid, fixed=fixed,
+             description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"])
+    for i, cfg in enumerate(g.configs()):
+        _check(path, f"grid point {i}", cfg)
+    return g
+
+
+def _check(path, where: str, values: dict, only: str | None = None) -> None:
+    try:
+        TrainConfig.from_dict(values, source=str(path))
+    except ConfigError as e:
+        if only is not None and e.key not in (only, None):
+            return  # another key's problem: reported when that key or the combination is checked
+        key = where if where.startswith("grid.") or e.key is None else (f"{where}.{e.key}" if where == "fixed" else f"{where}: {e.key}")
+        raise GridError(f"{path}: key {key!r}: expected {e.expected}, found {e.found!r}") from None
+
+
+def discover_grids(directory: str | Path | None = None) -> list[Grid]:
+    directory = Path(directory) if directory else GRID_DIR
+    return [load_grid(p) for p in sorted(directory.glob("*.yaml"))]
+
+
+def find_grid(task: str, strategy: str, directory: str | Path | None = None) -> Grid:
+    """The grid file for (task, strategy): <dir>/<task>-<strategy>.yaml."""
+    directory = Path(directory) if directory else GRID_DIR
+    path = directory / f"{task}-{strategy}.yaml"
+    if not path.exists():
+        available = sorted(p.stem for p in directory.glob("*.yaml"))
+        raise GridError(f"{path}: no grid for task {task!r} and strategy {strategy!r}; available: {', '.join(available)}")
+    grid = load_grid(path)
+    if grid.task != task or grid.strategy != strategy:
+        raise GridError(f"{path}: file name says {task}-{strategy} but it declares task {grid.task!r}, strategy {grid.strategy!r}")
+    return grid

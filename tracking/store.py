@@ -1,0 +1,367 @@
+"""All MLflow writes of a sweep go through one background thread on the driver.
+
+Why one writer: the default store is a SQLite file, which must never see
+concurrent writers, and a tracking server may be down for a while during a
+sweep that runs for hours.  Trials never talk to MLflow; they report to Ray
+Tune, the driver's callback turns reports into operations on this writer's
+queue, and the writer applies them in order:
+
+* metrics are batched (`log_batch`, up to 1000 per call), so per-epoch
+  logging costs a few calls per trial rather than one per epoch;
+* a failed call (server restarting, network blip) is retried with backoff,
+  in order, without losing or duplicating anything queued behind it;
+* `close(timeout)` flushes; whatever could not be written by then is saved
+  to a spool file (JSON lines) that `replay_spool` applies later
+  (`awnn sweep --resume` does), and the affected runs are reported.
+
+Runs are addressed by our own keys (e.g. "sel/0042"); the writer maps them
+to MLflow run ids once the runs exist, so callers never wait for MLflow.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["TrackingWriter", "TrackingUnavailable", "default_tracking_uri", "check_tracking", "replay_spool", "experiment_name"]
+
+log = logging.getLogger(__name__)
+
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAMS_PER_BATCH = 100
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking server cannot be reached (one readable line)."""
+
+
+def default_tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI if set, else a SQLite file in the working directory."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def experiment_name(task: str) -> str:
+    return f"awnn-{task}"
+
+
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def check_tracking(uri: str, timeout: float = 10.0) -> None:
+    """Fail fast (within ~timeout seconds) when the tracking store is unreachable."""
+    if uri.startswith(("http://", "https://")):
+        import requests
+
+        try:
+            r = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+        except requests.RequestException as e:
+            raise TrackingUnavailable(f"--tracking-uri {uri}: cannot reach the MLflow server ({type(e).__name__})") from None
+        if r.status_code >= 500:
+            raise TrackingUnavailable(f"--tracking-uri {uri}: server answered {r.status_code} on /health")
+        # credentials: an authenticated call tells a 401 apart from success
+        auth = None
+        if os.environ.get("MLFLOW_TRACKING_USERNAME"):
+            auth = (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+        try:
+            r = requests.get(uri.rstrip("/") + "/api/2.0/mlflow/experiments/search", params={"max_results": 1}, auth=auth, timeout=timeout)
+        except requests.RequestException as e:
+            raise TrackingUnavailable(f"--tracking-uri {uri}: cannot reach the MLflow server ({type(e).__name__})") from None
+        if r.status_code in (401, 403):
+            raise TrackingUnavailable(f"--tracking-uri {uri}: the server refused the credentials (HTTP {r.status_code}); set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+        return
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        if not path.parent.exists():
+            raise TrackingUnavailable(f"--tracking-uri {uri}: folder {path.parent} does not exist")
+
+
+@dataclass
+class _Op:
+    kind: str  # start | metrics | tags | params | end | artifact
+    key: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "key": self.key, "data": self.data}, default=str)
+
+
+class TrackingWriter:
+    """The driver's single MLflow writer (see module docstring)."""
+
+    def __init__(self, tracking_uri: str, experiment: str, spool_path: str | Path | None = None, retry_seconds: float = 600.0):
+        self.uri = tracking_uri
+        self.experiment = experiment
+        self.spool_path = Path(spool_path) if spool_path else None
+        self.retry_seconds = retry_seconds
+        self.client = _client(tracking_uri)
+        self.experiment_id = self._ensure_experiment()
+        self.run_ids: dict[str, str] = {}
+        self._queue: "queue.Queue[_Op | None]" = queue.Queue()
+        self._pending: list[_Op] = []
+        self._lock = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stop = False
+        self.failures = 0  # calls that failed and were retried
+        self.outage_seconds = 0.0
+        self._thread = threading.Thread(target=self._loop, name="mlflow-writer", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ public API
+    def _ensure_experiment(self) -> str:
+        exp = self.client.get_experiment_by_name(self.experiment)
+        if exp is not None:
+            if exp.lifecycle_stage == "deleted":
+                self.client.restore_experiment(exp.experiment_id)
+            return exp.experiment_id
+        try:
+            return self.client.create_experiment(self.experiment)
+        except Exception:  # created concurrently by another driver
+            exp = self.client.get_experiment_by_name(self.experiment)
+            if exp is None:
+                raise
+            return exp.experiment_id
+
+    def adopt(self, key: str, run_id: str) -> None:
+        """Address an existing MLflow run by `key` (used when resuming)."""
+        self.run_ids[key] = run_id
+
+    def start_run(self, key: str, name: str, parent: str | None = None, tags: dict | None = None, params: dict | None = None) -> None:
+        self._put(_Op("start", key, {"name": name, "parent": parent, "tags": tags or {}, "params": params or {}, "time": _now_ms()}))
+
+    def log_metrics(self, key: str, metrics: Iterable[tuple[str, float, int]], timestamp_ms: int | None = None) -> None:
+        ts = timestamp_ms or _now_ms()
+        rows = [(n, float(v), int(s), ts) for n, v, s in metrics if v is not None and v == v]  # drop None/NaN
+        if rows:
+            self._put(_Op("metrics", key, {"rows": rows}))
+
+    def set_tags(self, key: str, tags: dict[str, Any]) -> None:
+        self._put(_Op("tags", key, {"tags": {k: str(v) for k, v in tags.items()}}))
+
+    def log_params(self, key: str, params: dict[str, Any]) -> None:
+        self._put(_Op("params", key, {"params": params}))
+
+    def end_run(self, key: str, status: str = "FINISHED") -> None:
+        self._put(_Op("end", key, {"status": status, "time": _now_ms()}))
+
+    def log_artifacts(self, key: str, local_dir: str | Path, artifact_path: str | None = None) -> None:
+        self._put(_Op("artifact", key, {"dir": str(local_dir), "path": artifact_path}))
+
+    def run_id(self, key: str, timeout: float = 60.0) -> str | None:
+        """The MLflow run id for `key`, waiting up to `timeout` for its creation."""
+        deadline = time.monotonic() + timeout
+        while key not in self.run_ids and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.run_ids.get(key)
+
+    def flush(self, timeout: float = 60.0) -> bool:
+        """Wait until everything queued so far is written; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._queue.empty() and self._idle.is_set():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def close(self, timeout: float = 60.0) -> list[str]:
+        """Flush and stop.  Returns the keys of runs with writes that could not
+        be made (they are saved to the spool file when one is set)."""
+        flushed = self.flush(timeout)
+        self._stop = True
+        self._queue.put(None)
+        self._thread.join(timeout=5.0)
+        if flushed:
+            return []
+        leftover = list(self._pending)
+        while True:
+            try:
+                op = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if op is not None:
+                leftover.append(op)
+        keys = sorted({op.key for op in leftover})
+        if leftover and self.spool_path is not None:
+            self.spool_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.spool_path, "a") as f:
+                f.write(json.dumps({"kind": "run_ids", "key": "", "data": self.run_ids}) + "\n")
+                for op in leftover:
+                    f.write(op.to_json() + "\n")
+        return keys
+
+    # --------------------------------------------------------------- worker
+    def _put(self, op: _Op) -> None:
+        self._idle.clear()
+        self._queue.put(op)
+
+    def _loop(self) -> None:
+        while True:
+            if not self._pending:
+                op = self._queue.get()
+                if op is None:
+                    return
+                self._pending.append(op)
+            # take whatever else is queued, so metrics can be batched
+            while True:
+                try:
+                    op = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if op is None:
+                    self._stop = True
+                    break
+                self._pending.append(op)
+            try:
+                self._apply_pending()
+            except Exception as e:  # noqa: BLE001 - retried: any failure of the store
+                self.failures += 1
+                self._outage(e)
+                continue
+            if self._queue.empty():
+                self._idle.set()
+            if self._stop and self._queue.empty():
+                return
+
+    def _outage(self, error: Exception) -> None:
+        """Back off and retry the pending operations, for up to retry_seconds."""
+        log.warning("MLflow write failed (%s: %s); retrying", type(error).__name__, str(error)[:200])
+        start = time.monotonic()
+        delay = 0.5
+        while not self._stop or time.monotonic() - start < 2.0:
+            time.sleep(delay)
+            self.outage_seconds += delay
+            delay = min(delay * 2, 10.0)
+            try:
+                self._apply_pending()
+                return
+            except Exception as e:  # noqa: BLE001
+                self.failures += 1
+                if time.monotonic() - start > self.retry_seconds:
+                    log.error("MLflow unreachable for %.0fs; keeping %d operations for the spool file", time.monotonic() - start, len(self._pending))
+                    return
+                log.debug("MLflow still failing: %s", e)
+            if self._stop:
+                return
+
+    def _apply_pending(self) -> None:
+        """Apply pending ops in order; successful ones are removed as they go."""
+        while self._pending:
+            op = self._pending[0]
+            if op.kind == "metrics":
+                # batch this and following metric ops of the same run
+                rows = []
+                n = 0
+                while n < len(self._pending) and self._pending[n].kind == "metrics" and self._pending[n].key == op.key and len(rows) < MAX_METRICS_PER_BATCH:
+                    rows.extend(self._pending[n].data["rows"])
+                    n += 1
+                self._log_metric_rows(op.key, rows)
+                del self._pending[:n]
+                continue
+            self._apply(op)
+            self._pending.pop(0)
+
+    def _log_metric_rows(self, key: str, rows: list) -> None:
+        from mlflow.entities import Metric
+
+        run_id = self._require(key)
+        for i in range(0, len(rows), MAX_METRICS_PER_BATCH):
+            chunk = rows[i : i + MAX_METRICS_PER_BATCH]
+            self.client.log_batch(run_id, metrics=[Metric(n, v, ts, s) for n, v, s, ts in chunk], synchronous=True)
+
+    def _require(self, key: str) -> str:
+        try:
+            return self.run_ids[key]
+        except KeyError:
+            raise RuntimeError(f"no MLflow run started for {key!r}") from None
+
+    def _apply(self, op: _Op) -> None:
+        from mlflow.entities import Param, RunTag
+
+        d = op.data
+        if op.kind == "start":
+            if op.key in self.run_ids:
+                return  # already created (a retry after a timeout that did succeed is not possible: we look it up below)
+            tags = {k: str(v) for k, v in d["tags"].items()}
+            tags["awnn.key"] = op.key
+            if d["parent"]:
+                tags["mlflow.parentRunId"] = self._require(d["parent"])
+            # only a retried create can have reached the server already
+            existing = self._find_by_key(op.key, tags.get("awnn.comparison")) if d.get("attempted") else None
+            d["attempted"] = True
+            if existing is not None:
+                self.run_ids[op.key] = existing
+            else:
+                run = self.client.create_run(self.experiment_id, start_time=d["time"], tags=tags, run_name=d["name"])
+                self.run_ids[op.key] = run.info.run_id
+            params = [Param(k, _param_str(v)) for k, v in d["params"].items()]
+            for i in range(0, len(params), MAX_PARAMS_PER_BATCH):
+                self.client.log_batch(self.run_ids[op.key], params=params[i : i + MAX_PARAMS_PER_BATCH], synchronous=True)
+        elif op.kind == "tags":
+            self.client.log_batch(self._require(op.key), tags=[RunTag(k, v) for k, v in d["tags"].items()], synchronous=True)
+        elif op.kind == "params":
+            params = [Param(k, _param_str(v)) for k, v in d["params"].items()]
+            for i in range(0, len(params), MAX_PARAMS_PER_BATCH):
+                self.client.log_batch(self._require(op.key), params=params[i : i + MAX_PARAMS_PER_BATCH], synchronous=True)
+        elif op.kind == "end":
+            self.client.set_terminated(self._require(op.key), status=d["status"], end_time=d["time"])
+        elif op.kind == "artifact":
+            self.client.log_artifacts(self._require(op.key), d["dir"], d["path"])
+        else:  # pragma: no cover - internal
+            raise AssertionError(op.kind)
+
+    def _find_by_key(self, key: str, comparison: str | None) -> str | None:
+        """A run with this key created by an earlier attempt of the same call
+        (a create that succeeded on the server but whose answer was lost)."""
+        if comparison is None:
+            return None
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`awnn.key` = '{key}' and tags.`awnn.comparison` = '{comparison}'",
+            max_results=1,
+        )
+        return runs[0].info.run_id if runs else None
+
+
+def _param_str(v: Any) -> str:
+    s = "" if v is None else str(v)
+    return s[:6000]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def replay_spool(path: str | Path, tracking_uri: str, experiment: str) -> int:
+    """Apply the operations a previous driver could not write.  Returns how
+    many were applied; the file is removed when all went through."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    writer = TrackingWriter(tracking_uri, experiment)
+    n = 0
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        if rec["kind"] == "run_ids":
+            for k, v in rec["data"].items():
+                writer.adopt(k, v)
+            continue
+        op = _Op(rec["kind"], rec["key"], rec["data"])
+        if op.kind == "metrics":
+            op.data["rows"] = [tuple(r) for r in op.data["rows"]]
+        writer._put(op)
+        n += 1
+    left = writer.close(timeout=120.0)
+    if not left:
+        path.unlink()
+    return n
