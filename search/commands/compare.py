@@ -1,13 +1,16 @@
-"""awnn compare (placeholder until its issue lands)."""
+"""awnn compare: several strategies on one task, then a summary (and report)."""
 from __future__ import annotations
+
+from .common import add_run_flags, run_comparison
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="not available yet")
+    p = sub.add_parser("compare", help="run several strategies' sweeps on one task and summarise their cost and accuracy")
+    add_run_flags(p)
+    p.add_argument("--strategies", default="fixed,awnn", help="comma-separated strategies (default: fixed,awnn)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..cli import UsageError
-
-    raise UsageError("'awnn compare' is not implemented yet")
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    return run_comparison(args, strategies, kind="compare")

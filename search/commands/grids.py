@@ -1,13 +1,30 @@
-"""awnn grids (placeholder until its issue lands)."""
+"""awnn grids: every grid file with its task, strategy and number of configs."""
 from __future__ import annotations
+
+import json
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("grids", help="not available yet")
+    p = sub.add_parser("grids", help="list the grids (task, strategy, configs)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of {task, strategy, configs}")
+    p.add_argument("--grid-dir", default=None, help="folder with grid YAML files (default: the packaged search/grids)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..cli import UsageError
+    from ..grid import GridError, discover_grids
 
-    raise UsageError("'awnn grids' is not implemented yet")
+    try:
+        grids = discover_grids(args.grid_dir)
+    except GridError as e:
+        raise UsageError(str(e)) from None
+    rows = [{"task": g.task, "strategy": g.strategy, "configs": g.size} for g in grids]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    width = max([len(r["task"]) for r in rows] + [4])
+    print(f"{'task':<{width}}  {'strategy':<8}  {'configs':>7}  epochs  file")
+    for g in grids:
+        print(f"{g.task:<{width}}  {g.strategy:<8}  {g.size:>7}  {g.epochs:>6}  {g.path.name}")
+    return 0

@@ -1,0 +1,56 @@
+"""Flags shared by `awnn sweep` and `awnn compare` (infrastructure, not config)."""
+from __future__ import annotations
+
+
+def add_run_flags(p) -> None:
+    p.add_argument("--task", required=True, help="task name, e.g. spiralhard (see `awnn grids`)")
+    p.add_argument("--budget", default="quick", help="smoke | quick | paper, or a budget YAML file (default: quick)")
+    p.add_argument("--address", default=None, help="join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray)")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
+    p.add_argument("--storage", default=None, help="where Ray keeps trial results and checkpoints: a local path, NFS, or s3://... (default: ./awnn-results)")
+    p.add_argument("--cpus-per-trial", type=float, default=1.0, help="CPUs reserved per trial; torch threads follow it (default 1)")
+    p.add_argument("--gpus-per-trial", type=float, default=0.0, help="GPU share per trial, e.g. 0.25 lets 4 trials share a GPU (default 0)")
+    p.add_argument("--max-failures", type=int, default=2, help="retries of a failed trial, from its last checkpoint (default 2)")
+    p.add_argument("--report-interval", type=float, default=0.5, help="seconds between a trial's reports to Ray; every epoch is still logged (0 = one report per epoch)")
+    p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds between a trial's checkpoints (default 10)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all); ignored with --address")
+    p.add_argument("--grid-dir", default=None, help="folder with grid YAML files (default: the packaged search/grids)")
+    p.add_argument("--resume", action="store_true", help="continue the newest unfinished run of the same command instead of starting anew")
+
+
+def settings_from(args):
+    from ..tune import RunSettings
+
+    return RunSettings(
+        address=args.address,
+        storage=args.storage,
+        cpus_per_trial=args.cpus_per_trial,
+        gpus_per_trial=args.gpus_per_trial,
+        max_failures=args.max_failures,
+        report_interval=args.report_interval,
+        checkpoint_interval=args.checkpoint_interval,
+        num_cpus=args.num_cpus,
+    )
+
+
+def run_comparison(args, strategies: list[str], kind: str) -> int:
+    from ..cli import UsageError
+    from ..errors import SearchError
+    from ..grid import GridError
+    from ..sweep import Comparison
+    from ..summary import print_summary
+    from tracking.store import TrackingUnavailable
+
+    if args.cpus_per_trial <= 0:
+        raise UsageError(f"--cpus-per-trial: expected a number > 0, found {args.cpus_per_trial}")
+    if args.gpus_per_trial < 0:
+        raise UsageError(f"--gpus-per-trial: expected a number >= 0, found {args.gpus_per_trial}")
+    try:
+        comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
+                                resume=args.resume, grid_dir=args.grid_dir, kind=kind)
+        results = comparison.run()
+    except (GridError, SearchError, TrackingUnavailable) as e:
+        raise UsageError(str(e)) from None
+    print_summary(comparison, results)
+    failed_everything = any(r.selected is None for r in results)
+    return 1 if failed_everything else 0

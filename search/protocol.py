@@ -1,0 +1,72 @@
+"""The paper's protocol: model selection on the inner split, then risk
+assessment by R re-training runs of the selected config on the outer split.
+
+* Selection: every grid config is trained once (seed 0) on the inner train
+  part (90% of outer train+validation) and scored on the inner validation
+  part (10%).
+* The selected config has the highest inner validation accuracy.  Ties are
+  broken deterministically: lower inner validation loss, then the earlier
+  grid position (file order, last key fastest).  Trials that diverged or
+  failed are never selected; their cost still counts.
+* Assessment: the selected config is re-trained R times (seeds 1..R) on the
+  outer train part, the epoch is chosen by outer validation accuracy, and
+  the test accuracy at that epoch is reported as mean and sample standard
+  deviation (ddof=1) over the R runs that finished.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Iterable, Mapping
+
+from .budget import Budget
+from .grid import Grid
+from .tune import TrialSpec
+
+__all__ = ["selection_specs", "assessment_specs", "select_best", "summarize_assessment", "SELECTABLE"]
+
+SELECTABLE = ("ok", "width_capped")
+
+
+def _protocol_values(grid: Grid, budget: Budget, split: str, seed: int) -> dict[str, Any]:
+    return {"split": split, "epochs": budget.epochs(grid), "patience": budget.patience(grid), "seed": seed, "data_seed": 0}
+
+
+def selection_specs(grid: Grid, budget: Budget) -> list[TrialSpec]:
+    return [
+        TrialSpec(key=f"sel-{i:04d}", phase="selection", index=i, config={**cfg, **_protocol_values(grid, budget, "inner", 0)})
+        for i, cfg in enumerate(grid.configs())
+    ]
+
+
+def assessment_specs(config: Mapping[str, Any], grid: Grid, budget: Budget) -> list[TrialSpec]:
+    base = {k: v for k, v in config.items() if k not in ("split", "epochs", "patience", "seed", "data_seed")}
+    return [
+        TrialSpec(key=f"ass-{r:02d}", phase="assessment", index=r, config={**base, **_protocol_values(grid, budget, "outer", r)})
+        for r in range(1, budget.runs(grid) + 1)
+    ]
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def select_best(outcomes: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The selected trial (see module docstring for the tie-breaking), or None
+    when no trial finished with a usable validation score."""
+    candidates = [o for o in outcomes if o.get("status") in SELECTABLE and _finite(o.get("best_val_acc"))]
+    if not candidates:
+        return None
+    return min(
+        candidates,
+        key=lambda o: (-o["best_val_acc"], o["best_val_loss"] if _finite(o.get("best_val_loss")) else math.inf, o["index"]),
+    )
+
+
+def summarize_assessment(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    accs = [o["test_acc"] for o in outcomes if o.get("status") in SELECTABLE and _finite(o.get("test_acc"))]
+    return {
+        "test_acc_mean": statistics.fmean(accs) if accs else math.nan,
+        "test_acc_std": statistics.stdev(accs) if len(accs) > 1 else (0.0 if accs else math.nan),
+        "runs_ok": len(accs),
+    }

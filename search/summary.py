@@ -1,0 +1,35 @@
+"""The table `awnn compare` prints at its end."""
+from __future__ import annotations
+
+import sys
+
+from .progress import fmt_seconds
+
+
+def _cfg_short(cfg: dict) -> str:
+    keys = ["model", "hidden_layers", "width", "activation", "batch_size", "lr", "sigma_theta"]
+    parts = []
+    for k in keys:
+        if k in cfg and not (k == "width" and cfg.get("model") == "awnn") and not (k == "sigma_theta" and cfg.get("model") != "awnn"):
+            parts.append(f"{k}={cfg[k]}")
+    return " ".join(parts)
+
+
+def print_summary(comparison, results, stream=None) -> None:
+    out = stream or sys.stdout
+    print(f"\nComparison {comparison.id} (task {comparison.task}, budget {comparison.budget.name}; device-hours = allocated CPUs or GPU share x training time)", file=out)
+    header = f"{'strategy':<9} {'configs':>7} {'sel dev-h':>10} {'retrain dev-h':>13} {'wall':>8}  {'test acc (mean +- std, n)':<26} {'width':<14} best config"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for r in results:
+        sel_h = r.selection.total("device_hours")
+        ret_h = r.assessment.total("device_hours") if r.assessment else 0.0
+        wall = r.selection.wall_seconds + (r.assessment.wall_seconds if r.assessment else 0.0)
+        s = r.summary
+        acc = f"{100 * s['test_acc_mean']:.2f} +- {100 * s['test_acc_std']:.2f}% (n={s['runs_ok']})" if s else "n/a"
+        cfg = _cfg_short(r.selected["config"]) if r.selected else "none selected"
+        print(f"{r.strategy:<9} {r.grid.size:>7} {sel_h:>10.4f} {ret_h:>13.4f} {fmt_seconds(wall):>8}  {acc:<26} {r.widths():<14} {cfg}", file=out)
+    problems = [(r.strategy, o["key"], o["status"]) for r in results for ph in (r.selection, r.assessment) if ph for o in ph.outcomes if o.get("status") not in ("ok",)]
+    if problems:
+        print(f"\n{len(problems)} trials did not end ok (their compute is counted above): " + ", ".join(f"{s}:{k}={st}" for s, k, st in problems[:12]) + (" ..." if len(problems) > 12 else ""), file=out)
+    print(f"\nMLflow: {comparison.tracking_uri}  (open it with: mlflow ui --backend-store-uri {comparison.tracking_uri})", file=out)

@@ -1,0 +1,486 @@
+"""Running comparisons: strategies x (selection, assessment) on Ray Tune,
+recorded in MLflow.
+
+MLflow hierarchy (experiment `awnn-<task>`):
+
+    comparison run   awnn.kind=comparison, awnn.comparison=<id>
+      sweep run      awnn.kind=sweep, awnn.strategy, awnn.phase (selection | assessment)
+        trial run    awnn.kind=trial (see tracking/callback.py for its contents)
+
+`awnn sweep` is a comparison with one strategy.  Everything a sweep needs
+is validated before Ray starts or MLflow is written: grid files, the budget,
+the tracking store, the Ray address.
+
+Resuming (`--resume`, same arguments): the newest unfinished comparison
+with the same task, strategies, budget and grid contents is continued.
+Trials that finished (any terminal status) are not run again; trials the
+dead driver left open are closed with awnn.status=interrupted (their
+compute still counts) and run again from their last checkpoint.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from tracking.store import TrackingWriter, check_tracking, default_tracking_uri, experiment_name, replay_spool
+
+from .budget import Budget, resolve_budget
+from .grid import Grid, GridError, find_grid
+from .progress import ProgressLine, fmt_seconds
+from .protocol import assessment_specs, select_best, selection_specs, summarize_assessment
+from .tune import RunSettings, TrialSpec, init_ray, run_plan, trial_settings
+
+try:  # Ray is a hard dependency; the alias keeps the class definition readable
+    from ray.tune.search import Searcher as _SearcherBase
+except ImportError:  # pragma: no cover
+    _SearcherBase = object
+
+TERMINAL = ("ok", "diverged", "width_capped", "failed", "stopped")
+
+__all__ = ["Comparison", "PhaseResult", "StrategyResult", "STRATEGIES"]
+
+STRATEGIES = ("fixed", "awnn")
+
+
+@dataclass
+class PhaseResult:
+    strategy: str
+    phase: str
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    def total(self, name: str) -> float:
+        return float(sum(o.get(name) or 0.0 for o in self.outcomes))
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.get("status") == status)
+
+
+@dataclass
+class StrategyResult:
+    strategy: str
+    grid: Grid
+    selection: PhaseResult
+    assessment: PhaseResult | None = None
+    selected: dict[str, Any] | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def widths(self) -> str:
+        if not self.selected:
+            return "-"
+        cfg = self.selected["config"]
+        if cfg.get("model") == "awnn":
+            runs = [o for o in (self.assessment.outcomes if self.assessment else []) if o.get("widths_at_best")]
+            if runs:
+                totals = [sum(o["widths_at_best"]) for o in runs]
+                return f"{sum(totals) / len(totals):.0f} learned"
+            return f"{sum(self.selected.get('widths_at_best') or []):.0f} learned"
+        return f"{cfg.get('width')} x {cfg.get('hidden_layers')}"
+
+
+def comparison_key(task: str, strategies: list[str], budget: Budget, grids: list[Grid]) -> str:
+    body = json.dumps({"task": task, "strategies": strategies, "budget": budget.to_dict(), "grids": [g.digest() for g in grids]}, sort_keys=True)
+    return hashlib.sha1(body.encode()).hexdigest()[:12]
+
+
+class Comparison:
+    """Validate, then run each strategy's selection and assessment phases."""
+
+    def __init__(
+        self,
+        task: str,
+        strategies: list[str],
+        budget: str,
+        settings: RunSettings,
+        tracking_uri: str | None = None,
+        resume: bool = False,
+        grid_dir: str | None = None,
+        stream: TextIO | None = None,
+        kind: str = "compare",
+    ):
+        self.task = task
+        self.strategies = list(strategies)
+        self.settings = settings
+        self.resume = resume
+        self.kind = kind
+        self.stream = stream or sys.stderr
+        for s in self.strategies:
+            if s not in STRATEGIES:
+                raise GridError(f"--strategies: expected a comma-separated subset of {list(STRATEGIES)}, found {s!r}")
+        if not self.strategies:
+            raise GridError(f"--strategies: expected at least one of {list(STRATEGIES)}, found none")
+        self.budget = resolve_budget(budget)
+        self.grids = {s: find_grid(task, s, grid_dir) for s in self.strategies}
+        self._check_data()
+        self.tracking_uri = tracking_uri or default_tracking_uri()
+        check_tracking(self.tracking_uri)
+        if settings.cpus_per_trial <= 0 or settings.gpus_per_trial < 0:
+            raise GridError(f"--cpus-per-trial must be > 0 and --gpus-per-trial >= 0, found {settings.cpus_per_trial} and {settings.gpus_per_trial}")
+        self.key = comparison_key(task, self.strategies, self.budget, list(self.grids.values()))
+        self.id = None
+        self.results: list[StrategyResult] = []
+
+    def _check_data(self) -> None:
+        """Load the task once on the driver: missing data fails here, in seconds."""
+        from awnn.data import DataError, load_task
+
+        data_root = next(iter(self.grids.values())).fixed.get("data_root", "data")
+        try:
+            load_task(self.task, data_root)
+        except DataError as e:
+            raise GridError(str(e)) from None
+
+    def log(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    # ---------------------------------------------------------------- run
+    def run(self) -> list[StrategyResult]:
+        from tracking.callback import TrialTracker
+
+        init_ray(self.settings, log=self.log)
+        self.writer = TrackingWriter(self.tracking_uri, experiment_name(self.task), spool_path=self._spool_path())
+        done: dict[str, Any] = {}
+        try:
+            if self.resume:
+                done = self._resume_state()
+            if self.id is None:
+                self._start_comparison()
+            searcher = PhasedSearcher(self, done)
+            self.tracker = TrialTracker(
+                self.writer, tags={"awnn.comparison": self.id, "awnn.task": self.task},
+                cpus_per_trial=self.settings.cpus_per_trial, gpus_per_trial=self.settings.gpus_per_trial,
+                on_update=searcher.on_update,
+            )
+            searcher.tracker = self.tracker
+            if searcher.pending_trials():
+                attempt = self._attempt_number()
+                name = f"{self.id}" + (f"-r{attempt}" if attempt else "")
+                run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker])
+            searcher.finish_all()
+            self.writer.log_metrics("cmp", [("wall_seconds", time.time() - self.t0, 0)])
+            self.writer.set_tags("cmp", {"awnn.state": "finished"})
+            self.writer.end_run("cmp")
+        finally:
+            leftover = self.writer.close(timeout=float(os.environ.get("AWNN_TRACKING_FLUSH_TIMEOUT", "120")))
+            if leftover:
+                self.log(f"warning: MLflow was unreachable; {len(leftover)} runs have writes saved to {self._spool_path()}; rerun with --resume to apply them")
+        return self.results
+
+    def _attempt_number(self) -> int:
+        storage = self.settings.storage_path()
+        if "://" in storage:
+            return int(time.time())
+        return sum(1 for _ in Path(storage).glob(f"{self.id}*") if _.is_dir())
+
+    def _spool_path(self) -> Path:
+        base = Path(self.settings.storage_path()) if "://" not in self.settings.storage_path() else Path.cwd() / "awnn-results"
+        return base / f"pending-mlflow-{self.key}.jsonl"
+
+    def _start_comparison(self) -> None:
+        self.id = f"{self.task}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        self.t0 = time.time()
+        tags = {
+            "awnn.kind": "comparison",
+            "awnn.comparison": self.id,
+            "awnn.comparison_key": self.key,
+            "awnn.task": self.task,
+            "awnn.strategies": ",".join(self.strategies),
+            "awnn.budget": self.budget.name,
+            "awnn.command": self.kind,
+            "awnn.state": "running",
+        }
+        params = {"task": self.task, "strategies": ",".join(self.strategies), "budget": json.dumps(self.budget.to_dict()),
+                  "cpus_per_trial": self.settings.cpus_per_trial, "gpus_per_trial": self.settings.gpus_per_trial,
+                  "storage": self.settings.storage_path(), "ray_address": self.settings.address or os.environ.get("RAY_ADDRESS", "local")}
+        self.writer.start_run("cmp", name=f"{self.kind}-{self.id}", tags=tags, params=params)
+        self.log(f"comparison {self.id}: task {self.task}, strategies {', '.join(self.strategies)}, budget {self.budget.name}; MLflow {self.tracking_uri}")
+
+    def start_sweep_run(self, strategy: str, phase: str, grid: Grid, specs: list[TrialSpec], selected: dict | None) -> None:
+        sweep_key = f"{strategy}/{phase}"
+        if sweep_key in self.writer.run_ids:
+            return
+        tags = {"awnn.kind": "sweep", "awnn.strategy": strategy, "awnn.phase": phase, "awnn.comparison": self.id, "awnn.task": self.task, "awnn.state": "running"}
+        params = {"grid_file": str(grid.path), "grid_digest": grid.digest(), "budget": self.budget.name, "epochs": self.budget.epochs(grid),
+                  "retrain_runs": self.budget.runs(grid), "configs": grid.size, "trials": len(specs)}
+        if selected is not None:
+            params["selected_key"] = selected["key"]
+        self.writer.start_run(sweep_key, name=f"{strategy}-{phase}", parent="cmp", tags=tags, params=params)
+
+    def end_sweep_run(self, result: PhaseResult) -> None:
+        sweep_key = f"{result.strategy}/{result.phase}"
+        self.writer.log_metrics(sweep_key, [
+            ("n_trials", len(result.outcomes), 0), ("n_ok", result.count("ok"), 0), ("n_diverged", result.count("diverged"), 0),
+            ("n_failed", result.count("failed"), 0), ("n_width_capped", result.count("width_capped"), 0),
+            ("wall_seconds", result.wall_seconds, 0), ("device_hours", result.total("device_hours"), 0),
+            ("gpu_hours", result.total("gpu_hours"), 0), ("compute_seconds", result.total("compute_seconds"), 0),
+        ])
+        self.writer.set_tags(sweep_key, {"awnn.state": "finished"})
+        self.writer.end_run(sweep_key)
+
+    # ------------------------------------------------------------- resume
+    def _resume_state(self) -> dict[str, dict[str, Any]]:
+        """Adopt the newest unfinished comparison with the same key; return the
+        trials it finished, keyed by writer key.  Open trial runs are closed as
+        interrupted; their checkpoints are found for the re-run."""
+        from mlflow.tracking import MlflowClient
+
+        spool = self._spool_path()
+        if spool.exists():
+            n = replay_spool(spool, self.tracking_uri, experiment_name(self.task))
+            self.log(f"resume: applied {n} tracking writes saved by the previous driver")
+        client = MlflowClient(self.tracking_uri)
+        exp = self.writer.experiment_id
+        roots = client.search_runs([exp], filter_string=f"tags.`awnn.comparison_key` = '{self.key}' and tags.`awnn.kind` = 'comparison'", order_by=["attributes.start_time DESC"], max_results=20)
+        root = next((r for r in roots if r.data.tags.get("awnn.state") != "finished"), None)
+        if root is None:
+            self.log("resume: no unfinished comparison with these arguments; starting a new one")
+            return {}
+        self.id = root.data.tags["awnn.comparison"]
+        self.t0 = root.info.start_time / 1000.0
+        self.writer.adopt("cmp", root.info.run_id)
+        runs = client.search_runs([exp], filter_string=f"tags.`awnn.comparison` = '{self.id}'", max_results=50000)
+        done: dict[str, dict[str, Any]] = {}
+        reopened = interrupted = 0
+        for run in runs:
+            tags = run.data.tags
+            key = tags.get("awnn.key")
+            if not key or tags.get("awnn.kind") == "comparison":
+                continue
+            if tags.get("awnn.kind") == "sweep":
+                self.writer.adopt(key, run.info.run_id)
+                if tags.get("awnn.state") != "finished":
+                    reopened += 1
+                elif "wall_seconds" in run.data.metrics:
+                    done[f"{key}#wall"] = run.data.metrics["wall_seconds"]
+                continue
+            status = tags.get("awnn.status", "running")
+            if status in ("ok", "diverged", "width_capped", "failed", "stopped"):
+                m = run.data.metrics
+                done[key] = {
+                    "key": tags.get("awnn.trial_key"), "status": status, "index": int(float(run.data.params.get("grid_index", -1))),
+                    "config": _config_from_params(run.data.params), **{k: m[k] for k in m},
+                    "widths": json.loads(tags["awnn.widths"]) if "awnn.widths" in tags else None,
+                    "widths_at_best": json.loads(tags["awnn.widths_at_best"]) if "awnn.widths_at_best" in tags else None,
+                }
+            else:
+                # left open by the dead driver: close it, remember its checkpoint for the re-run
+                client.set_tag(run.info.run_id, "awnn.status", "interrupted")
+                client.set_terminated(run.info.run_id, status="KILLED")
+                interrupted += 1
+                ckpt = self._find_checkpoint(key)
+                if ckpt:
+                    done[key] = {"key": tags.get("awnn.trial_key"), "status": "interrupted", "checkpoint": ckpt}
+        self.log(f"resume: comparison {self.id}: {sum(1 for v in done.values() if v['status'] != 'interrupted')} trials already finished, {interrupted} interrupted trials to re-run")
+        return done
+
+    def _find_checkpoint(self, writer_key: str) -> str | None:
+        storage = self.settings.storage_path()
+        if "://" in storage:
+            return None
+        strategy, phase, trial = writer_key.split("/", 2)
+        best = None
+        for d in Path(storage).glob(f"{self.id}-{strategy}-{phase}*/{trial}/checkpoint_*"):
+            if (d / "trainer.pt").exists() and (best is None or d.stat().st_mtime > best.stat().st_mtime):
+                best = d
+        return str(best) if best else None
+
+
+class PhasedSearcher(_SearcherBase):
+    """Feeds Ray Tune the comparison's trials phase by phase.
+
+    For each strategy in order: its selection trials; when all have ended,
+    the selected config's re-training trials; then the next strategy.  The
+    next phase starts only when every trial of the current one has an
+    outcome in the tracker (Ray calls `suggest` again after its callbacks
+    ran), so one Tuner, with its warm actors, serves the whole comparison."""
+
+    def __init__(self, comparison: "Comparison", done: dict[str, Any]):
+        super().__init__(metric="best_val_acc", mode="max")
+        self.c = comparison
+        self.done = done
+        self.tracker = None
+        self.phases = [(s, ph) for s in comparison.strategies for ph in ("selection", "assessment")]
+        self.current = -1
+        self.queue: list[TrialSpec] = []
+        self.keys: set[str] = set()
+        self.result: PhaseResult | None = None
+        self.strategy_result: StrategyResult | None = None
+        self.progress: ProgressLine | None = None
+        self.t0 = 0.0
+        self.finished = False
+
+    def __getstate__(self):
+        # Ray pickles the Tuner (search algorithm included) for Tuner.restore;
+        # we resume from MLflow instead, so the live objects stay behind.
+        return {"metric": "best_val_acc", "mode": "max"}
+
+    # --- sizes, for num_samples and the progress line
+    def max_trials(self) -> int:
+        n = 0
+        for strategy in self.c.strategies:
+            grid = self.c.grids[strategy]
+            n += grid.size + self.c.budget.runs(grid)
+        return n
+
+    def pending_trials(self) -> bool:
+        finished = sum(1 for k, v in self.done.items() if isinstance(v, dict) and v.get("status") in TERMINAL)
+        return finished < self.max_trials()
+
+    # --- Searcher API
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        return True
+
+    def save_to_dir(self, *args, **kwargs) -> None:  # resuming is done from MLflow, not from Ray's state
+        pass
+
+    def on_trial_complete(self, trial_id, result=None, error=False) -> None:
+        pass
+
+    def suggest(self, trial_id):
+        while True:
+            if self.finished:
+                return _SearcherBase.FINISHED
+            if self.current < 0:
+                self._start_next()
+                continue
+            if self.queue:
+                spec = self.queue.pop(0)
+                return {"spec": spec.to_dict(), "settings": trial_settings(self.c.settings)}
+            if self.keys <= set(self.tracker.outcomes) | self._done_keys():
+                self._end_phase()
+                self._start_next()
+                continue
+            return None
+
+    def finish_all(self) -> None:
+        """After Ray returns: close the phases it never got to (nothing left to
+        run in them when resuming a finished sweep, or a phase Ray ended early)."""
+        guard = 0
+        while not self.finished and guard < 4 * len(self.phases) + 4:
+            guard += 1
+            if self.current < 0:
+                self._start_next()
+                continue
+            missing = self.keys - set(self.tracker.outcomes) - self._done_keys()
+            for key in sorted(missing):
+                strategy, phase, trial = key.split("/", 2)
+                self.result.outcomes.append({"key": trial, "status": "failed", "error": "no result from Ray", "index": -1, "config": {}})
+            self.keys -= missing
+            self.queue.clear()
+            self._end_phase()
+            self._start_next()
+
+    def on_update(self, tracker, key: str) -> None:
+        if self.progress is None or self.result is None:
+            return
+        label = f"{self.result.strategy} {self.result.phase}"
+        n = len(self.keys & (set(tracker.outcomes) | self._done_keys()))
+        new = len(self.keys & set(tracker.outcomes))
+        todo = len(self.keys - self._done_keys())
+        elapsed = time.monotonic() - self.t0
+        eta = elapsed / new * (todo - new) if new else math.nan
+        best = tracker.best_val_acc.get(f"{self.result.strategy}/{self.result.phase}", math.nan)
+        text = f"{label}: {n}/{len(self.keys)} trials  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}"
+        if best == best:
+            text += f"  best val_acc {best:.4f}"
+        self.progress.update(text)
+
+    # --- phases
+    def _done_keys(self) -> set[str]:
+        return {k for k, v in self.done.items() if isinstance(v, dict) and v.get("status") in TERMINAL}
+
+    def _start_next(self) -> None:
+        while True:
+            self.current += 1
+            if self.current >= len(self.phases):
+                self.finished = True
+                return
+            strategy, phase = self.phases[self.current]
+            grid = self.c.grids[strategy]
+            if phase == "selection":
+                self.strategy_result = StrategyResult(strategy, grid, PhaseResult(strategy, phase))
+                self.c.results.append(self.strategy_result)
+                specs = selection_specs(grid, self.c.budget)
+                selected = None
+            else:
+                best = select_best(self.strategy_result.selection.outcomes)
+                if best is None:
+                    self.c.log(f"{strategy}: no selection trial finished with a validation score; no re-training")
+                    continue
+                selected = dict(best)
+                self.strategy_result.selected = selected
+                self.c.writer.set_tags(f"{strategy}/selection", {"awnn.selected_key": best["key"], "awnn.selected_config": json.dumps(best["config"], sort_keys=True)})
+                specs = assessment_specs(best["config"], grid, self.c.budget)
+            for sp in specs:
+                sp.strategy = strategy
+            self.c.start_sweep_run(strategy, phase, grid, specs, selected)
+            self.result = PhaseResult(strategy, phase)
+            if phase == "assessment":
+                self.strategy_result.assessment = self.result
+            else:
+                self.strategy_result.selection = self.result
+            sweep = f"{strategy}/{phase}"
+            self.keys = {f"{sweep}/{sp.key}" for sp in specs}
+            done_here = self._done_keys() & self.keys
+            self.result.outcomes = [self.done[k] for k in sorted(done_here)]
+            self.queue = []
+            for sp in specs:
+                k = f"{sweep}/{sp.key}"
+                if k in done_here:
+                    continue
+                prev = self.done.get(k)
+                if isinstance(prev, dict) and prev.get("checkpoint"):
+                    sp.resume_from = prev["checkpoint"]
+                self.queue.append(sp)
+            self.t0 = time.monotonic()
+            self.progress = ProgressLine(self.c.stream)
+            if self.tracker is not None:
+                self.on_update(self.tracker, "")
+            return
+
+    def _end_phase(self) -> None:
+        r = self.result
+        if r is None:
+            return
+        sweep = f"{r.strategy}/{r.phase}"
+        for k in sorted(self.keys & set(self.tracker.outcomes)):
+            r.outcomes.append(self.tracker.outcomes[k])
+        ran = bool(self.keys - self._done_keys())
+        previous = float(self.done.get(f"{sweep}#wall", 0.0))
+        r.wall_seconds = previous + (time.monotonic() - self.t0 if ran else 0.0)
+        self.progress.close(
+            f"{r.strategy} {r.phase}: {len(r.outcomes)}/{len(self.keys)} trials in {fmt_seconds(r.wall_seconds)}  "
+            f"({r.count('ok')} ok, {r.count('diverged')} diverged, {r.count('failed')} failed)  "
+            f"{r.total('device_hours'):.4f} device-h"
+        )
+        self.c.end_sweep_run(r)
+        if r.phase == "assessment":
+            self.strategy_result.summary = summarize_assessment(r.outcomes)
+            self.c.writer.log_metrics(sweep, [(k, v, 0) for k, v in self.strategy_result.summary.items()])
+        self.result = None
+
+
+def _config_from_params(params: dict[str, str]) -> dict[str, Any]:
+    from awnn.config import TrainConfig
+
+    keys = set(TrainConfig.keys())
+    return {k: _parse(v) for k, v in params.items() if k in keys}
+
+
+def _parse(v: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    if v in ("True", "False"):
+        return v == "True"
+    return v

@@ -1,0 +1,235 @@
+"""Ray Tune: the trial function, Ray start-up and one phase of a sweep.
+
+One trial trains one config with `awnn.train.Trainer`.  Per-epoch records
+travel to the driver through `tune.report`; to keep Ray's per-report cost
+(a few milliseconds of driver work on a 2-core machine) from dominating
+trials whose epochs take milliseconds, a report is sent when at least
+`report_interval` seconds have passed since the previous one and carries
+every epoch since then (`epochs` list).  With `report_interval=0` every
+epoch is its own report.  The report's top-level `epoch` is the latest
+epoch, so schedulers such as ASHA (time_attr="epoch") see progress.
+
+A trial saves a checkpoint (the trainer's full state, widths included) every
+`checkpoint_interval` seconds; a retried trial (FailureConfig) continues
+from it: the epoch counter goes on, it does not start over.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["TrialSpec", "RunSettings", "trainable", "init_ray", "run_plan", "trial_settings"]
+
+# keep Ray quiet and light on a laptop: no per-trial CSV/JSON/TensorBoard files
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+os.environ.setdefault("TUNE_RESULT_BUFFER_LENGTH", "1")
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+CHECKPOINT_FILE = "trainer.pt"
+
+
+@dataclass
+class TrialSpec:
+    """One trial: a stable key (phase + grid index [+ seed]) and its config."""
+
+    key: str
+    phase: str  # selection | assessment
+    index: int  # position in the grid (selection) or re-training run number
+    config: dict[str, Any]
+    strategy: str = ""
+    resume_from: str | None = None  # a checkpoint dir left by an earlier driver
+
+    @property
+    def sweep(self) -> str:
+        return f"{self.strategy}/{self.phase}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.strategy}-{self.key}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RunSettings:
+    """Infrastructure, kept apart from the sweepable config."""
+
+    address: str | None = None
+    storage: str | None = None
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+    max_failures: int = 2
+    report_interval: float = 0.5
+    checkpoint_interval: float = 10.0
+    max_concurrent: int = 0
+    num_cpus: int | None = None  # local Ray only; default: all cores
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def storage_path(self) -> str:
+        if self.storage:
+            return self.storage if "://" in self.storage else str(Path(self.storage).expanduser().resolve())
+        return str((Path.cwd() / "awnn-results").resolve())
+
+
+# ------------------------------------------------------------------ trial
+def trainable(config: dict[str, Any]) -> None:
+    """The Ray Tune function trainable (runs in a Ray worker)."""
+    import ray
+    import torch
+    from ray import tune
+
+    from awnn.config import TrainConfig
+    from awnn.train import Trainer
+
+    spec = config["spec"]
+    settings = config["settings"]
+    cpus = max(1, int(settings["cpus_per_trial"]))
+    torch.set_num_threads(cpus)
+    values = dict(spec["config"])
+    if settings["gpus_per_trial"] <= 0:
+        values["device"] = "cpu"
+    cfg = TrainConfig.from_dict(values, source=f"trial {spec['key']}")
+    trainer = Trainer(cfg)
+
+    state = None
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            state = torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
+    elif spec.get("resume_from"):
+        p = Path(spec["resume_from"]) / CHECKPOINT_FILE
+        if p.exists():
+            state = torch.load(p, map_location="cpu", weights_only=False)
+    if state is not None:
+        trainer.load_state_dict(state)
+
+    ctx = ray.get_runtime_context()
+    common = {
+        "attempt": uuid.uuid4().hex[:12],
+        "attempt_start_seconds": trainer.train_seconds,
+        "resumed_epoch": trainer.epoch,
+        "node_id": ctx.get_node_id(),
+        "node_ip": ray.util.get_node_ip_address(),
+        "hostname": os.uname().nodename,
+        "pid": os.getpid(),
+    }
+    interval = float(settings["report_interval"])
+    ckpt_interval = float(settings["checkpoint_interval"])
+    pending: list[dict] = []
+    last_report = time.monotonic()
+    last_ckpt = time.monotonic()
+
+    def report(final: dict | None = None) -> None:
+        nonlocal last_report, last_ckpt
+        latest = pending[-1] if pending else (trainer.history[-1] if trainer.history else {})
+        metrics = {k: v for k, v in latest.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        metrics.update(common)
+        metrics["epoch"] = trainer.epoch
+        metrics["train_seconds"] = trainer.train_seconds
+        metrics["epochs"] = list(pending)
+        metrics["final"] = final
+        metrics["status"] = final["status"] if final else trainer.status
+        checkpoint = None
+        tmp = None
+        if final is None and time.monotonic() - last_ckpt >= ckpt_interval:
+            tmp = tempfile.mkdtemp(prefix="awnn-ckpt-")
+            torch.save(trainer.state_dict(), Path(tmp) / CHECKPOINT_FILE)
+            checkpoint = tune.Checkpoint.from_directory(tmp)
+            last_ckpt = time.monotonic()
+        tune.report(metrics, checkpoint=checkpoint)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        pending.clear()
+        last_report = time.monotonic()
+
+    def on_epoch(record: dict) -> None:
+        pending.append(record)
+        if time.monotonic() - last_report >= interval:
+            report()
+
+    result = trainer.run(on_epoch)
+    final = result.summary()
+    final["test_acc"] = None if final["test_acc"] != final["test_acc"] else final["test_acc"]
+    report(final)
+
+
+# -------------------------------------------------------------------- Ray
+def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
+    """Join a cluster (`--address` / RAY_ADDRESS) or start a local Ray sized to this machine."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = settings.address or os.environ.get("RAY_ADDRESS")
+    kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="ERROR")
+    if address:
+        from .errors import connect_error
+
+        try:
+            ray.init(address=address, **kwargs)
+        except Exception as e:  # noqa: BLE001 - one readable line for any connection failure
+            raise connect_error(address, e) from None
+        return
+    num_cpus = settings.num_cpus or os.cpu_count() or 1
+    ray.init(num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, **kwargs)
+
+
+# ------------------------------------------------------------------ plan
+def trial_settings(settings: RunSettings) -> dict[str, Any]:
+    """The part of the settings every trial needs (travels in its config)."""
+    return {k: v for k, v in asdict(settings).items() if k in ("cpus_per_trial", "gpus_per_trial", "report_interval", "checkpoint_interval")}
+
+
+def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str, callbacks: list, scheduler=None) -> None:
+    """Run every trial `searcher` suggests (at most `num_samples`) on Ray Tune.
+
+    One Tuner for a whole comparison: its actors are reused from trial to
+    trial and from phase to phase, so worker start-up (importing torch) is
+    paid once per slot, not once per phase.  Results reach the caller
+    through `callbacks` (the driver-side tracker) and the searcher."""
+    from ray import tune
+
+    resources = {"cpu": settings.cpus_per_trial, "gpu": settings.gpus_per_trial}
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, resources),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            scheduler=scheduler,
+            num_samples=num_samples,
+            reuse_actors=True,
+            max_concurrent_trials=settings.max_concurrent or None,
+            trial_name_creator=lambda t: t.config["spec"]["strategy"] + "-" + t.config["spec"]["key"],
+            trial_dirname_creator=lambda t: t.config["spec"]["strategy"] + "-" + t.config["spec"]["key"],
+        ),
+        run_config=tune.RunConfig(
+            name=experiment,
+            storage_path=settings.storage_path(),
+            verbose=0,
+            callbacks=callbacks,
+            failure_config=tune.FailureConfig(max_failures=settings.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            progress_reporter=_make_silent_reporter(),
+        ),
+    )
+    tuner.fit()
+
+
+def _make_silent_reporter():
+    from ray.tune import ProgressReporter
+
+    class Silent(ProgressReporter):
+        def should_report(self, trials, done=False):
+            return False
+
+        def report(self, trials, done, *sys_info):
+            pass
+
+    return Silent()

@@ -1,0 +1,212 @@
+"""The driver-side Ray Tune callback that turns trial reports into MLflow runs.
+
+Tracking contract (README, "What MLflow holds"):
+
+* one child run per trial under its sweep run (`mlflow.parentRunId`), with
+  the flat TrainConfig as params plus `trial_key`, `phase`, `grid_index`;
+* per-epoch metrics (step = epoch): train_loss, train_acc, val_loss, val_acc,
+  best_val_acc, width_total, width_<layer>, rate_<layer>, train_seconds;
+* final metrics: test_acc (assessment runs), best_val_acc, best_val_loss,
+  best_epoch, epochs_run, final_width_total, train_seconds (training only,
+  measured inside the trial, summed over resumed attempts), compute_seconds
+  (every attempt's training time, including work lost to a failure),
+  device_hours (compute_seconds x allocated CPUs, or x the GPU fraction on
+  GPU trials), gpu_hours (0 on CPU), attempts, retries;
+* tags: awnn.kind=trial, awnn.strategy, awnn.phase, awnn.comparison,
+  awnn.trial_key, awnn.status (ok | diverged | width_capped | failed |
+  interrupted), awnn.node_ip / awnn.node_id (node of the last attempt),
+  awnn.nodes (every node it ran on).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any, Callable
+
+from ray.tune import Callback
+
+from .store import TrackingWriter
+
+__all__ = ["TrialTracker", "TrialOutcome"]
+
+TERMINAL = ("ok", "diverged", "width_capped", "failed")
+SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
+
+
+class TrialOutcome(dict):
+    """What the protocol needs of a finished trial (a dict for easy JSON)."""
+
+
+class TrialTracker(Callback):
+    def __init__(
+        self,
+        writer: TrackingWriter,
+        tags: dict[str, str],
+        cpus_per_trial: float,
+        gpus_per_trial: float,
+        on_update: Callable[["TrialTracker", str], None] | None = None,
+    ):
+        """`tags` are set on every trial run (comparison id, task); each trial's
+        sweep run is `<strategy>/<phase>` of its spec, and its writer key
+        `<strategy>/<phase>/<trial key>`."""
+        self.writer = writer
+        self.tags = dict(tags)
+        self.cpus = cpus_per_trial
+        self.gpus = gpus_per_trial
+        self.on_update = on_update
+        self.started: set[str] = set()
+        self.outcomes: dict[str, TrialOutcome] = {}
+        self.attempts: dict[str, dict[str, tuple[float, float]]] = {}
+        self.nodes: dict[str, list[str]] = {}
+        self.retries: dict[str, int] = {}
+        self.finals: dict[str, dict] = {}
+        self.best_val_acc: dict[str, float] = {}  # per sweep ('<strategy>/<phase>')
+        self.t0 = time.monotonic()
+
+    def __getstate__(self):
+        # Ray pickles the Tuner (callbacks included) into the experiment folder
+        # for Tuner.restore; the live writer and progress hook stay behind.
+        state = self.__dict__.copy()
+        state["writer"] = None
+        state["on_update"] = None
+        return state
+
+    # ------------------------------------------------------------ helpers
+    @staticmethod
+    def sweep_of(spec: dict) -> str:
+        return f"{spec['strategy']}/{spec['phase']}"
+
+    def run_key(self, key: str) -> str:
+        """Writer key of a trial given its tracker key ('<strategy>/<phase>/<trial key>')."""
+        return key
+
+    @classmethod
+    def _key(cls, trial) -> str:
+        spec = trial.config["spec"]
+        return f"{cls.sweep_of(spec)}/{spec['key']}"
+
+    def compute_seconds(self, key: str) -> float:
+        return sum(max(0.0, last - start) for start, last in self.attempts.get(key, {}).values())
+
+    def device_hours(self, seconds: float) -> tuple[float, float]:
+        per = self.gpus if self.gpus > 0 else self.cpus
+        return seconds * per / 3600.0, seconds * self.gpus / 3600.0
+
+    # ------------------------------------------------------------ hooks
+    def on_trial_start(self, iteration, trials, trial, **info):
+        from awnn.config import TrainConfig
+
+        spec = trial.config["spec"]
+        key = self._key(trial)
+        if key in self.started:
+            return
+        self.started.add(key)
+        params = TrainConfig.from_dict(spec["config"]).to_dict()  # every key, defaults included
+        params.update({"trial_key": spec["key"], "phase": spec["phase"], "grid_index": spec["index"]})
+        tags = {**self.tags, "awnn.kind": "trial", "awnn.strategy": spec["strategy"], "awnn.phase": spec["phase"],
+                "awnn.trial_key": spec["key"], "awnn.status": "running"}
+        if spec.get("resume_from"):
+            tags["awnn.resumed_from"] = spec["resume_from"]
+        self.writer.start_run(key, name=f"{spec['strategy']}-{spec['key']}", parent=self.sweep_of(spec), tags=tags, params=params)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        key = self._key(trial)
+        attempt = result.get("attempt")
+        if attempt:
+            self.attempts.setdefault(key, {})[attempt] = (float(result.get("attempt_start_seconds", 0.0)), float(result.get("train_seconds", 0.0)))
+            node = str(result.get("node_ip", ""))
+            nodes = self.nodes.setdefault(key, [])
+            if node and (not nodes or nodes[-1] != node):
+                nodes.append(node)
+                self.writer.set_tags(self.run_key(key), {"awnn.node_ip": node, "awnn.node_id": result.get("node_id", ""), "awnn.nodes": ",".join(nodes)})
+        rows = []
+        for rec in result.get("epochs") or []:
+            step = int(rec["epoch"])
+            for name, value in rec.items():
+                if name in SKIP_EPOCH_KEYS or isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                rows.append((name, value, step))
+        if rows:
+            self.writer.log_metrics(self.run_key(key), rows)
+        if result.get("final"):
+            self.finals[key] = result["final"]
+        v = result.get("best_val_acc")
+        sweep = self.sweep_of(trial.config["spec"])
+        if isinstance(v, (int, float)) and v == v and v > self.best_val_acc.get(sweep, -math.inf):
+            self.best_val_acc[sweep] = float(v)
+        if self.on_update:
+            self.on_update(self, key)
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        key = self._key(trial)
+        self.retries[key] = self.retries.get(key, 0) + 1
+        self.writer.set_tags(self.run_key(key), {"awnn.retries": self.retries[key], "awnn.last_error": _error_text(trial)})
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        key = self._key(trial)
+        final = self.finals.get(key)
+        if final is None:  # stopped by a scheduler before its end
+            self._finish(key, {"status": "stopped"}, error=None, trial=trial)
+        else:
+            self._finish(key, final, error=None, trial=trial)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        key = self._key(trial)
+        self._finish(key, {"status": "failed"}, error=_error_text(trial), trial=trial)
+
+    # ------------------------------------------------------------ finishing
+    def _finish(self, key: str, final: dict, error: str | None, trial) -> None:
+        if key in self.outcomes:
+            return
+        status = final.get("status", "failed")
+        compute = self.compute_seconds(key)
+        dev_h, gpu_h = self.device_hours(compute)
+        last = trial.last_result or {}
+        metrics = {
+            "compute_seconds": compute,
+            "device_hours": dev_h,
+            "gpu_hours": gpu_h,
+            "attempts": len(self.attempts.get(key, {})),
+            "retries": self.retries.get(key, 0),
+        }
+        for name in ("test_acc", "best_val_acc", "best_val_loss", "best_epoch", "epochs_run", "train_seconds"):
+            v = final.get(name, last.get(name) if name in ("train_seconds", "best_val_acc") else None)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and not math.isinf(v):
+                metrics[name] = float(v)
+        if "widths" in final:
+            metrics["final_width_total"] = float(sum(final["widths"]))
+        step = int(final.get("epochs_run") or last.get("epoch") or 0)
+        self.writer.log_metrics(self.run_key(key), [(k, v, step) for k, v in metrics.items()])
+        tags = {"awnn.status": status, "awnn.attempts": metrics["attempts"]}
+        if "widths" in final:
+            tags["awnn.widths"] = json.dumps(final["widths"])
+            tags["awnn.widths_at_best"] = json.dumps(final.get("widths_at_best", final["widths"]))
+        if final.get("hit_max_width"):
+            tags["awnn.hit_max_width"] = "true"
+        if error:
+            tags["awnn.error"] = error
+        self.writer.set_tags(self.run_key(key), tags)
+        self.writer.end_run(self.run_key(key), "FAILED" if status == "failed" else "FINISHED")
+        spec = trial.config["spec"]
+        outcome = TrialOutcome(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)
+        outcome["widths"] = final.get("widths")
+        outcome["widths_at_best"] = final.get("widths_at_best")
+        self.outcomes[key] = outcome
+        if self.on_update:
+            self.on_update(self, key)
+
+
+def _error_text(trial) -> str:
+    path = getattr(trial, "error_file", None) or getattr(getattr(trial, "run_metadata", None), "error_filename", None)
+    text = ""
+    try:
+        if path:
+            with open(path) as f:
+                text = f.read()
+    except OSError:
+        pass
+    if not text:
+        text = str(getattr(trial, "error_msg", "") or "")
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else "unknown error")[:500]
