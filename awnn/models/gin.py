@@ -1,7 +1,7 @@
 """Graph Isomorphism Network (Xu et al. 2019) as in Errica et al. (2020),
 with fixed or adaptive MLPs (AWNN paper, appendix C.4).
 
-    h_0 = act(BN(MLP_in(x)))                                  (nodes, E)
+    h_0 = act(MLP_in(x))                                      (nodes, E)
     h_l = act(BN(GINConv_l(h_{l-1})))   l = 1..L,  GINConv_l = MLP_l((1+eps) h + sum_neighbours h)
     logits = sum_l dropout(Linear_l(pool(h_l)))               (graphs, classes)
 
@@ -11,8 +11,11 @@ inside every convolution).  The node-embedding size E between layers is
 fixed, `embed_dim`; 0 means E = `width` for the fixed model (the standard
 GIN, where "hidden units" sets both) and E = 64 for AWNN (the largest
 width of the fixed grid), so that only the MLPs' hidden widths adapt.
-Batch norm acts on those E-sized outputs (a batch norm on an adaptive
-hidden layer would have to be resized with it).  The read-out sums the
+Batch norm acts on the E-sized outputs of the convolutions (a batch norm
+on an adaptive hidden layer would have to be resized with it), not on the
+input MLP's: with REDDIT-BINARY's constant node feature every node has the
+same input, and a batch norm there outputs the same value, beta = 0 at
+initialisation, for every node, which erases the input for good.  The read-out sums the
 per-layer predictions of every layer's pooled embedding (sum or mean).
 """
 from __future__ import annotations
@@ -43,15 +46,15 @@ class GIN(nn.Module):
         self.dropout = dropout
         self.input_mlp = make_mlp(in_features, embed_dim)
         self.convs = nn.ModuleList(GINConv(make_mlp(embed_dim, embed_dim), train_eps=True) for _ in range(conv_layers))
-        self.norms = nn.ModuleList(nn.BatchNorm1d(embed_dim) for _ in range(conv_layers + 1))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(embed_dim) for _ in range(conv_layers))
         self.readouts = nn.ModuleList(nn.Linear(embed_dim, num_classes) for _ in range(conv_layers + 1))
 
     def forward(self, data) -> torch.Tensor:
         x, edge_index, batch = data.x, data.edge_index, data.batch
         size = data.num_graphs
-        h = self._act(self.norms[0](self.input_mlp(x)))  # (nodes, E)
+        h = self._act(self.input_mlp(x))  # (nodes, E)
         out = F.dropout(self.readouts[0](self._pool(h, batch, size)), self.dropout, self.training)  # (graphs, classes)
-        for conv, norm, readout in zip(self.convs, self.norms[1:], self.readouts[1:]):
+        for conv, norm, readout in zip(self.convs, self.norms, self.readouts[1:]):
             h = self._act(norm(conv(h, edge_index)))
             out = out + F.dropout(readout(self._pool(h, batch, size)), self.dropout, self.training)
         return out

@@ -74,8 +74,11 @@ class ResNet20(nn.Module):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
             elif isinstance(m, nn.BatchNorm2d):
                 m.reset_parameters()
+        self.stem.to(memory_format=torch.channels_last)
+        self.stages.to(memory_format=torch.channels_last)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous(memory_format=torch.channels_last)  # about 2x faster convolutions on CPU
         h = F.relu(self.bn(self.stem(x)))  # (B, 16, H, W)
         h = self.stages(h)  # (B, 64, H/4, W/4)
         return h.mean(dim=(2, 3))  # (B, 64): global average pooling
