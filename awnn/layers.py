@@ -90,9 +90,12 @@ class AdaptiveWidth(nn.Module):
         if math.isnan(rho):
             raise FloatingPointError("the rate of an adaptive layer became NaN (the run diverged)")
         rate = math.log1p(math.exp(rho)) if rho < 30 else rho  # softplus, in Python: no tensor op
-        if rate <= 0.0 or not math.isfinite(rate):
-            # The rate underflowed to zero: infinite width. Cap it.
-            return self.max_width, True
+        if not 0.0 < rate < math.inf or math.isinf(-math.log1p(-self.quantile_k) / rate):
+            # softplus(rho) underflowed to 0 or so close that D overflows (rho below
+            # about -708), or rho is infinite: no stable run gets there (its float32
+            # importances died long before), so this is divergence, not a request
+            # for max_width (nor, for rho=+inf, for it).
+            raise FloatingPointError(f"the rate of an adaptive layer left the representable range (rho={rho:g}; the run diverged)")
         d = width_from_rate(rate, self.quantile_k)
         if d > self.max_width:
             return self.max_width, True
@@ -381,6 +384,18 @@ class AdaptiveMLP(nn.Module):
         clone.set_widths(keep)
         clone.frozen = True
         return clone
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        # The widths travel with a state dict (the layers resize to it), but the
+        # tensors must agree with them and with the fixed input/output sizes.
+        widths = [state_dict.get(f"{prefix}widths_ctrl.{l}._extra_state", {"width": w})["width"] for l, w in enumerate(self.widths)]
+        dims = [self.in_features] + widths + [self.out_features]
+        for l in range(len(self.layers)):
+            for name, shape in (("weight", (dims[l + 1], dims[l])), ("bias", (dims[l + 1],))):
+                t = state_dict.get(f"{prefix}layers.{l}.{name}")
+                if t is not None and tuple(t.shape) != shape:
+                    error_msgs.append(f"{prefix}layers.{l}.{name} has shape {tuple(t.shape)}, but widths {widths} need {shape}")
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
 
     # ---------------------------------------------------------------- priors
     def prior_parameters(self) -> list[nn.Parameter]:
