@@ -304,6 +304,9 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not isinstance(state, dict) or state.get("format") != "awnn-train-v1":
             raise CheckpointError("not an awnn training checkpoint (missing format 'awnn-train-v1')")
+        missing = [k for k in _CHECKPOINT_KEYS if k not in state]
+        if missing:
+            raise CheckpointError(f"checkpoint is incomplete (missing: {', '.join(missing)})")
         saved = {k: v for k, v in state["config"].items() if k not in ("epochs", "device", "threads", "data_root", "patience")}
         mine = {k: v for k, v in self.config.to_dict().items() if k in saved}
         if saved != mine:
@@ -315,9 +318,12 @@ class Trainer:
             if self.scheduler is not None and state.get("scheduler"):
                 self.scheduler.load_state_dict(state["scheduler"])
         except (RuntimeError, KeyError, ValueError) as e:
-            raise CheckpointError(f"checkpoint does not fit the model: {e}") from e
-        self.generator.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
+            raise CheckpointError(f"checkpoint does not fit the model: {' '.join(str(e).split())}") from e  # one line
+        try:
+            self.generator.set_state(state["generator"])
+            torch.set_rng_state(state["torch_rng"])
+        except (RuntimeError, TypeError) as e:
+            raise CheckpointError(f"checkpoint has an unusable random-number-generator state: {' '.join(str(e).split())}") from e
         self.epoch = int(state["epoch"])
         self.step = int(state["step"])
         self.train_seconds = float(state["train_seconds"])
@@ -325,6 +331,9 @@ class Trainer:
         self.history = list(state["history"])
         self.status = state["status"]
         self.hit_max_width = bool(state["hit_max_width"])
+
+
+_CHECKPOINT_KEYS = ("config", "model", "optimizer", "generator", "torch_rng", "epoch", "step", "train_seconds", "best", "history", "status", "hit_max_width")
 
 
 def _to_cpu(obj):

@@ -16,10 +16,10 @@ def normal(mean, std):
     return torch.distributions.Normal(torch.tensor(mean, dtype=torch.float64), torch.tensor(std, dtype=torch.float64))
 
 
-def tiny_model(hidden_layers=1, rate=0.7, seed=0):
+def tiny_model(hidden_layers=1, rate=0.7, seed=0, prior_on_readout=False):
     torch.manual_seed(seed)
     # rate 0.7, k 0.9: D = ceil(ln 10 / 0.7) = 4 neurons per layer.
-    return AdaptiveMLP(3, 2, hidden_layers=hidden_layers, rate=rate, quantile_k=0.9, activation="relu").double()
+    return AdaptiveMLP(3, 2, hidden_layers=hidden_layers, rate=rate, quantile_k=0.9, activation="relu", prior_on_readout=prior_on_readout).double()
 
 
 def batch(m=5, seed=1):
@@ -27,8 +27,10 @@ def batch(m=5, seed=1):
     return torch.randn(m, 3, generator=g, dtype=torch.float64), torch.tensor([0, 1, 1, 0, 1][:m])
 
 
-def test_elbo_loss_gradient_matches_hand_computation():
-    model = tiny_model()
+@pytest.mark.parametrize("readout", [False, True], ids=["adaptive-layers", "with-readout"])
+def test_elbo_loss_gradient_matches_hand_computation(readout):
+    """p(theta) on the adaptive layer (default), or on the read-out too."""
+    model = tiny_model(prior_on_readout=readout)
     assert model.widths == [4]
     x, y = batch()
     n_train, sigma, prior = 40, 1.7, RatePrior(mean=0.3, std=0.5)
@@ -50,7 +52,8 @@ def test_elbo_loss_gradient_matches_hand_computation():
         z = h @ w2.T + b2  # (M, C)
         p = torch.softmax(z, 1)
         onehot = F.one_hot(y, 2).double()
-        theta = [w1, b1, w2, b2]
+        theta = [w1, b1, w2, b2] if readout else [w1, b1]
+        decay2 = 1.0 / (sigma**2 * n_train) if readout else 0.0  # d(-log p)/dw / w for the read-out
         count = sum(t.numel() for t in theta)
         sq = sum(float((t * t).sum()) for t in theta)
         ce = float(-(onehot * torch.log(p)).sum(1).mean())
@@ -59,8 +62,8 @@ def test_elbo_loss_gradient_matches_hand_computation():
         expected = ce + (neg_log_p_theta + neg_log_p_rate) / n_train
 
         dz = (p - onehot) / m
-        g_w2 = dz.T @ h + w2 / (sigma**2 * n_train)
-        g_b2 = dz.sum(0) + b2 / (sigma**2 * n_train)
+        g_w2 = dz.T @ h + w2 * decay2
+        g_b2 = dz.sum(0) + b2 * decay2
         dh = dz @ w2
         g_f = (dh * a).sum(0)
         g_rate = float((g_f * df_drate).sum()) + (rate - prior.mean) / (prior.std**2 * n_train)
@@ -79,10 +82,11 @@ def test_elbo_loss_gradient_matches_hand_computation():
     assert float(rho.grad) != 0.0
 
 
-def test_elbo_loss_deep_gradients_match_plain_autograd_reference():
+@pytest.mark.parametrize("readout", [False, True], ids=["adaptive-layers", "with-readout"])
+def test_elbo_loss_deep_gradients_match_plain_autograd_reference(readout):
     """Two hidden layers, both rescaling paths of the forward pass, against a
     reference written with plain torch ops (no custom autograd functions)."""
-    model = tiny_model(hidden_layers=2)
+    model = tiny_model(hidden_layers=2, prior_on_readout=readout)
     x, y = batch()
     n_train, sigma, prior = 25, 0.9, RatePrior(0.1, 2.0)
     loss, _ = elbo_loss(model(x), y, [model], n_train, sigma, prior)
@@ -98,7 +102,7 @@ def test_elbo_loss_deep_gradients_match_plain_autograd_reference():
         j = torch.arange(h.shape[1], dtype=torch.float64)
         f = torch.exp(-rate * j) - torch.exp(-rate * (j + 1))
     logits = (h * f) @ named["layers.2.weight"].T + named["layers.2.bias"]
-    theta = [named[f"layers.{l}.{k}"] for l in range(3) for k in ("weight", "bias")]
+    theta = [named[f"layers.{l}.{k}"] for l in range(3 if readout else 2) for k in ("weight", "bias")]
     rates = torch.stack([F.softplus(named[f"widths_ctrl.{l}.rho"]) for l in range(2)])
     ref = (
         F.cross_entropy(logits, y)
