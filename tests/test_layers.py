@@ -145,6 +145,24 @@ def test_adaptive_width_nan_rate_raises_floating_point_error():
         ctrl.target_width()
 
 
+@pytest.mark.parametrize("rho", [-800.0, -740.0, float("inf"), float("-inf")])
+def test_adaptive_width_rate_out_of_float_range_raises_floating_point_error(rho):
+    # softplus(rho) underflows (or D overflows): divergence, not a request for max_width
+    ctrl = AdaptiveWidth(0.1, 0.9, 100)
+    with torch.no_grad():
+        ctrl.rho.fill_(rho)
+    with pytest.raises(FloatingPointError, match="the run diverged"):
+        ctrl.target_width()
+
+
+@pytest.mark.parametrize("rho, expected", [(-700.0, (100, True)), (-20.0, (100, True)), (30.0, (1, False)), (1e6, (1, False))])
+def test_adaptive_width_extreme_but_finite_rates(rho, expected):
+    ctrl = AdaptiveWidth(0.1, 0.9, 100)
+    with torch.no_grad():
+        ctrl.rho.fill_(rho)
+    assert ctrl.target_width() == expected
+
+
 def test_adaptive_width_rejects_bad_arguments():
     with pytest.raises(ValueError, match=r"quantile_k must lie in \(0, 1\), but got quantile_k=1.0"):
         AdaptiveWidth(0.1, 1.0, 10)
