@@ -13,9 +13,7 @@ import sys
 COMMANDS = ["train", "grids", "sweep", "compare", "report", "env"]
 
 
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
-
+from .errors import UsageError  # noqa: F401 - re-exported for the commands
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="awnn", description="Adaptive Width Neural Networks: training, sweeps on Ray Tune, cost reports from MLflow.")
@@ -42,5 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python -m search.cli: run the package's module, not a copy
+    from search.cli import main as _main
+
+    sys.exit(_main())

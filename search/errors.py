@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 
+class UsageError(Exception):
+    """Bad input from the user: the CLI prints it as one line and exits 2."""
+
+
 class SearchError(ValueError):
     """Bad input or an unreachable service (the CLI prints it and exits 2)."""
 

@@ -1,0 +1,39 @@
+"""Shared fixtures.  Tests run real components: a local Ray, MLflow on a
+SQLite file (or a real server), real files in tmp dirs."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+AWNN = [sys.executable, "-m", "search.cli"]
+
+
+def run_awnn(args: list[str], cwd: Path, timeout: float = 600, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    """Run the `awnn` CLI in a subprocess (a fresh Ray and MLflow client each time)."""
+    e = os.environ.copy()
+    e.pop("RAY_ADDRESS", None)
+    e.pop("MLFLOW_TRACKING_URI", None)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    e.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    if env:
+        e.update(env)
+    p = subprocess.run(AWNN + args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=e)
+    if check and p.returncode != 0:
+        raise AssertionError(f"awnn {' '.join(args)} exited {p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-5000:]}")
+    return p
+
+
+@pytest.fixture(scope="session")
+def smoke_comparison(tmp_path_factory):
+    """One real `awnn compare --task doublemoon --budget smoke` for the whole session.
+
+    Returns a dict with the working dir, the tracking URI and the CLI's output."""
+    work = tmp_path_factory.mktemp("smoke-compare")
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2"], cwd=work, check=True)
+    return {"dir": work, "tracking_uri": f"sqlite:///{work / 'mlflow.db'}", "stdout": p.stdout, "stderr": p.stderr}
