@@ -1,4 +1,5 @@
 """Adaptive layers: widths from rates, shrink/grow/truncate, the width cap, eval."""
+import re
 import warnings
 
 import pytest
@@ -192,6 +193,18 @@ def test_adaptive_mlp_state_dict_carries_widths():
     assert dst.widths == [7, 9]
     x = torch.randn(6, 2)
     assert torch.equal(dst(x), src(x))
+
+
+@pytest.mark.parametrize(
+    "key, shape",
+    [("layers.0.weight", (12, 5)), ("layers.0.weight", (15, 2)), ("layers.1.bias", (4,)), ("layers.2.weight", (4, 12))],
+    ids=["input-columns", "rows-vs-width", "bias", "output-rows"],
+)
+def test_adaptive_mlp_state_dict_with_inconsistent_shapes_is_rejected(key, shape):
+    src = make_mlp(rate=0.2)
+    state = {**src.state_dict(), key: torch.zeros(shape)}
+    with pytest.raises(RuntimeError, match=re.escape(f"{key} has shape {tuple(shape)}, but widths [12, 12] need")):
+        make_mlp(rate=0.2).load_state_dict(state)
 
 
 def test_resizable_linear_resize_keeps_parameter_objects():
