@@ -32,7 +32,7 @@ import torch.nn as nn
 from .config import TrainConfig
 from .data import Task, load_task
 from .layers import MaxWidthReached, adaptive_modules, model_widths, named_model_widths
-from .loss import RatePrior, elbo_loss
+from .loss import RatePrior, elbo_loss, gaussian_log_prob_sum
 from .models import build_model
 
 __all__ = ["train", "Trainer", "RunResult", "CheckpointError", "evaluate", "truncation_curve", "resolve_device"]
@@ -118,10 +118,10 @@ class Trainer:
         self.task = task or load_task(config.task, config.data_root, config.data_seed, config=config)
         self.model = build_model(config, self.task).to(self.device)
         self.blocks = adaptive_modules(self.model)
+        self.n_train = self.task.n_train(config.split)
         self.optimizer = self._make_optimizer()
         self.scheduler = self._make_scheduler()
         self.generator = torch.Generator().manual_seed(config.seed)
-        self.n_train = self.task.n_train(config.split)
         # progress
         self.epoch = 0
         self.step = 0
@@ -132,16 +132,42 @@ class Trainer:
         self.hit_max_width = False
 
     # ------------------------------------------------------------ building
+    def weight_prior_decay(self) -> float:
+        """The ELBO's Gaussian weight prior as an L2 coefficient.
+
+        -log p(theta) / N = sum w^2 / (2 sigma^2 N) + const has gradient
+        w / (sigma^2 N): exactly what `weight_decay = 1 / (sigma^2 N)` adds to
+        the gradient in Adam and SGD (coupled L2, not AdamW).  The trainer
+        applies the prior there instead of building an autograd graph over
+        every weight at every step; `awnn.loss.elbo_loss` keeps the full
+        differentiable form, and a test checks both give the same update."""
+        c = self.config
+        if not self.blocks or c.weight_prior != "gaussian":
+            return 0.0
+        return 1.0 / (c.sigma_theta * c.sigma_theta * self.n_train)
+
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c = self.config
-        adaptive = {id(p) for b in self.blocks for p in b.parameters()}
-        plain = [p for p in self.model.parameters() if id(p) not in adaptive]
+        seen: set[int] = set()
+
+        def take(params):
+            out = []
+            for p in params:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append(p)
+            return out
+
+        prior = take(p for b in self.blocks for p in b.prior_parameters())
+        rest = take(p for b in self.blocks for p in b.parameters())  # read-out (unless under the prior), rates
+        plain = take(self.model.parameters())  # everything outside the adaptive blocks
         groups = []
         if plain:
             groups.append({"params": plain, "weight_decay": c.weight_decay})
-        if adaptive:
-            # the ELBO's Gaussian prior regularises the adaptive blocks
-            groups.append({"params": [p for b in self.blocks for p in b.parameters()], "weight_decay": 0.0})
+        if prior:
+            groups.append({"params": prior, "weight_decay": self.weight_prior_decay()})
+        if rest:
+            groups.append({"params": rest, "weight_decay": 0.0})
         if c.optimizer == "adam":
             return torch.optim.Adam(groups, lr=c.lr, eps=c.adam_eps, foreach=True)
         return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum, foreach=True)
@@ -166,10 +192,42 @@ class Trainer:
         return RatePrior()
 
     # -------------------------------------------------------------- running
+    def update_widths(self) -> bool:
+        """Algorithm 1's update_width for every adaptive block; True if one is capped."""
+        capped = False
+        for b in self.blocks:
+            capped |= b.update_width(self.optimizer)
+        return capped
+
+    def train_step(self, x, y, prior: RatePrior) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+        """Forward, ELBO (without the weight prior: the optimiser's decay applies
+        it), backward, optimiser step.  Returns (detached loss, flat outputs,
+        flat targets, whether the outputs were sequences)."""
+        out = self.model(x)
+        padded = out.dim() > 2  # sequence outputs: padding targets are not scored
+        out, y = flatten_outputs(out, y)
+        loss, _ = elbo_loss(out, y, self.blocks, self.n_train, None, prior, ignore_index=IGNORE_INDEX)
+        opt = self.optimizer
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        self.step += 1
+        return loss.detach(), out, y, padded
+
+    @torch.no_grad()
+    def neg_log_weight_prior(self) -> float:
+        """-log p(theta) / N, the value of the term the optimiser's decay applies."""
+        c = self.config
+        if not self.blocks or c.weight_prior != "gaussian":
+            return 0.0
+        params = [p for b in self.blocks for p in b.prior_parameters()]
+        sq = float(sum(p.detach().pow(2).sum() for p in params))
+        count = sum(p.numel() for p in params)
+        return -float(gaussian_log_prob_sum(torch.tensor(sq), count, c.sigma_theta)) / self.n_train
+
     def run(self, on_epoch: EpochCallback | None = None) -> RunResult:
         c = self.config
-        sigma_theta = c.sigma_theta if c.weight_prior == "gaussian" else None
-        model, opt, blocks, device = self.model, self.optimizer, self.blocks, self.device
+        model, blocks, device = self.model, self.blocks, self.device
         interval = c.width_update_interval
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MaxWidthReached)  # reported through status and records
@@ -186,8 +244,7 @@ class Trainer:
                 for x, y in self.task.batches(c.split, "train", c.batch_size, device, self.generator):
                     if blocks and self.step % interval == 0:
                         try:
-                            for b in blocks:
-                                capped |= b.update_width(opt)
+                            capped |= self.update_widths()
                         except FloatingPointError:
                             self.status = DIVERGED
                             break
@@ -196,15 +253,8 @@ class Trainer:
                             if c.on_max_width == "stop":
                                 self.status = WIDTH_CAPPED
                                 break
-                    out = model(x)
-                    padded = out.dim() > 2  # sequence outputs: padding targets are not scored
-                    out, y = flatten_outputs(out, y)
-                    loss, _ = elbo_loss(out, y, blocks, self.n_train, sigma_theta, prior, ignore_index=IGNORE_INDEX)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    self.step += 1
-                    loss_sum += loss.detach()
+                    loss, out, y, padded = self.train_step(x, y, prior)
+                    loss_sum += loss
                     if padded:
                         mask = y != IGNORE_INDEX
                         correct += ((out.detach().argmax(-1) == y) & mask).sum()
@@ -213,7 +263,8 @@ class Trainer:
                         correct += (out.detach().argmax(-1) == y).sum()
                         seen += len(y)
                     batches += 1
-                train_loss = float(loss_sum) / max(batches, 1)  # mean of the per-batch objective
+                # mean of the per-batch objective, plus the weight prior's term at the epoch's end
+                train_loss = float(loss_sum) / max(batches, 1) + self.neg_log_weight_prior()
                 if not math.isfinite(train_loss):
                     self.status = DIVERGED
                 self.train_seconds += time.perf_counter() - t0
