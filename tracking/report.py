@@ -294,7 +294,11 @@ def plot_accuracy_width(a: A.Analysis, path: Path) -> None:
                 drawn = True
                 ax.scatter(x[keep], y[keep], s=18, color=colors[s], alpha=0.7, label=f"{s} (n={int(keep.sum())})", marker="o" if s != "awnn" else "^")
         if drawn:
+            from matplotlib.ticker import NullFormatter, ScalarFormatter
+
             ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(ScalarFormatter())
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.legend(frameon=False, fontsize=7)
         else:
             _empty(ax, "no scored runs")
@@ -356,8 +360,16 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
         s = sv["strategy"]
         h, n, cfg = cost_of(s, "selection")
         hr, nr, cfgr = cost_of(ref, "selection")
+        if not n or not nr:
+            missing = s if not n else ref
+            items.append(f"**Model-selection cost, {s} vs {ref}.** No savings ratio: MLflow holds no selection trials of {missing}.")
+            continue
+        r = sv["selection_ratio"]
+        meaning = ""
+        if _finite(r) and r > 0:
+            meaning = f" (the {ref} search was {r:.2f} times cheaper)" if r >= 1 else f" (the {ref} search cost {1 / r:.2f} times as much)"
         items.append(f"**Model-selection cost, {s} vs {ref}.** The {s} grid ({cfg} configs) spent {fh(h)} device-hours on model selection; "
-                     f"the {ref} grid ({cfgr} configs) {fh(hr)} device-hours. Savings ratio {s}/{ref}: **{fratio(sv['selection_ratio'])}** "
+                     f"the {ref} grid ({cfgr} configs) {fh(hr)} device-hours. Savings ratio {s}/{ref}: **{fratio(sv['selection_ratio'])}**{meaning} "
                      f"(95% bootstrap CI {fratio(sv['selection_lo'])} to {fratio(sv['selection_hi'])}, over {sv['selection_trials']} and "
                      f"{sv['reference_selection_trials']} trials). With re-training included: {fratio(sv['total_ratio'])} "
                      f"(CI {fratio(sv['total_lo'])} to {fratio(sv['total_hi'])}; {fh(sv['total_hours'])} vs {fh(sv['reference_total_hours'])} device-hours, "
@@ -394,7 +406,7 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
                 parts.append(f"{t['strategy']} after {fh(t['hours_mean'])} device-hours on average" + (f" (in {fpct(t['reached'], 0)} of orders)" if t["reached"] < 1 else ""))
             else:
                 parts.append(f"{t['strategy']} never (its best: {fpct(t['best_val_acc'])})")
-        items.append(f"**Cost to a good model.** Reaching within {100 * ti['margin']:g} percentage points of the best inner-validation accuracy any strategy found "
+        items.append(f"**Cost to a good model.** Reaching within {100 * ti['margin']:g} pp (percentage points) of the best inner-validation accuracy any strategy found "
                      f"({fpct(ti['best_val_acc'])}), in a random order of the grid: " + "; ".join(parts) + ".")
     n_prob = len(a.problems)
     items.append("**Data quality.** " + ("Every sweep and trial finished ok." if not n_prob else f"{n_prob} issues, listed under \"Problems\" below; failed and diverged trials' compute is included in every cost."))

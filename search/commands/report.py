@@ -1,13 +1,48 @@
-"""awnn report (placeholder until its issue lands)."""
+"""awnn report: the cost report of a comparison, rebuilt from MLflow alone."""
 from __future__ import annotations
+
+import sys
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="not available yet")
+    p = sub.add_parser(
+        "report",
+        help="write the cost report (report.md, report.html, summary.json, plots) of a comparison from MLflow",
+        description="Read a comparison back from MLflow and write report.md, a self-contained report.html, "
+                    "summary.json and PNG plots to --out.  Without --comparison: the newest comparison "
+                    "in --experiment, or in the whole tracking store.",
+    )
+    p.add_argument("--comparison", default=None, metavar="ID", help="comparison id (tag awnn.comparison), as `awnn compare` prints it")
+    p.add_argument("--experiment", default=None, metavar="NAME", help="MLflow experiment, e.g. awnn-spiralhard (default: search every experiment)")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the report to (created if missing)")
+    p.add_argument("--target-margin", type=float, default=0.01, help="cost to target: within this much of the best validation accuracy (default 0.01 = 1 pp)")
+    p.add_argument("--log-artifact", action="store_true", help="also log the report folder as an artifact of the comparison's MLflow run")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..cli import UsageError
+    from tracking.analysis import AnalysisError
+    from tracking.report import log_report, write_report
+    from tracking.store import TrackingUnavailable, check_tracking, default_tracking_uri
 
-    raise UsageError("'awnn report' is not implemented yet")
+    uri = args.tracking_uri or default_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        from pathlib import Path
+
+        if not Path(uri[len("sqlite:///"):]).is_file():
+            raise UsageError(f"--tracking-uri {uri}: no such SQLite file; pass the store `awnn compare` wrote (its summary prints it)")
+    try:
+        check_tracking(uri)
+        paths = write_report(uri, args.out, comparison=args.comparison, experiment=args.experiment, margin=args.target_margin)
+        if args.log_artifact:
+            log_report(uri, paths["summary"]["comparison"], paths["out_dir"])
+    except (AnalysisError, TrackingUnavailable) as e:
+        raise UsageError(str(e)) from None
+    s = paths["summary"]
+    print(f"report of comparison {s['comparison']} ({s['task']}, budget {s['budget']}, {s['state']}): {paths['report_html']}", file=sys.stdout)
+    print(f"  {paths['report_md']}\n  {paths['summary_json']}", file=sys.stdout)
+    if s.get("problems"):
+        print(f"  {len(s['problems'])} problems are listed in the report (failed, diverged or missing runs)", file=sys.stdout)
+    return 0
