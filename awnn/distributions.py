@@ -40,29 +40,28 @@ def importance(rate: torch.Tensor, width: int, arange: torch.Tensor | None = Non
 class _ImportanceFromRho(torch.autograd.Function):
     """f(j; softplus(rho)) for j in `j`, as one autograd node.
 
-    The same function as `importance(softplus(rho), ...)`, with the gradient
-    written out (it runs at every training step, where a chain of six tiny
-    autograd nodes costs more than the arithmetic):
-        f_j = e^{-rate j} (1 - e^{-rate})
-        df_j/drate = f_j (e^{-rate} / (1 - e^{-rate}) - j)
-        drate/drho = sigmoid(rho)
+    The same function as `importance(softplus(rho), ...)`, computed in log
+    space with four kernels and its gradient written out (it runs at every
+    training step, where a chain of tiny autograd nodes costs more than the
+    arithmetic).  With s = sigmoid(rho): 1 - e^{-rate} = s exactly, so
+        log f_j = log s - rate * j = logsigmoid(rho) - softplus(rho) * j
+        d log f_j / d rho = (1 - s) - s * j
     """
 
     @staticmethod
     def forward(ctx, rho, j):
-        rate = F.softplus(rho)
-        one_minus_q = -torch.expm1(-rate)  # 1 - e^{-rate}
-        f = torch.exp(j * -rate) * one_minus_q
-        ctx.save_for_backward(rho, rate, one_minus_q, j, f)
+        f = torch.exp(torch.addcmul(F.logsigmoid(rho), j, F.softplus(rho), value=-1.0))
+        ctx.save_for_backward(rho, j, f)
         return f
 
     @staticmethod
     def backward(ctx, grad_f):
-        rho, rate, one_minus_q, j, f = ctx.saved_tensors
-        c = torch.exp(-rate) / one_minus_q  # e^{-rate} / (1 - e^{-rate})
+        rho, j, f = ctx.saved_tensors
+        s = torch.sigmoid(rho)
         gf = grad_f * f
-        grad_rate = c * gf.sum() - (gf * j).sum()
-        return grad_rate * torch.sigmoid(rho), None
+        # sum_j gf_j ((1 - s) - s j) = (1 - s) sum(gf) - s (gf . j)
+        grad_rho = gf.sum() * (1.0 - s) - torch.dot(gf, j) * s
+        return grad_rho, None
 
 
 def importance_from_rho(rho: torch.Tensor, j: torch.Tensor) -> torch.Tensor:

@@ -86,7 +86,7 @@ class AdaptiveWidth(nn.Module):
 
     def target_width(self) -> tuple[int, bool]:
         """(D from the current rate, capped at max_width; whether it was capped)."""
-        rho = float(self.rho.detach())
+        rho = self.rho.item()
         if math.isnan(rho):
             raise FloatingPointError("the rate of an adaptive layer became NaN (the run diverged)")
         rate = math.log1p(math.exp(rho)) if rho < 30 else rho  # softplus, in Python: no tensor op
@@ -100,6 +100,13 @@ class AdaptiveWidth(nn.Module):
         if d > self.max_width:
             return self.max_width, True
         return d, False
+
+    def indices(self) -> torch.Tensor:
+        """j = 0..width-1 as floats (a view of a cached arange)."""
+        width = self.width
+        if self._arange.numel() < width:
+            self._arange = torch.arange(grow_capacity(width, self._arange.numel(), None), dtype=self.rho.dtype, device=self.rho.device)
+        return self._arange[:width]
 
     def importance(self, width: int | None = None) -> torch.Tensor:
         """f(j) for j < width (default: the current width), differentiable in rho."""
@@ -174,7 +181,7 @@ class ResizableLinear(nn.Module):
             )
             _rebind(self.weight, self._wbuf.resize(new, cap, fill_rows, fill_cols))
             resize_optimizer_state(optimizer, self.weight, old, new, cap)
-            if self.bias is not None:
+            if self.bias is not None and new[0] != old[0]:
                 if not self._bbuf.owns(self.bias.data):
                     self._bbuf = CapacityBuffer(self.bias.data, self.bias.shape)
                 _rebind(self.bias, self._bbuf.resize(new[:1], cap[:1], _zero))
@@ -195,23 +202,91 @@ def _zero(t: torch.Tensor) -> None:
     t.zero_()
 
 
-def _scaled_linear(h: torch.Tensor, layer: "ResizableLinear", f: torch.Tensor | None) -> torch.Tensor:
-    """layer(h * f) computed as cheaply as possible; f=None means no rescaling."""
-    if f is None:
+class _ImportanceScaledLinear(torch.autograd.Function):
+    """y = (h * f) W^T + b with f = f(j; softplus(rho)), as one autograd node.
+
+    This is the hot path of Eq. 14: layer l+1 reads the activations of
+    adaptive layer l rescaled by their importances.  Written as separate
+    torch ops it costs five autograd nodes per layer per step (importance,
+    rescale, linear, ...), whose bookkeeping outweighs the arithmetic at
+    tabular sizes; here it is one node with the gradient written out.
+    The rescaling is applied to whichever is smaller, the activations
+    (B x D) or the weight's columns (out x D): W (h * f) = (W * f) h.
+    Gradients (g = dL/dy, s = sigmoid(rho)):
+        dL/dh   = (g W) * f              dL/dW = g^T (h * f)
+        dL/db   = sum_batch g            dL/df_j = sum_batch (g W)_j h_j
+        dL/drho = sum_j dL/df_j f_j ((1 - s) - s j)
+    """
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, rho, j):
+        f = torch.exp(torch.addcmul(F.logsigmoid(rho), j, F.softplus(rho), value=-1.0))
+        shape = h.shape
+        h2 = h.reshape(-1, shape[-1])
+        scale_h = h2.shape[0] * h2.shape[1] <= weight.numel()
+        if scale_h:
+            hf = h2 * f
+            out = torch.addmm(bias, hf, weight.t()) if bias is not None else hf @ weight.t()
+            ctx.save_for_backward(h2, weight, hf, f, rho, j)
+        else:
+            wf = weight * f
+            out = torch.addmm(bias, h2, wf.t()) if bias is not None else h2 @ wf.t()
+            ctx.save_for_backward(h2, weight, wf, f, rho, j)
+        ctx.scale_h = scale_h
+        ctx.shape = shape
+        ctx.has_bias = bias is not None
+        return out.reshape(*shape[:-1], out.shape[-1])
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        h2, weight, scaled, f, rho, j = ctx.saved_tensors
+        g = grad_out.reshape(-1, grad_out.shape[-1])
+        if ctx.scale_h:
+            hf = scaled
+            grad_hf = g @ weight  # (B, D)
+            grad_w = g.t() @ hf
+            grad_h = grad_hf * f
+            grad_f = (grad_hf * h2).sum(0)
+        else:
+            wf = scaled
+            grad_h = g @ wf
+            grad_wf = g.t() @ h2  # (out, D)
+            grad_w = grad_wf * f
+            grad_f = (grad_wf * weight).sum(0)
+        grad_b = g.sum(0) if ctx.has_bias else None
+        s = torch.sigmoid(rho)
+        gf = grad_f * f
+        grad_rho = gf.sum() * (1.0 - s) - torch.dot(gf, j) * s
+        return grad_h.reshape(ctx.shape), grad_w, grad_b, grad_rho, None
+
+
+def _scaled_linear(h: torch.Tensor, layer: "ResizableLinear", ctrl: "AdaptiveWidth | None") -> torch.Tensor:
+    """layer(h * f(ctrl)) as one autograd node; ctrl=None means no rescaling."""
+    if ctrl is None:
         return F.linear(h, layer.weight, layer.bias)
-    if h.shape[0] * h.shape[-1] <= layer.weight.numel():
-        return F.linear(h * f, layer.weight, layer.bias)  # rescale the activations
-    return F.linear(h, layer.weight * f, layer.bias)  # rescale the weight's columns
+    return _ImportanceScaledLinear.apply(h, layer.weight, layer.bias, ctrl.rho, ctrl.indices())
+
+
+_DTYPE_TOGGLE: dict = {}
 
 
 def _rebind(param: nn.Parameter, view: torch.Tensor) -> None:
     """Make `param` (the same Python object) a Parameter over `view`.
 
     Assigning `param.data` a tensor of another shape leaves autograd's cached
-    gradient accumulator with the old shape; swapping the tensor contents
-    gives the parameter fresh autograd metadata while every holder of the
-    object (the optimiser's param groups and state keys) stays valid."""
-    torch.utils.swap_tensors(param, nn.Parameter(view, requires_grad=param.requires_grad))
+    gradient accumulator with the old shape whenever a graph from the last
+    step is still referenced (the next backward then fails).  Assigning data
+    of another dtype first makes autograd drop that cache (set_data resets
+    the accumulator on a type change), so the next backward builds one with
+    the new shape.  Every holder of the object (the optimiser's param groups
+    and state keys) stays valid.  ~3 us, against ~9 us for
+    torch.utils.swap_tensors, and a width update makes several of these."""
+    key = (view.device, view.dtype)
+    other = _DTYPE_TOGGLE.get(key)
+    if other is None:
+        other = _DTYPE_TOGGLE[key] = torch.empty(0, dtype=torch.float64 if view.dtype != torch.float64 else torch.float32, device=view.device)
+    param.data = other
+    param.data = view
 
 
 class AdaptiveMLP(nn.Module):
@@ -301,12 +376,12 @@ class AdaptiveMLP(nn.Module):
         # gradients, far less work for the read-out and for large batches.
         act = self._act
         layers = self.layers
-        f = None
+        prev = None  # the adaptive layer feeding the current one
         h = x
         for l, ctrl in enumerate(self.widths_ctrl):
-            h = act(_scaled_linear(h, layers[l], f))
-            f = ctrl.importance()  # (D_l,)
-        return _scaled_linear(h, layers[-1], f)
+            h = act(_scaled_linear(h, layers[l], prev))
+            prev = ctrl
+        return _scaled_linear(h, layers[-1], prev)
 
     # ---------------------------------------------------------------- widths
     def update_width(self, optimizer: torch.optim.Optimizer | None = None) -> bool:

@@ -45,27 +45,40 @@ def grow_capacity(needed: int, current: int, limit: int | None) -> int:
 
 
 class CapacityBuffer:
-    """A 1-D or 2-D buffer whose active part is the leading slice."""
+    """A 1-D or 2-D buffer whose active part is the leading slice.
+
+    Views are made with a single `as_strided` call rather than Python
+    slicing (`buf[:r, :c]` dispatches one slice op per dimension, several
+    microseconds each on a CPU) because a width update makes a dozen of them.
+    """
 
     def __init__(self, active: torch.Tensor, capacity: Sequence[int]):
         assert active.dim() == len(capacity) and active.dim() in (1, 2)
         assert all(c >= s for c, s in zip(capacity, active.shape))
         self.buf = active.new_zeros(tuple(capacity))
         self.shape = tuple(active.shape)
-        self.view()[...] = active
+        self.view().copy_(active)
 
     @property
     def capacity(self) -> tuple[int, ...]:
         return tuple(self.buf.shape)
 
+    def region(self, rows: tuple[int, int], cols: tuple[int, int] | None = None) -> torch.Tensor:
+        """buf[r0:r1, c0:c1] (or buf[r0:r1] for 1-D) as one as_strided view."""
+        buf = self.buf
+        if buf.dim() == 1:
+            return buf.as_strided((rows[1] - rows[0],), (1,), buf.storage_offset() + rows[0])
+        s0 = buf.stride(0)
+        return buf.as_strided((rows[1] - rows[0], cols[1] - cols[0]), (s0, 1), buf.storage_offset() + rows[0] * s0 + cols[0])
+
     def view(self) -> torch.Tensor:
         if self.buf.dim() == 1:
-            return self.buf[: self.shape[0]]
-        return self.buf[: self.shape[0], : self.shape[1]]
+            return self.region((0, self.shape[0]))
+        return self.region((0, self.shape[0]), (0, self.shape[1]))
 
     def owns(self, t: torch.Tensor) -> bool:
         """Whether `t` is (still) the active view of this buffer."""
-        return t.data_ptr() == self.buf.data_ptr() and tuple(t.shape) == self.shape and t.stride() == self.buf.stride()
+        return t.data_ptr() == self.buf.data_ptr() and tuple(t.shape) == self.shape
 
     def resize(self, shape: Sequence[int], capacity: Sequence[int], fill_rows: Fill, fill_cols: Fill | None = None) -> torch.Tensor:
         """Make the active part `shape`; fill what becomes newly active.
@@ -76,21 +89,21 @@ class CapacityBuffer:
         """
         shape = tuple(shape)
         capacity = tuple(capacity)
+        old = self.shape
         if capacity != self.capacity:
             new = self.buf.new_zeros(capacity)
-            keep = tuple(slice(0, min(a, b)) for a, b in zip(self.shape, shape))
+            keep = tuple(slice(0, min(a, b)) for a, b in zip(old, shape))
             new[keep] = self.buf[keep]
             self.buf = new
-        old = self.shape
         self.shape = shape
         if self.buf.dim() == 1:
             if shape[0] > old[0]:
-                fill_rows(self.buf[old[0] : shape[0]])
+                fill_rows(self.region((old[0], shape[0])))
         else:
             if shape[0] > old[0]:
-                fill_rows(self.buf[old[0] : shape[0], : shape[1]])
+                fill_rows(self.region((old[0], shape[0]), (0, shape[1])))
             if shape[1] > old[1]:
-                (fill_cols or fill_rows)(self.buf[: min(old[0], shape[0]), old[1] : shape[1]])
+                (fill_cols or fill_rows)(self.region((0, min(old[0], shape[0])), (old[1], shape[1])))
         return self.view()
 
 

@@ -3,9 +3,9 @@
 A full step is: width update (AWNN only), forward, ELBO (plain cross-entropy
 for the fixed MLP), backward, Adam step.  Batch 128 of SpiralHard's inner
 training split, torch threads 1.  The AWNN width moves during training, so
-the fixed MLP is built with the AWNN's median width per layer over the
-measured steps, and the two are measured in interleaved blocks so that
-machine noise hits both alike.  Prints one JSON object as its last line:
+the AWNN is measured in windows and after each window a fixed MLP with
+that window's mean AWNN width per layer runs as many steps (interleaved, so
+machine noise hits both alike).  Prints one JSON object as its last line:
 
     ratio_1_layer, ratio_4_layers            AWNN median step / fixed median step (CPU)
     awnn_us_*, fixed_us_*, width_*           the raw medians (microseconds) and widths
@@ -53,19 +53,29 @@ def batches(x, y, batch, device, gen):
 
 
 def timed(step, it, n, device) -> list[float]:
+    """Per-step times.  On CPU: the training thread's CPU time (torch runs on
+    this one thread), which equals wall time on an idle machine and is not
+    inflated when other processes compete for the cores.  On CUDA: wall time
+    between synchronisations."""
     out = []
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if device.type == "cuda":
+        sync, clock = torch.cuda.synchronize, time.perf_counter
+    else:
+        sync, clock = (lambda: None), time.thread_time
     for _ in range(n):
         x, y = next(it)
         sync()
-        t0 = time.perf_counter()
+        t0 = clock()
         step(x, y)
         sync()
-        out.append(time.perf_counter() - t0)
+        out.append(clock() - t0)
     return out
 
 
-def measure(layers: int, device: torch.device, steps: int, block: int = 50) -> dict:
+def measure(layers: int, device: torch.device, steps: int, windows: int = 8) -> dict:
+    """AWNN steps in windows; after each window, a fixed MLP with that window's
+    mean AWNN width per layer runs as many steps.  The AWNN width drifts while
+    it trains, so each window is compared with a fixed MLP of its own width."""
     task = load_task("spiralhard")
     x, y = task.tensors("inner", "train", device)
     base = {"task": "spiralhard", "split": "inner", "hidden_layers": layers, "activation": "relu", "batch_size": 128,
@@ -73,29 +83,33 @@ def measure(layers: int, device: torch.device, steps: int, block: int = 50) -> d
     awnn = Trainer(TrainConfig.from_dict({**base, "model": "awnn", "rate": 0.01, "quantile_k": 0.9, "sigma_theta": 1.0}))
     a_step = make_stepper(awnn)
     it = batches(x, y, 128, device, torch.Generator().manual_seed(0))
-    timed(a_step, it, 300, device)  # warm-up: let the width settle, fill capacity buffers
+    timed(a_step, it, 300, device)  # warm-up: capacity buffers, allocator, first width moves
+    per_window = max(50, steps // windows)
     a_times: list[float] = []
-    widths = []
-    for _ in range(5):
-        timed(a_step, it, 20, device)
-        widths.extend(awnn.model.widths)
-    width = int(statistics.median(widths))
-    fixed = Trainer(TrainConfig.from_dict({**base, "model": "fixed", "width": width}))
-    f_step = make_stepper(fixed)
-    timed(f_step, it, 300, device)
     f_times: list[float] = []
-    seen_widths = []
-    while len(a_times) < steps:
-        a_times += timed(a_step, it, block, device)
-        seen_widths.append(sum(awnn.model.widths) / layers)
-        f_times += timed(f_step, it, block, device)
+    widths: list[float] = []
+    changes = 0
+    for _ in range(windows):
+        seen = []
+        before = list(awnn.model.widths)
+        for _ in range(per_window):
+            a_times += timed(a_step, it, 1, device)
+            seen.append(sum(awnn.model.widths) / layers)
+            changes += awnn.model.widths != before
+            before = list(awnn.model.widths)
+        width = max(1, round(statistics.fmean(seen)))
+        widths.append(width)
+        fixed = Trainer(TrainConfig.from_dict({**base, "model": "fixed", "width": width}))
+        f_step = make_stepper(fixed)
+        timed(f_step, it, 30, device)  # warm-up
+        f_times += timed(f_step, it, per_window, device)
     a, f = statistics.median(a_times), statistics.median(f_times)
     return {
         "awnn_us": round(a * 1e6, 1),
         "fixed_us": round(f * 1e6, 1),
         "ratio": round(a / f, 3),
-        "fixed_width": width,
-        "awnn_mean_width_per_layer": round(statistics.fmean(seen_widths), 1),
+        "mean_width": round(statistics.fmean(widths), 1),
+        "width_change_fraction": round(changes / len(a_times), 3),
     }
 
 
@@ -109,11 +123,12 @@ def main() -> None:
     if args.device in ("cpu", "all"):
         for layers, name in ((1, "1_layer"), (4, "4_layers")):
             r = measure(layers, torch.device("cpu"), args.steps)
-            print(f"cpu {name}: awnn {r['awnn_us']} us, fixed {r['fixed_us']} us (width {r['fixed_width']}), ratio {r['ratio']}", file=sys.stderr)
+            print(f"cpu {name}: awnn {r['awnn_us']} us, fixed {r['fixed_us']} us (mean width {r['mean_width']}, width changed at {100 * r['width_change_fraction']:.0f}% of steps), ratio {r['ratio']}", file=sys.stderr)
             out[f"ratio_{name}"] = r["ratio"]
             out[f"awnn_us_{name}"] = r["awnn_us"]
             out[f"fixed_us_{name}"] = r["fixed_us"]
-            out[f"width_{name}"] = r["fixed_width"]
+            out[f"width_{name}"] = r["mean_width"]
+            out[f"width_change_fraction_{name}"] = r["width_change_fraction"]
     if args.device in ("cuda", "all") and torch.cuda.is_available():
         gpu = {"name": torch.cuda.get_device_name(0)}
         for layers, name in ((1, "1_layer"), (4, "4_layers")):
@@ -122,7 +137,7 @@ def main() -> None:
             gpu[f"ratio_{name}"] = r["ratio"]
             gpu[f"awnn_us_{name}"] = r["awnn_us"]
             gpu[f"fixed_us_{name}"] = r["fixed_us"]
-            gpu[f"width_{name}"] = r["fixed_width"]
+            gpu[f"width_{name}"] = r["mean_width"]
         out["gpu"] = gpu
     elif args.device == "cuda":
         out["gpu"] = None
