@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# System packages some tests use (installed only where missing and where we
-# may: as root with apt).  Tests that need a package that could not be
-# installed skip with that reason.
+# System packages some tests use, installed only where missing and where we
+# may (as root, with apt).  `make test` runs this before pytest.  A test that
+# needs a package that could not be installed skips and names it.
+#   postgresql      tests/test_tracking_server.py: MLflow on PostgreSQL (initdb, pg_ctl)
+#   docker-compose  tests/test_cluster_files.py: `docker-compose config` accepts
+#                   docker-compose.yml (no Docker engine needed)
+#   util-linux      flock, for cluster/bin/awnn-gpu-slot's test
 set -u
 need=()
 command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
+command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || need+=(docker-compose)
+command -v flock >/dev/null 2>&1 || need+=(util-linux)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing system packages for the tests: ${need[*]}"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null) \
-    || echo "warning: could not install ${need[*]}; the tests needing them will be skipped"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null 2>&1 || echo "warning: apt-get update failed; trying the package lists at hand"
+  for pkg in "${need[@]}"; do
+    # one at a time: a package missing from this distribution must not block the others
+    apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null 2>&1 \
+      || echo "warning: could not install $pkg; the tests needing it will be skipped"
+  done
 else
   echo "note: ${need[*]} missing and apt-get not usable; the tests needing them will be skipped"
 fi
