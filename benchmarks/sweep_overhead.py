@@ -1,0 +1,81 @@
+"""How much of a sweep's slot time goes to Ray Tune and tracking instead of training.
+
+Runs `awnn sweep --task spiral --strategy fixed` (60 selection trials + 2
+re-training runs) on the local Ray with a short fixed budget, then reads
+MLflow back:
+
+    overhead_fraction = 1 - sum(in-trial training seconds) / (wall seconds x slots)
+
+where wall is the time the sweep's phases ran on Ray (from the first trial
+start, actor start-up included, to the last result logged; Ray's own
+start-up and MLflow's database creation are excluded and reported apart as
+`startup_seconds`) and slots = concurrent trials = CPUs / cpus_per_trial.
+`per_trial_overhead_seconds` = (wall x slots - training) / trials.  Prints one
+JSON object as its last line.
+
+Usage:  python benchmarks/sweep_overhead.py [--epochs 100] [--num-cpus 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--epochs", type=int, default=100, help="epochs per trial (spiral's paper budget is 1000)")
+    ap.add_argument("--num-cpus", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--report-interval", type=float, default=0.5)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="awnn-sweep-bench-"))
+    budget = work / "bench-budget.yaml"
+    budget.write_text(f"epoch_scale: {args.epochs / 1000}\nmin_epochs: {args.epochs}\nmax_epochs: {args.epochs}\nretrain_runs: 2\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    cmd = [sys.executable, "-m", "search.cli", "sweep", "--task", "spiral", "--strategy", "fixed", "--budget", str(budget),
+           "--num-cpus", str(args.num_cpus), "--report-interval", str(args.report_interval)]
+    print(f"running: {' '.join(cmd[2:])} in {work}", file=sys.stderr)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=work, env=env, text=True, stdout=subprocess.PIPE, stderr=sys.stderr)
+    end_to_end = time.monotonic() - t0
+    if p.returncode != 0:
+        print(json.dumps({"error": f"sweep exited {p.returncode}"}))
+        sys.exit(1)
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("awnn-spiral")
+    runs = client.search_runs([exp.experiment_id], max_results=10000)
+    sweeps = [r for r in runs if r.data.tags.get("awnn.kind") == "sweep"]
+    trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
+    wall = sum(r.data.metrics["wall_seconds"] for r in sweeps)
+    train = sum(r.data.metrics["train_seconds"] for r in trials)
+    slots = args.num_cpus  # 1 CPU per trial
+    out = {
+        "trials": len(trials),
+        "epochs_per_trial": args.epochs,
+        "slots": slots,
+        "wall_seconds": round(wall, 2),
+        "train_seconds": round(train, 2),
+        "mean_trial_train_seconds": round(train / len(trials), 3),
+        "overhead_fraction": round(1 - train / (wall * slots), 4),
+        "per_trial_overhead_seconds": round((wall * slots - train) / len(trials), 4),
+        "end_to_end_seconds": round(end_to_end, 2),
+        "startup_seconds": round(end_to_end - wall, 2),
+        "report_interval": args.report_interval,
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
