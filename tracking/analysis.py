@@ -791,7 +791,8 @@ def problems(data: ComparisonData) -> list[str]:
                 continue
             declared = sw["trials_declared"].iloc[0]
             if np.isfinite(declared) and len(t) < declared:
-                out.append(f"{s} {ph}: the sweep declares {int(declared)} trials but MLflow holds {len(t)}; {int(declared) - len(t)} are missing from every number below.")
+                k = int(declared) - len(t)
+                out.append(f"{s} {ph}: the sweep declares {int(declared)} trials but MLflow holds {len(t)}; {k} trial{'s are' if k > 1 else ' is'} missing from every number below.")
             if sw["state"].iloc[0] != "finished":
                 out.append(f"{s} {ph}: the sweep run is not finished (awnn.state={sw['state'].iloc[0]}).")
     bad = trials[~trials["status"].isin(("ok",))] if len(trials) else trials
