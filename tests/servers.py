@@ -310,6 +310,7 @@ class RayCluster:
     token: str
     temp_dir: Path
     node_count: int
+    node_ids: list[str] = field(default_factory=list)  # hex ids of the live nodes, head first
     pgids: list[int] = field(default_factory=list)
 
     def client_env(self) -> dict[str, str]:
@@ -376,11 +377,11 @@ def ray_cluster(tmp_path: Path, *, nodes: int = 2, cpus_per_node: int = 1, objec
                 raise RuntimeError(f"`ray start` of node {i} did not return within {timeout:.0f} s:\n{_tail(log)}") from None
             if rc != 0:
                 raise RuntimeError(f"`ray start` of node {i} failed ({rc}):\n{_tail(log)}")
-        _wait_for_nodes(cluster, env, timeout)
+        cluster.node_ids = _wait_for_nodes(cluster, env, timeout)
         yield cluster
     finally:
         for pgid in reversed(cluster.pgids):
-            stop_process_group(pgid, timeout=10)
+            stop_process_group(pgid, timeout=5)  # gcs_server may sit out SIGTERM; `ray stop` waits 16 s
         for pid in _processes_with_marker(marker):  # anything that left its group
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -389,16 +390,19 @@ def ray_cluster(tmp_path: Path, *, nodes: int = 2, cpus_per_node: int = 1, objec
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _wait_for_nodes(cluster: RayCluster, env: dict, timeout: float) -> None:
+def _wait_for_nodes(cluster: RayCluster, env: dict, timeout: float) -> list[str]:
+    """Wait until the cluster shows all its nodes alive; return their ids (head first)."""
     probe = ("import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
-             "print(sum(1 for n in ray.nodes() if n['Alive']))")
+             "nodes = [n for n in ray.nodes() if n['Alive']]; "
+             "nodes.sort(key=lambda n: 'node:__internal_head__' not in n['Resources']); "
+             "print(' '.join(n['NodeID'] for n in nodes))")
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
         p = subprocess.run([sys.executable, "-c", probe, cluster.address], capture_output=True, text=True,
                            timeout=timeout, env={k: v for k, v in env.items() if k != "AWNN_TEST_RAY_CLUSTER"})
         last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr[-1500:]
-        if p.returncode == 0 and last == str(cluster.node_count):
-            return
+        if p.returncode == 0 and len(last.split()) == cluster.node_count:
+            return last.split()
         time.sleep(1)
     raise RuntimeError(f"the Ray cluster at {cluster.address} did not show {cluster.node_count} live nodes within {timeout:.0f} s: {last}")
