@@ -130,3 +130,22 @@ def test_transformer_trains_on_multi30k_and_records_ffn_widths(tmp_path, model):
     assert result.best_val_loss == min(losses) and torch.isfinite(torch.tensor(result.test_loss))
     record = result.history[-1]
     assert {"width_enc0_ffn", "width_dec0_ffn", "width_dec1_ffn"} <= set(record)
+
+
+def test_adaptive_transformer_checkpoint_resumes_with_its_widths(tmp_path):
+    from awnn.train import Trainer
+
+    write_multi30k(tmp_path, sizes=(("train", 64), ("val", 16), ("test", 16)))
+    cfg = TrainConfig.from_dict(
+        {"task": "multi30k", "model": "awnn", "data_root": str(tmp_path), "epochs": 1, "batch_size": 16, "rate": 0.1, "d_model": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "device": "cpu"}
+    )
+    first = Trainer(cfg)
+    first.run()
+    state = first.state_dict()
+    again = Trainer(cfg.replace(epochs=2), task=first.task)
+    for block in again.blocks:
+        block.set_widths([w + 3 for w in block.widths])  # the checkpoint's widths must win
+    again.load_state_dict(state)
+    assert again.model.widths == first.model.widths
+    result = again.run()
+    assert result.status == "ok" and result.epochs_run == 2 and len(result.history) == 2
