@@ -392,7 +392,12 @@ def test_docs_commands_parse_with_the_real_cli():
             if m:
                 commands.append(m.group(1))
     assert len(commands) >= 3, "docs/cluster.md should show the sweep command of each launch path"
+    from search.grid import find_grid
+
     for cmd in commands:
         args = awnn_args(cmd)
+        strategies = args.strategies.split(",") if args.command == "compare" else [args.strategy]
+        for strategy in strategies:
+            find_grid(args.task, strategy)  # raises when the task or strategy has no grid
         if args.storage:
             assert args.storage == STORAGE or args.storage.startswith("s3://"), cmd
