@@ -14,8 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 OK_RUNS = {
-    "awnn": ["--task", "doublemoon", "--model", "awnn", "--epochs", "2", "--set", "batch_size=256", "--set", "rate=0.05"],
-    "fixed": ["--task", "spiral", "--model", "fixed", "--epochs", "2", "--seed", "3", "--set", "width=8", "--set", "hidden_layers=2"],
+    "awnn": ["--task", "doublemoon", "--model", "awnn", "--epochs", "2", "--set", "batch_size=256", "--set", "rate=0.05", "--set", "threads=1"],
+    "fixed": ["--task", "spiral", "--model", "fixed", "--epochs", "2", "--seed", "3", "--set", "width=8", "--set", "hidden_layers=2", "--set", "threads=1"],
 }
 BAD_RUNS = {
     "unknown-task": (["--task", "moons", "--model", "awnn"], r"key 'task': expected one of \[.*'doublemoon'.*\], found 'moons'"),

@@ -9,6 +9,15 @@ from awnn.optim import CapacityBuffer, grow_capacity, resize_optimizer_state
 STATE_KEYS = {"adam": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: one intra-op thread is faster, and far faster on a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def make(optimizer: str, seed=0):
     torch.manual_seed(seed)
     model = AdaptiveMLP(2, 3, hidden_layers=2, rate=0.3, quantile_k=0.9)  # widths [8, 8]

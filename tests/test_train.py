@@ -19,6 +19,15 @@ from awnn.train import CheckpointError, Trainer, evaluate, train, truncation_cur
 CPU = torch.device("cpu")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: one intra-op thread is faster, and far faster on a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def tiny_task(name: str = "spiral", n: int = 240) -> TensorTask:
     """n points of a tabular task (balanced), with the paper's stratified splits."""
     x, y = make_tabular(name, 0)
