@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -92,7 +93,12 @@ class ComparisonData:
         return list(self.comparison["strategies"])
 
     def trials(self) -> pd.DataFrame:
-        return trials_from_runs(self.runs)
+        """`runs` folded into trials (see `trials_from_runs`), computed once per `runs` table."""
+        cached = getattr(self, "_trials", None)
+        if cached is None or cached[0] is not self.runs:
+            cached = (self.runs, trials_from_runs(self.runs))
+            self._trials = cached
+        return cached[1]
 
 
 def _client(uri: str):
@@ -299,20 +305,22 @@ def trials_from_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (strategy, phase, trial key): the values of its last
     non-interrupted run, the summed cost of all its runs, and `runs` /
     `interrupted_runs` counts.  A trial with only interrupted runs keeps the
-    status `interrupted`."""
+    status `interrupted`.  Rows keep the order of the runs."""
     if not len(runs):
         return runs.assign(runs=pd.Series(dtype=int), interrupted_runs=pd.Series(dtype=int))
-    out = []
-    for _, g in runs.groupby(["strategy", "phase", "trial_key"], sort=False):
-        live = g[g["status"] != "interrupted"]
-        row = (live if len(live) else g).iloc[-1].copy()
-        for col in ("device_hours", "gpu_hours", "compute_seconds"):
-            row[col] = float(g[col].sum())
-        row["cost_estimated"] = bool(g["cost_estimated"].any())
-        row["runs"] = len(g)
-        row["interrupted_runs"] = int((g["status"] == "interrupted").sum())
-        out.append(row)
-    return pd.DataFrame(out).reset_index(drop=True)
+    keys = ["strategy", "phase", "trial_key"]
+    r = runs.assign(_live=runs["status"] != "interrupted", _pos=np.arange(len(runs)))
+    # the representative: the last live run of each trial (live rows sort after interrupted ones)
+    rep = r.sort_values(["_live", "_pos"], kind="stable").groupby(keys, sort=False).tail(1)
+    agg = r.groupby(keys, sort=False).agg(
+        device_hours=("device_hours", "sum"), gpu_hours=("gpu_hours", "sum"), compute_seconds=("compute_seconds", "sum"),
+        cost_estimated=("cost_estimated", "any"), runs=("run_id", "size"), interrupted_runs=("_live", lambda x: int((~x).sum())),
+        _first=("_pos", "min"),
+    ).reset_index()
+    out = rep.drop(columns=["device_hours", "gpu_hours", "compute_seconds", "cost_estimated", "_live", "_pos"]).merge(agg, on=keys)
+    out = out.sort_values("_first", kind="stable").drop(columns="_first").reset_index(drop=True)
+    out["cost_estimated"] = out["cost_estimated"].astype(bool)
+    return out[[*runs.columns, "runs", "interrupted_runs"]]
 
 
 def redact_uri(uri: str) -> str:
@@ -495,8 +503,10 @@ def width_table(data: ComparisonData) -> pd.DataFrame:
                 rows.append({"strategy": s["strategy"], "kind": "learned (not recorded)", "layers": layers, "per_layer": "", "total_mean": math.nan, "total_std": math.nan, "n": 0})
                 continue
             arr = np.array([w + [np.nan] * (max(map(len, ws)) - len(w)) for w in ws], dtype=float)
-            per_mean, tot = np.nanmean(arr, axis=0), np.nansum(arr, axis=1)
-            per_std = np.nanstd(arr, axis=0, ddof=1) if len(arr) > 1 else np.zeros(arr.shape[1])
+            with warnings.catch_warnings():  # a layer only some runs have: its std is NaN, said as n/a
+                warnings.simplefilter("ignore", RuntimeWarning)
+                per_mean, tot = np.nanmean(arr, axis=0), np.nansum(arr, axis=1)
+                per_std = np.nanstd(arr, axis=0, ddof=1) if len(arr) > 1 else np.zeros(arr.shape[1])
             rows.append({"strategy": s["strategy"], "kind": kind, "layers": arr.shape[1],
                          "per_layer": ", ".join(f"{m:.1f} ({sd:.1f})" for m, sd in zip(per_mean, per_std)),
                          "per_layer_mean": per_mean.tolist(), "per_layer_std": per_std.tolist(),
