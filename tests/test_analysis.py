@@ -84,8 +84,8 @@ def test_anytime_curve_averages_the_best_so_far_over_orders():
     # two trials of one device-hour each: after 1 h half the orders found 0.5, half 0.9
     rows = [_run("fixed", "selection", "sel-0", 1.0, best_val_acc=0.5), _run("fixed", "selection", "sel-1", 1.0, best_val_acc=0.9)]
     curve = A.anytime(_data(rows, strategies=("fixed",)), n_orders=4000, points=3)
+    assert curve["device_hours"].tolist() == pytest.approx([1.0, 2 ** 0.5, 2.0])  # cheapest trial to whole grid, geometric
     by_x = dict(zip(curve["device_hours"], curve["mean"]))
-    assert math.isnan(by_x[0.0])  # nothing run yet
     assert by_x[1.0] == pytest.approx(0.7, abs=0.03)
     assert by_x[2.0] == pytest.approx(0.9)
 
@@ -95,7 +95,7 @@ def test_anytime_diverged_trials_cost_but_find_nothing():
             _run("fixed", "selection", "sel-1", 1.0, best_val_acc=0.6)]
     curve = A.anytime(_data(rows, strategies=("fixed",)), n_orders=100, points=3)
     assert curve["mean"].iloc[-1] == pytest.approx(0.6)  # the diverged score is never used
-    assert math.isnan(curve["mean"].iloc[1])  # after 1 h some orders ran only the diverged trial
+    assert math.isnan(curve["mean"].iloc[0])  # after 1 h some orders ran only the diverged trial
 
 
 def test_cost_to_target_counts_orders_that_reach_it():

@@ -673,26 +673,28 @@ def anytime(data: ComparisonData, n_orders: int = 500, points: int = 200, seed: 
     """Best inner-validation accuracy found after x device-hours, mean and
     10%/90% quantiles over `n_orders` random orders of each strategy's
     selection trials; NaN where some order has not yet found a scored trial.
-    x runs on a common grid from 0 to the largest selection cost."""
+    Each strategy's x runs over `points` geometrically spaced budgets from its
+    cheapest trial to its whole grid (costs span orders of magnitude)."""
     rng = np.random.default_rng(seed)
-    pts = {s: _selection_points(data, s) for s in data.strategies}
-    top = max([c.sum() for c, _ in pts.values()] + [0.0])
-    xs = np.linspace(0.0, top, points) if top > 0 else np.zeros(1)
     rows = []
-    for s, (cost, score) in pts.items():
+    for s in data.strategies:
+        cost, score = _selection_points(data, s)
         if not len(cost):
             continue
+        total = float(cost.sum())
+        positive = cost[cost > 0]
+        xs = np.unique(np.append(np.geomspace(positive.min(), total, points), total)) if total > 0 else np.zeros(1)
         order = _orders(len(cost), n_orders, rng)
         cum = np.cumsum(cost[order], axis=1)  # (orders, trials)
         best = np.fmax.accumulate(np.where(np.isnan(score[order]), -np.inf, score[order]), axis=1)
-        # best found within budget x: the running best at the last trial with cum <= x
         for x in xs:
-            k = (cum <= x + 1e-15).sum(axis=1) - 1  # index of the last finished trial, -1 = none
+            # the running best at the last trial finished within budget x (-1: none yet)
+            k = (cum <= x * (1 + 1e-12)).sum(axis=1) - 1
             vals = np.where(k >= 0, best[np.arange(n_orders), np.clip(k, 0, None)], -np.inf)
             done = bool(np.isfinite(vals).all())
             rows.append({"strategy": s, "device_hours": float(x), "mean": float(vals.mean()) if done else math.nan,
                          "q10": float(np.quantile(vals, 0.1)) if done else math.nan, "q90": float(np.quantile(vals, 0.9)) if done else math.nan,
-                         "orders_scored": float(np.isfinite(vals).mean()), "full_grid": bool(x >= cost.sum() - 1e-15)})
+                         "orders_scored": float(np.isfinite(vals).mean()), "full_grid": bool(x >= total * (1 - 1e-12))})
     return pd.DataFrame(rows, columns=["strategy", "device_hours", "mean", "q10", "q90", "orders_scored", "full_grid"])
 
 
