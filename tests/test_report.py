@@ -77,6 +77,21 @@ def failing_comparison(tmp_path_factory):
 
 
 # ------------------------------------------------------------------- files
+def test_compare_writes_the_report_and_logs_it_to_the_comparison_run(smoke_comparison, smoke_report):
+    from mlflow.tracking import MlflowClient
+
+    out = smoke_comparison["dir"] / "awnn-results" / "reports" / smoke_report["id"]
+    root = A.find_comparison(smoke_report["uri"], comparison=smoke_report["id"])[0]
+    assert f"Report: {out / 'report.html'}" in smoke_comparison["stdout"]
+    assert f"logged to MLflow as artifact 'report' of the comparison run {root.info.run_id}" in smoke_comparison["stdout"]
+    for name in FILES:
+        assert (out / name).is_file(), name
+    logged = {Path(f.path).name for f in MlflowClient(smoke_report["uri"]).list_artifacts(root.info.run_id, "report")}
+    assert logged == set(FILES)
+    # written at the end of the comparison, it is the report `awnn report` rebuilds later
+    assert (out / "summary.json").read_bytes() == (smoke_report["a"] / "summary.json").read_bytes()
+
+
 def test_report_cli_writes_every_file_and_prints_where(smoke_report):
     for name in FILES:
         assert (smoke_report["a"] / name).is_file(), name

@@ -52,5 +52,36 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
     except (GridError, SearchError, TrackingUnavailable) as e:
         raise UsageError(str(e)) from None
     print_summary(comparison, results)
+    if kind == "compare":
+        write_comparison_report(comparison)
     failed_everything = any(r.selected is None for r in results)
     return 1 if failed_everything else 0
+
+
+def write_comparison_report(comparison) -> str | None:
+    """The cost report of a finished comparison, in <storage>/reports/<id>/
+    (./awnn-results/reports/<id>/ when storage is remote), logged as an
+    artifact of the comparison's MLflow run.  A report that cannot be written
+    is a warning: the results are safe in MLflow and `awnn report` rebuilds it."""
+    import sys
+    from pathlib import Path
+
+    from tracking.analysis import redact_uri
+    from tracking.report import log_report, write_report
+
+    storage = comparison.settings.storage_path()
+    base = Path(storage) if "://" not in storage else Path.cwd() / "awnn-results"
+    out = base / "reports" / str(comparison.id)
+    retry = f"awnn report --comparison {comparison.id} --tracking-uri {redact_uri(comparison.tracking_uri)} --out {out}"
+    try:
+        write_report(comparison.tracking_uri, out, comparison=comparison.id)
+    except Exception as e:  # noqa: BLE001 - any failure: the sweep itself succeeded
+        print(f"warning: could not write the cost report ({type(e).__name__}: {str(e)[:300]}); rebuild it with: {retry}", file=sys.stderr)
+        return None
+    try:
+        run_id = log_report(comparison.tracking_uri, comparison.id, out)
+        where = f"logged to MLflow as artifact 'report' of the comparison run {run_id}"
+    except Exception as e:  # noqa: BLE001 - e.g. an artifact store this machine cannot write to
+        where = f"not logged to MLflow: {type(e).__name__}: {str(e)[:200]}"
+    print(f"Report: {out / 'report.html'}\n  report.md, summary.json and the plots are beside it; {where}")
+    return str(out)
