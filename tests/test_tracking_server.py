@@ -22,6 +22,9 @@ from conftest import run_awnn
 from servers import CLUSTER_BIN, ROOT, ServerUnavailable, mlflow_server, postgres_server
 from tracking.store import TrackingUnavailable
 
+# every test here needs the PostgreSQL and MLflow server processes
+pytestmark = pytest.mark.slow
+
 SWEEP_USER = "awnn-cluster"
 
 
@@ -106,7 +109,6 @@ def test_tracking_server_user_logs_runs_and_proxied_artifacts(tracking, tmp_path
     assert [p.read_text() for p in ml.artifacts_dir.rglob("note.txt")] == ["through the server"]
 
 
-@pytest.mark.slow
 def test_tracking_server_smoke_sweep_logs_with_credentials(tracking, tmp_path, monkeypatch):
     ml = tracking["server"]
     p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--num-cpus", "2",
