@@ -101,6 +101,8 @@ def load_grid(path: str | Path) -> Grid:
         raise GridError(f"{path}: no such grid file") from None
     except OSError as e:
         raise GridError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise GridError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
