@@ -7,6 +7,9 @@ PIP    := $(PY) -m pip
 # torch/torchvision pinned to releases that install from local wheels where a
 # machine has them; pyproject.toml keeps the ranges loose for real users.
 TORCH  := torch==2.14.1 torchvision==0.29.1
+# Ray pinned to the version of the cluster image (cluster/Dockerfile): a
+# driver and a cluster of different Ray versions refuse each other.
+RAY    := ray[tune]==2.60.0
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test install test-fast bench clean
@@ -14,7 +17,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet $(TORCH)
+	$(PIP) install --quiet $(TORCH) '$(RAY)'
 	$(PIP) install --quiet -e '.[all]'
 	touch $(STAMP)
 

@@ -149,9 +149,6 @@ def test_tracking_server_sweep_without_credentials_fails_fast(tracking, tmp_path
     assert not (tmp_path / "awnn-results").exists()
 
 
-@pytest.mark.xfail(reason="tracking.store.check_tracking reads MLFLOW_TRACKING_USERNAME/PASSWORD from the environment only, "
-                          "not MLflow's ~/.mlflow/credentials that cluster/ray-cluster.yaml ships to the head",
-                   raises=TrackingUnavailable, strict=False)
 def test_tracking_server_credentials_file_is_enough(tracking, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 

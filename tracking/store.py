@@ -68,9 +68,12 @@ def check_tracking(uri: str, timeout: float = 10.0) -> None:
         if r.status_code >= 500:
             raise TrackingUnavailable(f"--tracking-uri {uri}: server answered {r.status_code} on /health")
         # credentials: an authenticated call tells a 401 apart from success
-        auth = None
-        if os.environ.get("MLFLOW_TRACKING_USERNAME"):
-            auth = (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+        # the same credentials the MLflow client will use: the environment
+        # (MLFLOW_TRACKING_USERNAME/PASSWORD), else ~/.mlflow/credentials
+        from mlflow.utils.credentials import read_mlflow_creds
+
+        creds = read_mlflow_creds()
+        auth = (creds.username, creds.password or "") if creds.username else None
         try:
             r = requests.get(uri.rstrip("/") + "/api/2.0/mlflow/experiments/search", params={"max_results": 1}, auth=auth, timeout=timeout)
         except requests.RequestException as e:
