@@ -287,7 +287,8 @@ class Comparison:
             return None
         strategy, phase, trial = writer_key.split("/", 2)
         best = None
-        for d in Path(storage).glob(f"{self.id}-{strategy}-{phase}*/{trial}/checkpoint_*"):
+        # <storage>/<comparison id>[-r<attempt>]/<strategy>-<trial key>/checkpoint_* (see search.tune.run_plan)
+        for d in Path(storage).glob(f"{self.id}*/{strategy}-{trial}/checkpoint_*"):
             if (d / "trainer.pt").exists() and (best is None or d.stat().st_mtime > best.stat().st_mtime):
                 best = d
         return str(best) if best else None

@@ -1,0 +1,118 @@
+"""Helpers of the fault-injection tests (tests/test_fault_*.py): a tiny grid
+and budget whose trials last a few seconds, a sweep driver started in its own
+process group, and MLflow queries."""
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from conftest import AWNN, ROOT
+from servers import _processes_with_marker, stop_process_group
+
+# three AWNN configs on DoubleMoon; with the budget below a trial runs
+# EPOCHS epochs (~30 ms each on one core), one re-training run
+GRID = """\
+task: doublemoon
+strategy: awnn
+epochs: 100
+retrain_runs: 1
+fixed: {model: awnn, batch_size: 32, hidden_layers: 1, lr: 0.01, quantile_k: 0.9, rate: 0.01, rate_prior: uninformative}
+grid:
+  activation: [relu, leaky_relu, relu6]
+"""
+
+
+def write_inputs(tmp_path: Path, epochs: int, grid: str = GRID, strategy: str = "awnn") -> tuple[Path, Path]:
+    grids = tmp_path / "grids"
+    grids.mkdir(exist_ok=True)
+    (grids / f"doublemoon-{strategy}.yaml").write_text(grid)
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(f"epoch_scale: 0\nmin_epochs: {epochs}\nmax_epochs: {epochs}\nretrain_runs: 1\n")
+    return grids, budget
+
+
+def sweep_args(tmp_path: Path, grids: Path, budget: Path, tracking: str, strategy: str = "awnn", extra: list[str] = ()) -> list[str]:
+    return ["sweep", "--task", "doublemoon", "--strategy", strategy, "--budget", str(budget), "--grid-dir", str(grids),
+            "--storage", str(tmp_path / "results"), "--tracking-uri", tracking, "--checkpoint-interval", "0.5",
+            "--report-interval", "0.2", *extra]
+
+
+class Driver:
+    """`awnn ARGS` in its own session; every process it spawns (local Ray
+    included) carries a marker in its environment, so teardown ends exactly
+    those."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict | None = None):
+        self.marker = secrets.token_hex(8)
+        e = os.environ.copy()
+        e.pop("RAY_ADDRESS", None)
+        e.pop("MLFLOW_TRACKING_URI", None)
+        e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+        e.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+        e["AWNN_TEST_RAY_CLUSTER"] = self.marker
+        e.update(env or {})
+        self.log = open(cwd / f"driver-{self.marker}.log", "w+")
+        self.proc = subprocess.Popen(AWNN + args, cwd=cwd, env=e, stdout=self.log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def kill(self) -> None:
+        """SIGKILL the driver (what an OOM killer or a lost login does), then what it left behind."""
+        try:
+            self.proc.send_signal(signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=30)
+        self.cleanup()
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def cleanup(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        stop_process_group(self.proc.pid, timeout=5)
+        for pid in _processes_with_marker(self.marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self.log.close()
+
+
+def trial_runs(tracking: str) -> list:
+    c = MlflowClient(tracking)
+    exp = c.get_experiment_by_name("awnn-doublemoon")
+    if exp is None:
+        return []
+    return [r for r in c.search_runs([exp.experiment_id], max_results=1000) if r.data.tags.get("awnn.kind") == "trial"]
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except Exception:  # noqa: BLE001 - a store being written may refuse a read now and then
+            value = None
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the driver exited ({proc.returncode}) while waiting for {what}")
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def checkpoints(storage: Path) -> list[Path]:
+    return sorted(storage.glob("*/*/checkpoint_*"))
