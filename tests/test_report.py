@@ -267,15 +267,23 @@ def test_report_says_which_runs_are_missing(failing_comparison, tmp_path):
     assert "| fixed | selection | 2 | 2 of 3 |" in md
 
 
-def test_report_cli_errors_are_one_line_with_exit_code_2(smoke_report, tmp_path):
-    p = _report(smoke_report["uri"], tmp_path / "x", tmp_path, "--comparison", "nope")
-    assert p.returncode == 2
-    assert p.stderr.strip().splitlines()[-1].startswith("awnn report: error: --comparison nope: not found in the tracking store; newest comparisons there: [")
-    p = _report(f"sqlite:///{tmp_path / 'absent.db'}", tmp_path / "x", tmp_path)
-    assert p.returncode == 2 and f"--tracking-uri sqlite:///{tmp_path / 'absent.db'}: no such SQLite file" in p.stderr
+def test_report_cli_errors_are_one_line_with_exit_code_2(smoke_report, tmp_path, capsys):
+    from search.cli import main
+
+    def awnn_report(uri, out, *extra):
+        code = main(["report", "--tracking-uri", uri, "--out", str(out), *extra])
+        err = capsys.readouterr().err.strip().splitlines()
+        return code, err[-1] if err else ""
+
+    code, err = awnn_report(smoke_report["uri"], tmp_path / "x", "--comparison", "nope")
+    assert code == 2 and err.startswith("awnn report: error: --comparison nope: not found in the tracking store; newest comparisons there: [")
+    code, err = awnn_report(smoke_report["uri"], tmp_path / "x", "--experiment", "awnn-nope")
+    assert code == 2 and err.startswith("awnn report: error: --experiment awnn-nope: no such experiment in the tracking store; found [")
+    code, err = awnn_report(f"sqlite:///{tmp_path / 'absent.db'}", tmp_path / "x")
+    assert code == 2 and f"--tracking-uri sqlite:///{tmp_path / 'absent.db'}: no such SQLite file" in err
     (tmp_path / "file").write_text("")
-    p = _report(smoke_report["uri"], tmp_path / "file", tmp_path)
-    assert p.returncode == 2 and f"--out {tmp_path / 'file'}: exists and is not a folder" in p.stderr
-    p = _report(smoke_report["uri"], tmp_path / "x", tmp_path, "--target-margin", "2")
-    assert p.returncode == 2 and "--target-margin: expected a number in [0, 1), found 2.0" in p.stderr
+    code, err = awnn_report(smoke_report["uri"], tmp_path / "file")
+    assert code == 2 and err == f"awnn report: error: --out {tmp_path / 'file'}: exists and is not a folder"
+    code, err = awnn_report(smoke_report["uri"], tmp_path / "x", "--target-margin", "2")
+    assert code == 2 and err == "awnn report: error: --target-margin: expected a number in [0, 1), found 2.0"
     assert not (tmp_path / "x").exists()

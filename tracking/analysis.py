@@ -807,6 +807,12 @@ def problems(data: ComparisonData) -> list[str]:
                 out.append(f"{s} {ph}: the sweep declares {int(declared)} trials but MLflow holds {len(t)}; {k} trial{'s are' if k > 1 else ' is'} missing from every number below.")
             if sw["state"].iloc[0] != "finished":
                 out.append(f"{s} {ph}: the sweep run is not finished (awnn.state={sw['state'].iloc[0]}).")
+    inter = data.runs[data.runs["status"] == "interrupted"] if len(data.runs) else data.runs
+    if len(inter):
+        out.append(f"{len(inter)} runs were interrupted (a driver died) and re-run; their compute is counted, they are not extra configs.")
+    est = data.runs[data.runs["cost_estimated"]] if len(data.runs) else data.runs
+    if len(est):
+        out.append(f"{len(est)} runs have no recorded device_hours; their cost is estimated from their last train_seconds.")
     bad = trials[~trials["status"].isin(("ok",))] if len(trials) else trials
     for _, r in bad.iterrows():
         what = {"diverged": "diverged (non-finite loss)", "width_capped": "hit max_width (scored, selectable)",
@@ -814,12 +820,6 @@ def problems(data: ComparisonData) -> list[str]:
                 "running": "has no final status"}.get(r["status"], r["status"])
         err = f": {r['error']}" if r["error"] else ""
         out.append(f"{r['strategy']} {r['phase']} trial {r['trial_key']} {what}; its {r['device_hours']:.4g} device-hours are counted{err}")
-    inter = data.runs[data.runs["status"] == "interrupted"] if len(data.runs) else data.runs
-    if len(inter):
-        out.append(f"{len(inter)} runs were interrupted (a driver died) and re-run; their compute is counted, they are not extra configs.")
-    est = data.runs[data.runs["cost_estimated"]] if len(data.runs) else data.runs
-    if len(est):
-        out.append(f"{len(est)} runs have no recorded device_hours; their cost is estimated from their last train_seconds.")
     return out
 
 

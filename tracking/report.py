@@ -59,6 +59,7 @@ PLOTS = {
     "accuracy_width": "accuracy_width.png",
     "projection": "projection.png",
 }
+MAX_PROBLEMS = 40  # lines of the Problems list in the report; summary.json has them all
 PHASE_LABEL = {"selection": "selection", "assessment": "re-training", "total": "total"}
 
 
@@ -415,7 +416,10 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
     # ---- problems first when there are any: a reader must see them
     if a.problems:
         doc.append(("h2", "Problems"))
-        doc.append(("ul", list(a.problems)))
+        shown = list(a.problems[:MAX_PROBLEMS])
+        if len(a.problems) > MAX_PROBLEMS:
+            shown.append(f"... and {len(a.problems) - MAX_PROBLEMS} more (summary.json lists all {len(a.problems)}; the status counts are in the table below).")
+        doc.append(("ul", shown))
 
     # ---- cost table
     doc.append(("h2", "What each strategy spent"))
