@@ -61,6 +61,7 @@ class RunResult:
     hit_max_width: bool
     history: list[dict[str, Any]] = field(default_factory=list)
     test_loss: float = float("nan")  # test cross-entropy at the best epoch (the text task's score)
+    n_train: int = 0  # training samples per epoch (for per-sample costs)
 
     def summary(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "history"}
@@ -329,6 +330,7 @@ class Trainer:
             hit_max_width=self.hit_max_width,
             history=self.history,
             test_loss=self.best.get("test_loss", float("nan")),
+            n_train=self.n_train,
         )
 
     # ---------------------------------------------------------- checkpoints

@@ -6,11 +6,13 @@
 #   docker-compose  tests/test_cluster_files.py: `docker-compose config` accepts
 #                   docker-compose.yml (no Docker engine needed)
 #   util-linux      flock, for cluster/bin/awnn-gpu-slot's test
+#   chromium        tests/test_report.py: the HTML report rendered headless, plots decoded
 set -u
 need=()
 command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || need+=(docker-compose)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing system packages for the tests: ${need[*]}"

@@ -170,7 +170,7 @@ class TrialTracker(Callback):
             "attempts": len(self.attempts.get(key, {})),
             "retries": self.retries.get(key, 0),
         }
-        for name in ("test_acc", "best_val_acc", "best_val_loss", "best_epoch", "epochs_run", "train_seconds"):
+        for name in ("test_acc", "best_val_acc", "best_val_loss", "best_epoch", "epochs_run", "train_seconds", "n_train", "test_loss"):
             v = final.get(name, last.get(name) if name in ("train_seconds", "best_val_acc") else None)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and not math.isinf(v):
                 metrics[name] = float(v)
