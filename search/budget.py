@@ -54,7 +54,7 @@ class Budget:
 
 BUDGETS = {
     "smoke": Budget("smoke", epoch_scale=0.0, min_epochs=2, max_epochs=2, retrain_runs=2, patience_scale=0.0),
-    "quick": Budget("quick", epoch_scale=0.06, min_epochs=20, max_epochs=300, retrain_runs=3, patience_scale=0.06),
+    "quick": Budget("quick", epoch_scale=0.06, min_epochs=20, max_epochs=120, retrain_runs=3, patience_scale=0.06),
     "paper": Budget("paper"),
 }
 
