@@ -100,8 +100,8 @@ def test_graph_task_missing_files_is_one_clear_line(tmp_path, task, name):
 def test_gin_learns_the_structural_label_and_records_named_widths(tmp_path, model):
     write_tu(tmp_path, "REDDIT-BINARY", n_graphs=80, node_labels=False)
     cfg = TrainConfig.from_dict(
-        {"task": "reddit_binary", "model": model, "data_root": str(tmp_path), "epochs": 15, "batch_size": 16, "width": 16, "conv_layers": 2, "rate": 0.1, "sigma_theta": 10.0, "device": "cpu"}
-    )
+        {"task": "reddit_binary", "model": model, "data_root": str(tmp_path), "epochs": 15, "batch_size": 16, "width": 16, "conv_layers": 2, "rate": 0.1, "sigma_theta": 10.0, "lr": 0.003, "device": "cpu"}
+    )  # lr 0.003: at Adam's 0.01 the weights of this separable toy task grow so fast that batch norm's running statistics lag and eval flips
     result = train(cfg)
     assert result.status == "ok"
     assert result.best_val_acc >= 0.875  # 8 validation graphs: at most one wrong; chance is 0.5
