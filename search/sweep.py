@@ -28,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from tracking.store import TrackingWriter, check_tracking, default_tracking_uri, experiment_name, replay_spool
 

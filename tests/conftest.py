@@ -2,7 +2,6 @@
 SQLite file (or a real server), real files in tmp dirs."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

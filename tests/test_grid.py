@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_awnn
 from search.budget import BUDGETS, resolve_budget
-from search.grid import GRID_DIR, GridError, discover_grids, find_grid, load_grid
+from search.grid import GridError, discover_grids, find_grid, load_grid
 
 
 def test_grids_all_packaged_files_validate():

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -26,7 +24,6 @@ def _runs(uri: str, task: str = "doublemoon"):
 
 def test_sweep_smoke_one_child_run_per_config_under_right_parent(smoke_comparison):
     c, runs = _runs(smoke_comparison["tracking_uri"])
-    by_id = {r.info.run_id: r for r in runs}
     roots = [r for r in runs if r.data.tags.get("awnn.kind") == "comparison"]
     assert len(roots) == 1
     sweeps = {(r.data.tags["awnn.strategy"], r.data.tags["awnn.phase"]): r for r in runs if r.data.tags.get("awnn.kind") == "sweep"}
@@ -143,7 +140,7 @@ def test_sweep_logs_to_real_mlflow_server(tmp_path):
                 time.sleep(0.5)
         else:
             pytest.fail("mlflow server did not start within 90 s")
-        p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--num-cpus", "2", "--tracking-uri", uri], cwd=tmp_path, check=True)
+        run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--num-cpus", "2", "--tracking-uri", uri], cwd=tmp_path, check=True)
         assert not (tmp_path / "mlflow.db").exists()  # nothing went to the default SQLite file
         c, runs = _runs(uri)
         trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]

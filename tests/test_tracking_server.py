@@ -12,7 +12,6 @@ import base64
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import requests
@@ -20,7 +19,6 @@ import yaml
 
 from conftest import run_awnn
 from servers import CLUSTER_BIN, ROOT, ServerUnavailable, mlflow_server, postgres_server
-from tracking.store import TrackingUnavailable
 
 # every test here needs the PostgreSQL and MLflow server processes
 pytestmark = pytest.mark.slow
@@ -111,7 +109,7 @@ def test_tracking_server_user_logs_runs_and_proxied_artifacts(tracking, tmp_path
 
 def test_tracking_server_smoke_sweep_logs_with_credentials(tracking, tmp_path, monkeypatch):
     ml = tracking["server"]
-    p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--num-cpus", "2",
+    run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--num-cpus", "2",
                   "--tracking-uri", ml.url, "--storage", str(tmp_path / "ray-results")],
                  cwd=tmp_path, timeout=400, env=ml.client_env(tracking["user"], tracking["password"]), check=True)
     assert not (tmp_path / "mlflow.db").exists()  # nothing went to the default SQLite file

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from ray.tune import Callback
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 
 from ..progress import ProgressLine, fmt_seconds
