@@ -58,7 +58,7 @@ class TrialTracker(Callback):
         self.started: set[str] = set()
         self.outcomes: dict[str, TrialOutcome] = {}
         self.attempts: dict[str, dict[str, tuple[float, float]]] = {}
-        self.nodes: dict[str, list[str]] = {}
+        self.nodes: dict[str, list[tuple[str, str]]] = {}  # (node id, node ip) per attempt, in order
         self.retries: dict[str, int] = {}
         self.finals: dict[str, dict] = {}
         self.best_val_acc: dict[str, float] = {}  # per sweep ('<strategy>/<phase>')
@@ -115,11 +115,12 @@ class TrialTracker(Callback):
         attempt = result.get("attempt")
         if attempt:
             self.attempts.setdefault(key, {})[attempt] = (float(result.get("attempt_start_seconds", 0.0)), float(result.get("train_seconds", 0.0)))
-            node = str(result.get("node_ip", ""))
+            # a node is its id: several nodes can share an IP (e.g. on one host)
+            node, node_id = str(result.get("node_ip", "")), str(result.get("node_id", ""))
             nodes = self.nodes.setdefault(key, [])
-            if node and (not nodes or nodes[-1] != node):
-                nodes.append(node)
-                self.writer.set_tags(self.run_key(key), {"awnn.node_ip": node, "awnn.node_id": result.get("node_id", ""), "awnn.nodes": ",".join(nodes)})
+            if (node or node_id) and (not nodes or nodes[-1] != (node_id, node)):
+                nodes.append((node_id, node))
+                self.writer.set_tags(self.run_key(key), {"awnn.node_ip": node, "awnn.node_id": node_id, "awnn.nodes": ",".join(ip for _, ip in nodes)})
         rows = []
         for rec in result.get("epochs") or []:
             step = int(rec["epoch"])
