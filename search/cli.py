@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 COMMANDS = ["train", "grids", "sweep", "compare", "report", "env"]
@@ -30,14 +31,22 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: cleanly,
+    # with pending tracking writes flushed, resumable with --resume.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return int(args.func(args) or 0)
     except (UsageError, ConfigError) as e:
         print(f"awnn {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"awnn {args.command}: interrupted", file=sys.stderr)
+        hint = "; run the same command with --resume to continue" if args.command in ("sweep", "compare") else ""
+        print(f"awnn {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":  # python -m search.cli: run the package's module, not a copy

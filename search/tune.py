@@ -31,6 +31,9 @@ os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 os.environ.setdefault("TUNE_RESULT_BUFFER_LENGTH", "1")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+# Ctrl-C must stop the sweep with a KeyboardInterrupt, not let Tune swallow it
+# and return as if done (the driver would then close the sweep as finished).
+os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 
 CHECKPOINT_FILE = "trainer.pt"
 
