@@ -176,6 +176,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     if address:
         from .errors import connect_error
 
+        _check_reachable(address)
         try:
             ray.init(address=address, **kwargs)
         except Exception as e:  # noqa: BLE001 - one readable line for any connection failure
@@ -183,6 +184,24 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
         return
     num_cpus = settings.num_cpus or os.cpu_count() or 1
     ray.init(num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, **kwargs)
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds when nothing listens at a `host:port` (or `ray://host:port`)
+    address: `ray.init` itself keeps retrying an unreachable GCS for minutes."""
+    import socket
+
+    from .errors import connect_error
+
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return  # "auto" or an unusual form: left to ray.init
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise connect_error(address, ConnectionError(f"nothing answers at {host}:{port}: {e.strerror or type(e).__name__}")) from None
 
 
 # ------------------------------------------------------------------ plan
