@@ -127,6 +127,7 @@ class Comparison:
         self.key = comparison_key(task, self.strategies, self.budget, list(self.grids.values()))
         self.id = None
         self.results: list[StrategyResult] = []
+        self.already_finished = False  # --resume found the comparison finished once its saved writes were applied
 
     def _check_data(self) -> None:
         """Load the task once on the driver: missing data fails here, in seconds."""
@@ -151,6 +152,8 @@ class Comparison:
         try:
             if self.resume:
                 done = self._resume_state()
+            if self.already_finished:
+                return self.results
             if self.id is None:
                 self._start_comparison()
             searcher = PhasedSearcher(self, done)
@@ -233,13 +236,20 @@ class Comparison:
         from mlflow.tracking import MlflowClient
 
         spool = self._spool_path()
+        replayed = 0
         if spool.exists():
-            n = replay_spool(spool, self.tracking_uri, experiment_name(self.task))
-            self.log(f"resume: applied {n} tracking writes saved by the previous driver")
+            replayed = replay_spool(spool, self.tracking_uri, experiment_name(self.task))
+            self.log(f"resume: applied {replayed} tracking writes saved by the previous driver")
         client = MlflowClient(self.tracking_uri)
         exp = self.writer.experiment_id
         roots = client.search_runs([exp], filter_string=f"tags.`awnn.comparison_key` = '{self.key}' and tags.`awnn.kind` = 'comparison'", order_by=["attributes.start_time DESC"], max_results=20)
         root = next((r for r in roots if r.data.tags.get("awnn.state") != "finished"), None)
+        if root is None and replayed and roots:
+            # the previous driver had finished; only its last writes were missing, and now they are in
+            self.id = roots[0].data.tags["awnn.comparison"]
+            self.already_finished = True
+            self.log(f"resume: comparison {self.id} is complete in MLflow now; nothing to run")
+            return {}
         if root is None:
             self.log("resume: no unfinished comparison with these arguments; starting a new one")
             return {}

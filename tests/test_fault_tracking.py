@@ -89,3 +89,50 @@ def test_fault_tracking_outage_delays_writes_but_loses_nothing(tmp_path):
         assert len(cmp) == 1 and cmp[0].data.tags["awnn.state"] == "finished"
     finally:
         stop_process_group(server.pid, timeout=5, proc=server)
+
+
+@pytest.mark.fault
+@pytest.mark.timeout(400)
+def test_fault_tracking_down_until_the_end_spools_writes_and_resume_applies_them(tmp_path):
+    grids, budget = write_inputs(tmp_path, 60)
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    db = tmp_path / "server.db"
+    server = _start_server(db, port, tmp_path)
+    driver = None
+    args = sweep_args(tmp_path, grids, budget, uri, extra=["--num-cpus", "2"])
+    try:
+        driver = Driver(args, cwd=tmp_path, env={"MLFLOW_HTTP_REQUEST_TIMEOUT": "3", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                                                 "AWNN_TRACKING_FLUSH_TIMEOUT": "3"})
+        wait_for(lambda: any(r.data.tags.get("awnn.status") == "running" for r in trial_runs(uri)), 180, "a running trial", driver.proc)
+        stop_process_group(server.pid, timeout=5, proc=server)  # down until the sweep has ended
+        rc = driver.wait(timeout=300)
+        out = driver.output()
+        assert rc == 0, out[-4000:]
+        assert "warning: MLflow was unreachable" in out and "rerun with --resume" in out, out[-3000:]
+    finally:
+        if driver is not None:
+            driver.cleanup()
+        stop_process_group(server.pid, timeout=5, proc=server)
+    spools = list((tmp_path / "results").glob("pending-mlflow-*.jsonl"))
+    assert len(spools) == 1
+    server = _start_server(db, port, tmp_path)
+    try:
+        from conftest import run_awnn
+
+        p = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=240, check=True)
+        assert "resume: applied" in p.stderr, p.stderr[-3000:]
+        assert not spools[0].exists()  # applied, then removed
+        client = MlflowClient(uri)
+        exp = client.get_experiment_by_name("awnn-doublemoon")
+        all_runs = client.search_runs([exp.experiment_id], max_results=1000)
+        cmp = [r for r in all_runs if r.data.tags.get("awnn.kind") == "comparison"]
+        assert len(cmp) == 1 and cmp[0].data.tags["awnn.state"] == "finished"  # the same comparison, not a new one
+        runs = trial_runs(uri)
+        assert sorted(r.data.tags["awnn.trial_key"] for r in runs) == ["ass-01", "sel-0000", "sel-0001", "sel-0002"]
+        for r in runs:  # each config once, complete
+            assert r.data.tags["awnn.status"] == "ok" and r.info.status == "FINISHED"
+            steps = sorted(m.step for m in client.get_metric_history(r.info.run_id, "val_acc"))
+            assert steps == list(range(1, 61))
+    finally:
+        stop_process_group(server.pid, timeout=5, proc=server)
