@@ -6,7 +6,9 @@ assessment by R re-training runs of the selected config on the outer split.
   part (10%).
 * The selected config has the highest inner validation accuracy.  Ties are
   broken deterministically: lower inner validation loss, then the earlier
-  grid position (file order, last key fastest).  Trials that diverged or
+  grid position (file order, last key fastest).  Grids that select on loss
+  (`select_metric: loss`, the translation task) rank by the lowest inner
+  validation loss first.  Trials that diverged or
   failed are never selected; their cost still counts.
 * Assessment: the selected config is re-trained R times (seeds 1..R) on the
   outer train part, the epoch is chosen by outer validation accuracy, and
@@ -32,9 +34,26 @@ def _protocol_values(grid: Grid, budget: Budget, split: str, seed: int) -> dict[
     return {"split": split, "epochs": budget.epochs(grid), "patience": budget.patience(grid), "seed": seed, "data_seed": 0}
 
 
+def _scale_milestones(cfg: dict[str, Any], grid: Grid, budget: Budget) -> dict[str, Any]:
+    """A budget that shortens training shortens the LR schedule with it:
+    milestones at 50/100/150 of 200 paper epochs become 25%/50%/75% of the
+    budget's epochs (rounded, at least 1, strictly increasing)."""
+    text = str(cfg.get("lr_milestones") or "").strip()
+    epochs = budget.epochs(grid)
+    if not text or epochs == grid.epochs:
+        return cfg
+    out: list[int] = []
+    for m in (int(v) for v in text.split(",")):
+        v = max(1, round(m * epochs / grid.epochs))
+        if not out or v > out[-1]:
+            out.append(v)
+    return {**cfg, "lr_milestones": ",".join(map(str, out))}
+
+
 def selection_specs(grid: Grid, budget: Budget) -> list[TrialSpec]:
     return [
-        TrialSpec(key=f"sel-{i:04d}", phase="selection", index=i, config={**cfg, **_protocol_values(grid, budget, "inner", 0)})
+        TrialSpec(key=f"sel-{i:04d}", phase="selection", index=i,
+                  config={**_scale_milestones(cfg, grid, budget), **_protocol_values(grid, budget, "inner", 0)})
         for i, cfg in enumerate(grid.configs())
     ]
 
@@ -57,10 +76,14 @@ def select_best(outcomes: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | No
     candidates = [o for o in outcomes if o.get("status") in SELECTABLE and _finite(o.get("best_val_acc"))]
     if not candidates:
         return None
-    return min(
-        candidates,
-        key=lambda o: (-o["best_val_acc"], o["best_val_loss"] if _finite(o.get("best_val_loss")) else math.inf, o["index"]),
-    )
+
+    def key(o):
+        loss = o["best_val_loss"] if _finite(o.get("best_val_loss")) else math.inf
+        if (o.get("config") or {}).get("select_metric") == "loss":  # e.g. translation: lower loss is better
+            return (loss, -o["best_val_acc"], o["index"])
+        return (-o["best_val_acc"], loss, o["index"])
+
+    return min(candidates, key=key)
 
 
 def summarize_assessment(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -159,3 +159,26 @@ def test_sweep_unreachable_tracking_uri_fails_fast(tmp_path):
     assert f"--tracking-uri http://127.0.0.1:{port}: cannot reach the MLflow server" in p.stderr
     assert time.monotonic() - t0 < 30
     assert not (tmp_path / "awnn-results").exists()
+
+
+def test_selection_on_loss_for_grids_that_select_on_loss():
+    o = [
+        {"key": "a", "status": "ok", "best_val_acc": 0.5, "best_val_loss": 1.2, "index": 0, "config": {"select_metric": "loss"}},
+        {"key": "b", "status": "ok", "best_val_acc": 0.6, "best_val_loss": 1.5, "index": 1, "config": {"select_metric": "loss"}},
+    ]
+    assert select_best(o)["key"] == "a"
+
+
+def test_budget_scales_lr_milestones_with_epochs():
+    from search.budget import BUDGETS
+    from search.grid import find_grid
+    from search.protocol import assessment_specs, selection_specs
+
+    g = find_grid("cifar10", "fixed")
+    assert g.fixed["lr_milestones"] == "50,100,150" and g.epochs == 200
+    quick = BUDGETS["quick"]
+    specs = selection_specs(g, quick)
+    assert {s.config["epochs"] for s in specs} == {quick.epochs(g)} == {20}
+    assert {s.config["lr_milestones"] for s in specs} == {"5,10,15"}
+    assert {s.config["lr_milestones"] for s in assessment_specs(specs[0].config, g, quick)} == {"5,10,15"}
+    assert {s.config["lr_milestones"] for s in selection_specs(g, BUDGETS["paper"])} == {"50,100,150"}
