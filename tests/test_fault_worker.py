@@ -70,9 +70,11 @@ def test_fault_worker_node_killed_trial_retried_from_checkpoint(cluster, tmp_pat
     assert m["compute_seconds"] >= m["train_seconds"] > 0
     assert m["device_hours"] == pytest.approx(m["compute_seconds"] / 3600)
 
-    from tracking.analysis import cost_table, load_comparison
+    from tracking.analysis import cost_table, load_comparison, problems
 
     data = load_comparison(tracking)
+    key = retried.data.tags["awnn.trial_key"]
+    assert any(f" {key} (" in line and "retried" in line for line in problems(data)), problems(data)  # the report says so
     row = data.runs[data.runs["trial_key"] == retried.data.tags["awnn.trial_key"]].iloc[0]
     assert row["retries"] >= 1 and row["attempts"] >= 2
     sel = cost_table(data).query("strategy == 'awnn' and phase == 'selection'").iloc[0]

@@ -810,6 +810,10 @@ def problems(data: ComparisonData) -> list[str]:
     inter = data.runs[data.runs["status"] == "interrupted"] if len(data.runs) else data.runs
     if len(inter):
         out.append(f"{len(inter)} runs were interrupted (a driver died) and re-run; their compute is counted, they are not extra configs.")
+    retried = data.runs[data.runs["retries"].fillna(0) > 0] if len(data.runs) else data.runs
+    if len(retried):
+        which = ", ".join(f"{r.strategy} {r.phase} {r.trial_key} ({int(r.retries)}x)" for r in retried.itertuples())
+        out.append(f"{len(retried)} trials were retried after a failure (a worker or node died) and continued from their last checkpoint: {which}; the lost attempts' compute is counted.")
     est = data.runs[data.runs["cost_estimated"]] if len(data.runs) else data.runs
     if len(est):
         out.append(f"{len(est)} runs have no recorded device_hours; their cost is estimated from their last train_seconds.")
