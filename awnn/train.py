@@ -159,16 +159,18 @@ class Trainer:
                     out.append(p)
             return out
 
-        prior = take(p for b in self.blocks for p in b.prior_parameters())
-        rest = take(p for b in self.blocks for p in b.parameters())  # read-out (unless under the prior), rates
+        adaptive = take(p for b in self.blocks for p in b.parameters())
         plain = take(self.model.parameters())  # everything outside the adaptive blocks
+        # The weight prior's decay is added to the gradients in train_step with one
+        # fused call, not through a param group of its own: every extra group is
+        # another pass of the optimiser's multi-tensor kernels at every step.
+        self._prior_params = [p for b in self.blocks for p in b.prior_parameters()]
+        self._prior_decay = self.weight_prior_decay()
         groups = []
         if plain:
             groups.append({"params": plain, "weight_decay": c.weight_decay})
-        if prior:
-            groups.append({"params": prior, "weight_decay": self.weight_prior_decay()})
-        if rest:
-            groups.append({"params": rest, "weight_decay": 0.0})
+        if adaptive:
+            groups.append({"params": adaptive, "weight_decay": 0.0})
         if c.optimizer == "adam":
             return torch.optim.Adam(groups, lr=c.lr, eps=c.adam_eps, foreach=True)
         return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum, foreach=True)
@@ -211,9 +213,20 @@ class Trainer:
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        self.add_weight_prior_grad()
         opt.step()
         self.step += 1
         return loss.detach(), out, y, padded
+
+    @torch.no_grad()
+    def add_weight_prior_grad(self) -> None:
+        """grad += w / (sigma_theta^2 N) for the weights under p(theta): the
+        gradient of -log p(theta) / N (coupled L2, as Adam's weight_decay)."""
+        if not self._prior_decay:
+            return
+        params = [p for p in self._prior_params if p.grad is not None]
+        if params:
+            torch._foreach_add_([p.grad for p in params], params, alpha=self._prior_decay)
 
     @torch.no_grad()
     def neg_log_weight_prior(self) -> float:

@@ -25,11 +25,7 @@ def test_trainer_prior_as_decay_matches_full_elbo(optimizer, prior_on_readout):
     x, y = next(fast.task.batches("inner", "train", 64, torch.device("cpu"), torch.Generator().manual_seed(1)))
     assert fast.weight_prior_decay() == pytest.approx(1 / (0.25 * fast.n_train))
     for _ in range(3):  # several steps: momentum / Adam moments included
-        out = fast.model(x)
-        loss, _ = elbo_loss(out, y, fast.blocks, fast.n_train, None)
-        fast.optimizer.zero_grad()
-        loss.backward()
-        fast.optimizer.step()
+        fast.train_step(x, y, fast.rate_prior(1))  # the trainer's own step: prior as decay
 
         out = ref_model(x)
         loss, _ = elbo_loss(out, y, [ref_model], fast.n_train, 0.5)
