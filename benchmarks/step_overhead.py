@@ -113,6 +113,21 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8) -> 
     }
 
 
+def measure_device(device: torch.device, steps: int) -> dict:
+    """ratio_/awnn_us_/fixed_us_/width_/width_change_fraction_ for 1 and 4 layers."""
+    out: dict = {}
+    for layers, name in ((1, "1_layer"), (4, "4_layers")):
+        r = measure(layers, device, steps)
+        print(f"{device.type} {name}: awnn {r['awnn_us']} us, fixed {r['fixed_us']} us (mean width {r['mean_width']}, "
+              f"width changed at {100 * r['width_change_fraction']:.0f}% of steps), ratio {r['ratio']}", file=sys.stderr)
+        out[f"ratio_{name}"] = r["ratio"]
+        out[f"awnn_us_{name}"] = r["awnn_us"]
+        out[f"fixed_us_{name}"] = r["fixed_us"]
+        out[f"width_{name}"] = r["mean_width"]
+        out[f"width_change_fraction_{name}"] = r["width_change_fraction"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=1500)
@@ -121,24 +136,9 @@ def main() -> None:
     torch.set_num_threads(1)
     out: dict = {"batch": 128, "threads": 1, "steps": args.steps, "torch": torch.__version__}
     if args.device in ("cpu", "all"):
-        for layers, name in ((1, "1_layer"), (4, "4_layers")):
-            r = measure(layers, torch.device("cpu"), args.steps)
-            print(f"cpu {name}: awnn {r['awnn_us']} us, fixed {r['fixed_us']} us (mean width {r['mean_width']}, width changed at {100 * r['width_change_fraction']:.0f}% of steps), ratio {r['ratio']}", file=sys.stderr)
-            out[f"ratio_{name}"] = r["ratio"]
-            out[f"awnn_us_{name}"] = r["awnn_us"]
-            out[f"fixed_us_{name}"] = r["fixed_us"]
-            out[f"width_{name}"] = r["mean_width"]
-            out[f"width_change_fraction_{name}"] = r["width_change_fraction"]
+        out.update(measure_device(torch.device("cpu"), args.steps))
     if args.device in ("cuda", "all") and torch.cuda.is_available():
-        gpu = {"name": torch.cuda.get_device_name(0)}
-        for layers, name in ((1, "1_layer"), (4, "4_layers")):
-            r = measure(layers, torch.device("cuda"), args.steps)
-            print(f"cuda {name}: awnn {r['awnn_us']} us, fixed {r['fixed_us']} us, ratio {r['ratio']}", file=sys.stderr)
-            gpu[f"ratio_{name}"] = r["ratio"]
-            gpu[f"awnn_us_{name}"] = r["awnn_us"]
-            gpu[f"fixed_us_{name}"] = r["fixed_us"]
-            gpu[f"width_{name}"] = r["mean_width"]
-        out["gpu"] = gpu
+        out["gpu"] = {"name": torch.cuda.get_device_name(0), **measure_device(torch.device("cuda"), args.steps)}
     elif args.device == "cuda":
         out["gpu"] = None
         print("no CUDA device: GPU figures skipped", file=sys.stderr)
