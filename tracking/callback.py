@@ -77,10 +77,6 @@ class TrialTracker(Callback):
     def sweep_of(spec: dict) -> str:
         return f"{spec['strategy']}/{spec['phase']}"
 
-    def run_key(self, key: str) -> str:
-        """Writer key of a trial given its tracker key ('<strategy>/<phase>/<trial key>')."""
-        return key
-
     @classmethod
     def _key(cls, trial) -> str:
         spec = trial.config["spec"]
@@ -120,7 +116,7 @@ class TrialTracker(Callback):
             nodes = self.nodes.setdefault(key, [])
             if (node or node_id) and (not nodes or nodes[-1] != (node_id, node)):
                 nodes.append((node_id, node))
-                self.writer.set_tags(self.run_key(key), {"awnn.node_ip": node, "awnn.node_id": node_id, "awnn.nodes": ",".join(ip for _, ip in nodes)})
+                self.writer.set_tags(key, {"awnn.node_ip": node, "awnn.node_id": node_id, "awnn.nodes": ",".join(ip for _, ip in nodes)})
         rows = []
         for rec in result.get("epochs") or []:
             step = int(rec["epoch"])
@@ -129,7 +125,7 @@ class TrialTracker(Callback):
                     continue
                 rows.append((name, value, step))
         if rows:
-            self.writer.log_metrics(self.run_key(key), rows)
+            self.writer.log_metrics(key, rows)
         if result.get("final"):
             self.finals[key] = result["final"]
         v = result.get("best_val_acc")
@@ -142,7 +138,7 @@ class TrialTracker(Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         key = self._key(trial)
         self.retries[key] = self.retries.get(key, 0) + 1
-        self.writer.set_tags(self.run_key(key), {"awnn.retries": self.retries[key], "awnn.last_error": _error_text(trial)})
+        self.writer.set_tags(key, {"awnn.retries": self.retries[key], "awnn.last_error": _error_text(trial)})
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         key = self._key(trial)
@@ -178,7 +174,7 @@ class TrialTracker(Callback):
         if "widths" in final:
             metrics["final_width_total"] = float(sum(final["widths"]))
         step = int(final.get("epochs_run") or last.get("epoch") or 0)
-        self.writer.log_metrics(self.run_key(key), [(k, v, step) for k, v in metrics.items()])
+        self.writer.log_metrics(key, [(k, v, step) for k, v in metrics.items()])
         tags = {"awnn.status": status, "awnn.attempts": metrics["attempts"]}
         if "widths" in final:
             tags["awnn.widths"] = json.dumps(final["widths"])
@@ -187,8 +183,8 @@ class TrialTracker(Callback):
             tags["awnn.hit_max_width"] = "true"
         if error:
             tags["awnn.error"] = error
-        self.writer.set_tags(self.run_key(key), tags)
-        self.writer.end_run(self.run_key(key), "FAILED" if status == "failed" else "FINISHED")
+        self.writer.set_tags(key, tags)
+        self.writer.end_run(key, "FAILED" if status == "failed" else "FINISHED")
         spec = trial.config["spec"]
         outcome = TrialOutcome(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)
         outcome["widths"] = final.get("widths")
