@@ -83,6 +83,8 @@ class StrategyResult:
                 totals = [sum(o["widths_at_best"]) for o in runs]
                 return f"{sum(totals) / len(totals):.0f} learned"
             return f"{sum(self.selected.get('widths_at_best') or []):.0f} learned"
+        if cfg.get("width") == 0 or cfg.get("hidden_layers") == 0:
+            return "linear"
         return f"{cfg.get('width')} x {cfg.get('hidden_layers')}"
 
 
