@@ -278,12 +278,15 @@ class Trainer:
                         seen += len(y)
                     batches += 1
                 # mean of the per-batch objective, plus the weight prior's term at the epoch's end
-                train_loss = float(loss_sum) / max(batches, 1) + self.neg_log_weight_prior()
-                if not math.isfinite(train_loss):
-                    self.status = DIVERGED
+                if batches:
+                    train_loss = float(loss_sum) / batches + self.neg_log_weight_prior()
+                    if not math.isfinite(train_loss):
+                        self.status = DIVERGED
+                else:  # stopped before its first step (width cap, NaN rate): nothing was measured
+                    train_loss = math.nan
                 self.train_seconds += time.perf_counter() - t0
                 self.epoch = epoch
-                record = self._end_epoch(epoch, train_loss, float(correct) / max(seen, 1), capped)
+                record = self._end_epoch(epoch, train_loss, float(correct) / seen if seen else math.nan, capped)
                 if on_epoch is not None:
                     on_epoch(record)
                 if c.patience and epoch - self.best["epoch"] >= c.patience:
