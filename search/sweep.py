@@ -33,9 +33,10 @@ from typing import Any, TextIO
 from tracking.store import TrackingWriter, check_tracking, default_tracking_uri, experiment_name, replay_spool
 
 from .budget import Budget, resolve_budget
-from .grid import Grid, GridError, find_grid
+from .grid import Grid, GridError
 from .progress import ProgressLine, fmt_seconds
-from .protocol import assessment_specs, select_best, selection_specs, summarize_assessment
+from .protocol import assessment_specs, select_best, summarize_assessment
+from .strategies import FAMILIES, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
 from .tune import RunSettings, TrialSpec, init_ray, run_plan, trial_settings
 
 try:  # Ray is a hard dependency; the alias keeps the class definition readable
@@ -47,7 +48,7 @@ TERMINAL = ("ok", "diverged", "width_capped", "failed", "stopped")
 
 __all__ = ["Comparison", "PhaseResult", "StrategyResult", "STRATEGIES"]
 
-STRATEGIES = ("fixed", "awnn")
+STRATEGIES = FAMILIES
 
 
 @dataclass
@@ -66,12 +67,13 @@ class PhaseResult:
 
 @dataclass
 class StrategyResult:
-    strategy: str
+    strategy: str  # the arm (search/strategies.py): "fixed", "tpe", "tpe.r2", ...
     grid: Grid
     selection: PhaseResult
     assessment: PhaseResult | None = None
     selected: dict[str, Any] | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    family: str = ""
 
     def widths(self) -> str:
         if not self.selected:
@@ -88,9 +90,11 @@ class StrategyResult:
         return f"{cfg.get('width')} x {cfg.get('hidden_layers')}"
 
 
-def comparison_key(task: str, strategies: list[str], budget: Budget, grids: list[Grid]) -> str:
-    body = json.dumps({"task": task, "strategies": strategies, "budget": budget.to_dict(), "grids": [g.digest() for g in grids]}, sort_keys=True)
-    return hashlib.sha1(body.encode()).hexdigest()[:12]
+def comparison_key(task: str, strategies: list[str], budget: Budget, grids: list[Grid], options: dict[str, Any] | None = None) -> str:
+    body: dict[str, Any] = {"task": task, "strategies": strategies, "budget": budget.to_dict(), "grids": [g.digest() for g in grids]}
+    if options:  # the search options of tpe/asha/random; absent for grid-only comparisons (keys stay as before)
+        body["options"] = options
+    return hashlib.sha1(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
 
 
 class Comparison:
@@ -107,6 +111,7 @@ class Comparison:
         grid_dir: str | None = None,
         stream: TextIO | None = None,
         kind: str = "compare",
+        options: StrategyOptions | None = None,
     ):
         self.task = task
         self.strategies = list(strategies)
@@ -114,22 +119,40 @@ class Comparison:
         self.resume = resume
         self.kind = kind
         self.stream = stream or sys.stderr
-        for s in self.strategies:
-            if s not in STRATEGIES:
-                raise GridError(f"--strategies: expected a comma-separated subset of {list(STRATEGIES)}, found {s!r}")
-        if not self.strategies:
-            raise GridError(f"--strategies: expected at least one of {list(STRATEGIES)}, found none")
+        self.options = options or StrategyOptions()
         self.budget = resolve_budget(budget)
-        self.grids = {s: find_grid(task, s, grid_dir) for s in self.strategies}
+        self.arms: list[Arm] = make_arms(task, self.strategies, self.options, self.budget, grid_dir)
+        self.arm = {a.name: a for a in self.arms}
+        self.grids = {a.name: a.grid for a in self.arms}
         self._check_data()
         self.tracking_uri = tracking_uri or default_tracking_uri()
         check_tracking(self.tracking_uri)
         if settings.cpus_per_trial <= 0 or settings.gpus_per_trial < 0:
             raise GridError(f"--cpus-per-trial must be > 0 and --gpus-per-trial >= 0, found {settings.cpus_per_trial} and {settings.gpus_per_trial}")
-        self.key = comparison_key(task, self.strategies, self.budget, list(self.grids.values()))
+        self.optuna_storage = None
+        if "tpe" in self.strategies:
+            self.optuna_storage = self.options.optuna_storage or default_optuna_storage(self.tracking_uri)
+            _check_optuna_storage(self.optuna_storage)
+        grids = list({g.path: g for g in self.grids.values()}.values())
+        self.key = comparison_key(task, self.strategies, self.budget, grids, self._search_options())
         self.id = None
         self.results: list[StrategyResult] = []
         self.already_finished = False  # --resume found the comparison finished once its saved writes were applied
+
+    def _search_options(self) -> dict[str, Any]:
+        """The options that change what runs (part of the --resume key)."""
+        o = self.options
+        out: dict[str, Any] = {}
+        if any(f in self.strategies for f in ("tpe", "asha", "random")):
+            out.update(seed=o.seed, repeats=o.repeats)
+        if "tpe" in self.strategies:
+            out["tpe_trials"] = next(a.trials for a in self.arms if a.family == "tpe")
+        if "random" in self.strategies:
+            out["random_trials"] = next(a.trials for a in self.arms if a.family == "random")
+        if "asha" in self.strategies:
+            a = next(a for a in self.arms if a.family == "asha")
+            out.update(asha_grace_period=a.grace_period(self.budget), asha_reduction_factor=o.asha_reduction_factor)
+        return out
 
     def _check_data(self) -> None:
         """Load the task once on the driver: missing data fails here, in seconds."""
@@ -168,7 +191,8 @@ class Comparison:
             if searcher.pending_trials():
                 attempt = self._attempt_number()
                 name = f"{self.id}" + (f"-r{attempt}" if attempt else "")
-                run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker])
+                run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker],
+                         scheduler=make_scheduler(self.arms, self.budget))
             searcher.finish_all()
             self.writer.log_metrics("cmp", [("wall_seconds", time.time() - self.t0, 0)])
             self.writer.set_tags("cmp", {"awnn.state": "finished"})
@@ -198,13 +222,20 @@ class Comparison:
             "awnn.comparison_key": self.key,
             "awnn.task": self.task,
             "awnn.strategies": ",".join(self.strategies),
+            "awnn.arms": ",".join(a.name for a in self.arms),
+            "awnn.repeats": str(self.options.repeats),
             "awnn.budget": self.budget.name,
             "awnn.command": self.kind,
             "awnn.state": "running",
         }
         params = {"task": self.task, "strategies": ",".join(self.strategies), "budget": json.dumps(self.budget.to_dict()),
                   "cpus_per_trial": self.settings.cpus_per_trial, "gpus_per_trial": self.settings.gpus_per_trial,
-                  "storage": self.settings.storage_path(), "ray_address": self.settings.address or os.environ.get("RAY_ADDRESS", "local")}
+                  "storage": self.settings.storage_path(), "ray_address": self.settings.address or os.environ.get("RAY_ADDRESS", "local"),
+                  **self._search_options()}
+        if self.optuna_storage:
+            from tracking.analysis import redact_uri
+
+            params["optuna_storage"] = redact_uri(self.optuna_storage)
         self.writer.start_run("cmp", name=f"{self.kind}-{self.id}", tags=tags, params=params)
         self.log(f"comparison {self.id}: task {self.task}, strategies {', '.join(self.strategies)}, budget {self.budget.name}; MLflow {self.tracking_uri}")
 
@@ -212,9 +243,17 @@ class Comparison:
         sweep_key = f"{strategy}/{phase}"
         if sweep_key in self.writer.run_ids:
             return
-        tags = {"awnn.kind": "sweep", "awnn.strategy": strategy, "awnn.phase": phase, "awnn.comparison": self.id, "awnn.task": self.task, "awnn.state": "running"}
+        arm = self.arm[strategy]
+        tags = {"awnn.kind": "sweep", "awnn.strategy": arm.family, "awnn.arm": arm.name, "awnn.repeat": str(arm.repeat),
+                "awnn.phase": phase, "awnn.comparison": self.id, "awnn.task": self.task, "awnn.state": "running"}
         params = {"grid_file": str(grid.path), "grid_digest": grid.digest(), "budget": self.budget.name, "epochs": self.budget.epochs(grid),
                   "retrain_runs": self.budget.runs(grid), "configs": grid.size, "trials": len(specs)}
+        if phase == "selection":
+            params.update(arm.describe(self.budget))
+            if arm.family == "tpe":
+                from tracking.analysis import redact_uri
+
+                params.update(optuna_storage=redact_uri(self.optuna_storage), optuna_study=self.study_name(arm))
         if selected is not None:
             params["selected_key"] = selected["key"]
         self.writer.start_run(sweep_key, name=f"{strategy}-{phase}", parent="cmp", tags=tags, params=params)
@@ -229,6 +268,9 @@ class Comparison:
         ])
         self.writer.set_tags(sweep_key, {"awnn.state": "finished"})
         self.writer.end_run(sweep_key)
+
+    def study_name(self, arm: Arm) -> str:
+        return f"{self.id}-{arm.name}"
 
     # ------------------------------------------------------------- resume
     def _resume_state(self) -> dict[str, dict[str, Any]]:
@@ -287,9 +329,9 @@ class Comparison:
                 client.set_tag(run.info.run_id, "awnn.status", "interrupted")
                 client.set_terminated(run.info.run_id, status="KILLED")
                 interrupted += 1
-                ckpt = self._find_checkpoint(key)
-                if ckpt:
-                    done[key] = {"key": tags.get("awnn.trial_key"), "status": "interrupted", "checkpoint": ckpt}
+                # re-run with the same config (a TPE trial's config is not in any grid order)
+                done[key] = {"key": tags.get("awnn.trial_key"), "status": "interrupted", "checkpoint": self._find_checkpoint(key),
+                             "config": _config_from_params(run.data.params), "index": int(float(run.data.params.get("grid_index", -1)))}
         self.log(f"resume: comparison {self.id}: {sum(1 for v in done.values() if v['status'] != 'interrupted')} trials already finished, {interrupted} interrupted trials to re-run")
         return done
 
@@ -320,7 +362,9 @@ class PhasedSearcher(_SearcherBase):
         self.c = comparison
         self.done = done
         self.tracker = None
-        self.phases = [(s, ph) for s in comparison.strategies for ph in ("selection", "assessment")]
+        self.phases = [(a.name, ph) for a in comparison.arms for ph in ("selection", "assessment")]
+        self.tpe: dict[str, TpeSource] = {}  # arm -> its Optuna study
+        self.tpe_trials: dict[str, TpeSource] = {}  # Ray trial id -> the study that suggested it
         self.current = -1
         self.queue: list[TrialSpec] = []
         self.keys: set[str] = set()
@@ -337,11 +381,7 @@ class PhasedSearcher(_SearcherBase):
 
     # --- sizes, for num_samples and the progress line
     def max_trials(self) -> int:
-        n = 0
-        for strategy in self.c.strategies:
-            grid = self.c.grids[strategy]
-            n += grid.size + self.c.budget.runs(grid)
-        return n
+        return sum(a.trials + self.c.budget.runs(a.grid) for a in self.c.arms)
 
     def pending_trials(self) -> bool:
         finished = sum(1 for k, v in self.done.items() if isinstance(v, dict) and v.get("status") in TERMINAL)
@@ -355,7 +395,11 @@ class PhasedSearcher(_SearcherBase):
         pass
 
     def on_trial_complete(self, trial_id, result=None, error=False) -> None:
-        pass
+        source = self.tpe_trials.pop(trial_id, None)
+        if source is not None:
+            final = _final_of(result)
+            status = "failed" if error else (final.get("status") if final else "stopped")
+            source.complete(trial_id, status, final.get(source.metric) if final else None)
 
     def suggest(self, trial_id):
         while True:
@@ -366,6 +410,13 @@ class PhasedSearcher(_SearcherBase):
                 continue
             if self.queue:
                 spec = self.queue.pop(0)
+                source = self.tpe.get(spec.strategy) if spec.phase == "selection" else None
+                if source is not None:
+                    if spec.config:  # re-run of a trial an earlier driver started
+                        source.told_later(spec, trial_id)
+                    else:
+                        source.fill(spec, trial_id)
+                    self.tpe_trials[trial_id] = source
                 return {"spec": spec.to_dict(), "settings": trial_settings(self.c.settings)}
             if self.keys <= set(self.tracker.outcomes) | self._done_keys():
                 self._end_phase()
@@ -417,12 +468,15 @@ class PhasedSearcher(_SearcherBase):
                 self.finished = True
                 return
             strategy, phase = self.phases[self.current]
-            grid = self.c.grids[strategy]
+            arm = self.c.arm[strategy]
+            grid = arm.grid
             if phase == "selection":
-                self.strategy_result = StrategyResult(strategy, grid, PhaseResult(strategy, phase))
+                self.strategy_result = StrategyResult(strategy, grid, PhaseResult(strategy, phase), family=arm.family)
                 self.c.results.append(self.strategy_result)
-                specs = selection_specs(grid, self.c.budget)
+                specs = arm.selection_specs(self.c.budget)
                 selected = None
+                if arm.family == "tpe" and strategy not in self.tpe:
+                    self.tpe[strategy] = TpeSource(arm, self.c.budget, self.c.optuna_storage, self.c.study_name(arm))
             else:
                 best = select_best(self.strategy_result.selection.outcomes)
                 if best is None:
@@ -433,7 +487,7 @@ class PhasedSearcher(_SearcherBase):
                 self.c.writer.set_tags(f"{strategy}/selection", {"awnn.selected_key": best["key"], "awnn.selected_config": json.dumps(best["config"], sort_keys=True)})
                 specs = assessment_specs(best["config"], grid, self.c.budget)
             for sp in specs:
-                sp.strategy = strategy
+                sp.strategy, sp.family, sp.repeat = strategy, arm.family, arm.repeat
             self.c.start_sweep_run(strategy, phase, grid, specs, selected)
             self.result = PhaseResult(strategy, phase)
             if phase == "assessment":
@@ -452,6 +506,8 @@ class PhasedSearcher(_SearcherBase):
                 prev = self.done.get(k)
                 if isinstance(prev, dict) and prev.get("checkpoint"):
                     sp.resume_from = prev["checkpoint"]
+                if isinstance(prev, dict) and prev.get("config") and not sp.config:  # an interrupted TPE trial
+                    sp.config, sp.index = prev["config"], prev.get("index", -1)
                 self.queue.append(sp)
             self.t0 = time.monotonic()
             self.progress = ProgressLine(self.c.stream)
@@ -479,6 +535,27 @@ class PhasedSearcher(_SearcherBase):
             self.strategy_result.summary = summarize_assessment(r.outcomes)
             self.c.writer.log_metrics(sweep, [(k, v, 0) for k, v in self.strategy_result.summary.items()])
         self.result = None
+
+
+def _final_of(result: dict | None) -> dict | None:
+    """The trial's final summary from its last result (Tune may hand the
+    searcher the flattened form, `final/<name>`)."""
+    if not result:
+        return None
+    if isinstance(result.get("final"), dict):
+        return result["final"]
+    flat = {k.split("/", 1)[1]: v for k, v in result.items() if k.startswith("final/")}
+    return flat or None
+
+
+def _check_optuna_storage(url: str) -> None:
+    """Open (create) the Optuna RDB storage now: a bad URL fails before Ray starts."""
+    import optuna
+
+    try:
+        optuna.storages.RDBStorage(url)
+    except Exception as e:  # noqa: BLE001 - one readable line whatever the driver raises
+        raise GridError(f"--optuna-storage: cannot open {url!r} as an Optuna RDB storage: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
 
 
 def _config_from_params(params: dict[str, str]) -> dict[str, Any]:

@@ -46,8 +46,11 @@ class TrialSpec:
     phase: str  # selection | assessment
     index: int  # position in the grid (selection) or re-training run number
     config: dict[str, Any]
-    strategy: str = ""
+    strategy: str = ""  # the arm: a strategy's name, or `<strategy>.r<k>` for repeats (search/strategies.py)
+    family: str = ""  # the strategy: fixed | awnn | tpe | asha | random
+    repeat: int = 0  # 1..N for repeated stochastic strategies, else 0
     resume_from: str | None = None  # a checkpoint dir left by an earlier driver
+    report_at: list[int] = field(default_factory=list)  # epochs that are always reported at once (ASHA's rungs)
 
     @property
     def sweep(self) -> str:
@@ -153,9 +156,13 @@ def trainable(config: dict[str, Any]) -> None:
         pending.clear()
         last_report = time.monotonic()
 
+    rungs = set(spec.get("report_at") or ())
+
     def on_epoch(record: dict) -> None:
         pending.append(record)
-        if time.monotonic() - last_report >= interval:
+        # a scheduler's rung epochs are reported when reached, so ASHA compares
+        # every trial at the same epoch however the reports are batched
+        if time.monotonic() - last_report >= interval or record["epoch"] in rungs:
             report()
 
     result = trainer.run(on_epoch)

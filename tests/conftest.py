@@ -36,3 +36,19 @@ def smoke_comparison(tmp_path_factory):
     work = tmp_path_factory.mktemp("smoke-compare")
     p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2"], cwd=work, check=True)
     return {"dir": work, "tracking_uri": f"sqlite:///{work / 'mlflow.db'}", "stdout": p.stdout, "stderr": p.stderr}
+
+
+ALL_STRATEGIES = ["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "fixed,awnn,tpe,asha,random", "--repeats", "2", "--num-cpus", "2"]
+
+
+@pytest.fixture(scope="session")
+def all_strategies_comparison(tmp_path_factory):
+    """One real five-strategy comparison (tpe, asha and random twice each) on
+    DoubleMoon at the smoke budget, for the whole session.
+
+    Returns a dict with the working dir, the tracking URI, the Optuna storage
+    URL and the CLI's output."""
+    work = tmp_path_factory.mktemp("all-strategies")
+    p = run_awnn(ALL_STRATEGIES, cwd=work, check=True)
+    return {"dir": work, "tracking_uri": f"sqlite:///{work / 'mlflow.db'}", "optuna_storage": f"sqlite:///{work / 'optuna.db'}",
+            "stdout": p.stdout, "stderr": p.stderr}

@@ -12,9 +12,11 @@ Tracking contract (README, "What MLflow holds"):
   (every attempt's training time, including work lost to a failure),
   device_hours (compute_seconds x allocated CPUs, or x the GPU fraction on
   GPU trials), gpu_hours (0 on CPU), attempts, retries;
-* tags: awnn.kind=trial, awnn.strategy, awnn.phase, awnn.comparison,
+* tags: awnn.kind=trial, awnn.strategy (fixed | awnn | tpe | asha | random),
+  awnn.arm (the strategy, or `<strategy>.r<k>` for its k-th repeat),
+  awnn.repeat (k; 0 for fixed and awnn), awnn.phase, awnn.comparison,
   awnn.trial_key, awnn.status (ok | diverged | width_capped | failed |
-  interrupted), awnn.node_ip / awnn.node_id (node of the last attempt),
+  stopped (by ASHA, before its last epoch) | interrupted), awnn.node_ip / awnn.node_id (node of the last attempt),
   awnn.nodes (every node it ran on).
 """
 from __future__ import annotations
@@ -100,8 +102,8 @@ class TrialTracker(Callback):
         self.started.add(key)
         params = TrainConfig.from_dict(spec["config"]).to_dict()  # every key, defaults included
         params.update({"trial_key": spec["key"], "phase": spec["phase"], "grid_index": spec["index"]})
-        tags = {**self.tags, "awnn.kind": "trial", "awnn.strategy": spec["strategy"], "awnn.phase": spec["phase"],
-                "awnn.trial_key": spec["key"], "awnn.status": "running"}
+        tags = {**self.tags, "awnn.kind": "trial", "awnn.strategy": spec.get("family") or spec["strategy"], "awnn.arm": spec["strategy"],
+                "awnn.repeat": str(spec.get("repeat", 0)), "awnn.phase": spec["phase"], "awnn.trial_key": spec["key"], "awnn.status": "running"}
         if spec.get("resume_from"):
             tags["awnn.resumed_from"] = spec["resume_from"]
         self.writer.start_run(key, name=f"{spec['strategy']}-{spec['key']}", parent=self.sweep_of(spec), tags=tags, params=params)

@@ -16,6 +16,14 @@ def add_run_flags(p) -> None:
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all); ignored with --address")
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files (default: the packaged search/grids)")
     p.add_argument("--resume", action="store_true", help="continue the newest unfinished run of the same command instead of starting anew")
+    g = p.add_argument_group("search strategies (tpe, asha, random)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the stochastic strategies' search (sampling, launch order); repeat k uses seed+k-1 (default 0)")
+    g.add_argument("--repeats", type=int, default=1, help="run each stochastic strategy (tpe, asha, random) this many times with different seeds (default 1)")
+    g.add_argument("--tpe-trials", type=int, default=None, help="TPE's trial budget (default: the AWNN grid's number of configs)")
+    g.add_argument("--random-trials", type=int, default=None, help="configs drawn by random search (default: the AWNN grid's number of configs)")
+    g.add_argument("--asha-grace-period", type=int, default=None, help="epochs before ASHA may stop a trial (default: 10%% of the budget's epochs, at least 1)")
+    g.add_argument("--asha-reduction-factor", type=float, default=3.0, help="ASHA keeps the best 1/factor at each rung (default 3)")
+    g.add_argument("--optuna-storage", default=None, help="Optuna RDB storage URL for TPE's study (default: optuna.db beside the MLflow SQLite file, else ./optuna.db)")
 
 
 def settings_from(args):
@@ -33,6 +41,14 @@ def settings_from(args):
     )
 
 
+def options_from(args):
+    from ..strategies import StrategyOptions
+
+    return StrategyOptions(seed=args.seed, repeats=args.repeats, tpe_trials=args.tpe_trials, random_trials=args.random_trials,
+                           asha_grace_period=args.asha_grace_period, asha_reduction_factor=args.asha_reduction_factor,
+                           optuna_storage=args.optuna_storage)
+
+
 def run_comparison(args, strategies: list[str], kind: str) -> int:
     from ..cli import UsageError
     from ..errors import SearchError
@@ -47,7 +63,7 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
         raise UsageError(f"--gpus-per-trial: expected a number >= 0, found {args.gpus_per_trial}")
     try:
         comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
-                                resume=args.resume, grid_dir=args.grid_dir, kind=kind)
+                                resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args))
         results = comparison.run()
     except (GridError, SearchError, TrackingUnavailable) as e:
         raise UsageError(str(e)) from None

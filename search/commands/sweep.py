@@ -7,7 +7,7 @@ from .common import add_run_flags, run_comparison
 def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="run one grid (selection + re-training) on Ray Tune, tracked in MLflow")
     add_run_flags(p)
-    p.add_argument("--strategy", required=True, help="fixed | awnn")
+    p.add_argument("--strategy", required=True, help="fixed | awnn | tpe | asha | random")
     p.set_defaults(func=run)
 
 

@@ -1,0 +1,299 @@
+"""Search strategies: which configs a comparison's selection phase trains.
+
+    fixed    every config of the fixed-width grid  (<task>-fixed.yaml)
+    awnn     every config of the AWNN grid          (<task>-awnn.yaml)
+    tpe      Optuna's TPE sampler over the fixed grid's space (each grid key a
+             categorical choice), through Ray Tune's OptunaSearch; `tpe_trials`
+             trials (default: the AWNN grid's size, so both spend as many
+             trials); the study lives in an RDB storage (optuna-dashboard)
+    asha     every config of the fixed grid, launched in a seeded shuffled
+             order, under asynchronous successive halving on the validation
+             score: grace period and reduction factor from the options;
+             trials it stops are recorded with status `stopped`, their compute
+             counted
+    random   `random_trials` configs drawn without replacement from the fixed
+             grid (seeded; default: the AWNN grid's size)
+
+Every strategy then follows the same protocol (search/protocol.py): the
+selected config is re-trained R times on the outer split.
+
+An *arm* is one run of one strategy.  The stochastic strategies (tpe, asha,
+random) run `repeats` times with seeds seed, seed+1, ...; their arms are
+called `<strategy>.r<k>` when repeats > 1 (k = 1..N), else just the
+strategy's name.  fixed and awnn are deterministic and run once.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .budget import Budget
+from .grid import Grid, GridError, find_grid
+from .protocol import _protocol_values, _scale_milestones, selection_specs
+from .tune import TrialSpec
+
+__all__ = ["FAMILIES", "STOCHASTIC", "StrategyOptions", "Arm", "make_arms", "default_optuna_storage", "asha_milestones"]
+
+FAMILIES = ("fixed", "awnn", "tpe", "asha", "random")
+STOCHASTIC = ("tpe", "asha", "random")
+GRID_OF = {"fixed": "fixed", "awnn": "awnn", "tpe": "fixed", "asha": "fixed", "random": "fixed"}
+
+
+@dataclass
+class StrategyOptions:
+    """The knobs of the non-grid strategies (flags of `awnn compare`)."""
+
+    seed: int = 0
+    repeats: int = 1
+    tpe_trials: int | None = None  # None: the AWNN grid's size
+    random_trials: int | None = None  # None: the AWNN grid's size
+    asha_grace_period: int | None = None  # epochs; None: 10% of the budget's epochs, at least 1
+    asha_reduction_factor: float = 3.0
+    optuna_storage: str | None = None  # None: optuna.db beside the MLflow SQLite file
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Arm:
+    name: str  # e.g. "fixed", "tpe", "tpe.r2"
+    family: str
+    repeat: int  # 0 for the deterministic families, else 1..repeats
+    seed: int  # the search's seed (sampling, order); training seeds follow the protocol
+    grid: Grid  # the search space
+    trials: int  # selection trials
+    options: StrategyOptions
+
+    def metric(self) -> tuple[str, str]:
+        """(metric, mode) the search optimises: the protocol's selection score."""
+        if self.grid.fixed.get("select_metric") == "loss":
+            return "best_val_loss", "min"
+        return "best_val_acc", "max"
+
+    # ---------------------------------------------------------- static plans
+    def selection_specs(self, budget: Budget) -> list[TrialSpec]:
+        """The selection trials, in launch order.  For tpe the configs are not
+        known yet: the specs carry keys only and are filled by `TpeSource`."""
+        specs = selection_specs(self.grid, budget)
+        if self.family in ("fixed", "awnn"):
+            out = specs
+        elif self.family == "random":
+            out = [specs[i] for i in random.Random(self.seed).sample(range(len(specs)), self.trials)]
+        elif self.family == "asha":
+            order = list(range(len(specs)))
+            random.Random(self.seed).shuffle(order)
+            out = [specs[i] for i in order]
+            report_at = asha_milestones(self.grace_period(budget), self.options.asha_reduction_factor, budget.epochs(self.grid))
+            for sp in out:
+                sp.report_at = report_at
+        else:  # tpe
+            out = [TrialSpec(key=f"sel-{n:04d}", phase="selection", index=-1, config={}) for n in range(self.trials)]
+        for sp in out:
+            sp.strategy, sp.family, sp.repeat = self.name, self.family, self.repeat
+        return out
+
+    def grace_period(self, budget: Budget) -> int:
+        g = self.options.asha_grace_period
+        return int(g) if g is not None else max(1, round(0.1 * budget.epochs(self.grid)))
+
+    def describe(self, budget: Budget) -> dict[str, Any]:
+        """Sweep-run params of the arm's selection phase."""
+        out: dict[str, Any] = {"family": self.family, "repeat": self.repeat, "search_seed": self.seed}
+        if self.family == "asha":
+            out.update(asha_grace_period=self.grace_period(budget), asha_reduction_factor=self.options.asha_reduction_factor,
+                       asha_max_t=budget.epochs(self.grid),
+                       asha_rungs=",".join(map(str, asha_milestones(self.grace_period(budget), self.options.asha_reduction_factor, budget.epochs(self.grid)))))
+        if self.family in ("tpe", "random"):
+            out[f"{self.family}_trials"] = self.trials
+        return out
+
+
+def asha_milestones(grace: int, rf: float, max_t: int) -> list[int]:
+    """The epochs at which ASHA compares trials (as Ray's AsyncHyperBand
+    computes its rungs for one bracket: grace * rf**k below max_t)."""
+    if grace >= max_t:
+        return []
+    n = int(math.log(max_t / grace) / math.log(rf) + 1)
+    return sorted({int(math.ceil(grace * rf**k)) for k in range(n) if grace * rf**k < max_t})
+
+
+def make_arms(task: str, families: list[str], options: StrategyOptions, budget: Budget, grid_dir: str | None = None) -> list[Arm]:
+    """Validate the strategies and their options; one Arm per run, in run order."""
+    for s in families:
+        if s not in FAMILIES:
+            raise GridError(f"--strategies: expected a comma-separated subset of {list(FAMILIES)}, found {s!r}")
+    if not families:
+        raise GridError(f"--strategies: expected at least one of {list(FAMILIES)}, found none")
+    if len(set(families)) != len(families):
+        raise GridError(f"--strategies: expected each strategy once, found {','.join(families)}")
+    if not isinstance(options.repeats, int) or options.repeats < 1:
+        raise GridError(f"--repeats: expected an integer >= 1, found {options.repeats!r}")
+    grids = {g: find_grid(task, g, grid_dir) for g in sorted({GRID_OF[s] for s in families})}
+    fixed = grids.get("fixed")
+
+    def awnn_size(flag: str) -> int:
+        try:
+            return find_grid(task, "awnn", grid_dir).size
+        except GridError as e:
+            raise GridError(f"{flag}: no default without an AWNN grid ({e}); give {flag} N") from None
+
+    def count(flag: str, value: int | None) -> int:
+        n = awnn_size(flag) if value is None else value
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise GridError(f"{flag}: expected an integer >= 1, found {n!r}")
+        return n
+
+    sizes: dict[str, int] = {}
+    if "tpe" in families:
+        sizes["tpe"] = count("--tpe-trials", options.tpe_trials)
+    if "random" in families:
+        n = count("--random-trials", options.random_trials)
+        if n > fixed.size:
+            raise GridError(f"--random-trials: expected at most the fixed grid's {fixed.size} configs ({fixed.path}), found {n}")
+        sizes["random"] = n
+    if "asha" in families:
+        epochs = budget.epochs(fixed)
+        rf = options.asha_reduction_factor
+        if not isinstance(rf, (int, float)) or isinstance(rf, bool) or not rf > 1:
+            raise GridError(f"--asha-reduction-factor: expected a number > 1, found {rf!r}")
+        g = options.asha_grace_period
+        if g is not None and (not isinstance(g, int) or isinstance(g, bool) or not 1 <= g < epochs):
+            raise GridError(f"--asha-grace-period: expected an integer from 1 to {epochs - 1} (the budget's {epochs} epochs), found {g!r}")
+        if epochs < 2:
+            raise GridError(f"--strategies asha: the budget {budget.name!r} trains {epochs} epoch per trial; ASHA needs at least 2")
+        sizes["asha"] = fixed.size
+    arms: list[Arm] = []
+    for s in families:
+        grid = grids[GRID_OF[s]]
+        if s not in STOCHASTIC:
+            arms.append(Arm(s, s, 0, options.seed, grid, grid.size, options))
+            continue
+        for k in range(1, options.repeats + 1):
+            name = s if options.repeats == 1 else f"{s}.r{k}"
+            arms.append(Arm(name, s, k, options.seed + k - 1, grid, sizes[s], options))
+    return arms
+
+
+def default_optuna_storage(tracking_uri: str) -> str:
+    """optuna.db beside the MLflow SQLite file; ./optuna.db for other stores."""
+    from pathlib import Path
+
+    if tracking_uri.startswith("sqlite:///"):
+        path = Path(tracking_uri[len("sqlite:///"):])
+        return f"sqlite:///{path.with_name('optuna.db')}"
+    return f"sqlite:///{(Path.cwd() / 'optuna.db').resolve()}"
+
+
+class TpeSource:
+    """Optuna TPE through Ray Tune's OptunaSearch, one study per arm.
+
+    `fill(spec, trial_id)` asks the sampler for the next config and writes
+    it into the spec; `complete(trial_id, outcome)` tells the study the
+    trial's selection score (trials the protocol would not select - diverged,
+    failed, stopped - are told as failed, so TPE models only usable scores)."""
+
+    def __init__(self, arm: Arm, budget: Budget, storage_url: str, study_name: str):
+        import optuna
+        from ray import tune
+        from ray.tune.search.optuna import OptunaSearch
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.arm = arm
+        self.budget = budget
+        self.study_name = study_name
+        self.storage_url = storage_url
+        self.metric, self.mode = arm.metric()
+        self.keys = list(arm.grid.grid)
+        self.index = {tuple(repr(c[k]) for k in self.keys): i for i, c in enumerate(arm.grid.configs())}
+        space = {k: tune.choice(list(v)) for k, v in arm.grid.grid.items()}
+        self.search = OptunaSearch(
+            space=space, metric=self.metric, mode=self.mode,
+            sampler=optuna.samplers.TPESampler(seed=arm.seed),
+            study_name=study_name, storage=optuna.storages.RDBStorage(storage_url),
+        )
+        self.pending: dict[str, dict] = {}  # Ray trial id -> config, for re-runs told after the fact
+
+    def fill(self, spec: TrialSpec, trial_id: str) -> None:
+        sampled = self.search.suggest(trial_id)
+        cfg = {"task": self.arm.grid.task, **self.arm.grid.fixed, **{k: sampled[k] for k in self.keys}}
+        spec.index = self.index[tuple(repr(cfg[k]) for k in self.keys)]
+        spec.config = {**_scale_milestones(cfg, self.arm.grid, self.budget), **_protocol_values(self.arm.grid, self.budget, "inner", 0)}
+
+    def told_later(self, spec: TrialSpec, trial_id: str) -> None:
+        """A trial re-run after a resume: its config came from the earlier
+        driver; its score is added to the study when it ends."""
+        self.pending[trial_id] = {k: spec.config[k] for k in self.keys}
+
+    def complete(self, trial_id: str, status: str | None, value: float | None) -> None:
+        usable = status in ("ok", "width_capped") and value is not None and math.isfinite(value)
+        if trial_id in self.pending:
+            params = self.pending.pop(trial_id)
+            if usable:
+                self.search.add_evaluated_point(params, value)
+            return
+        if trial_id not in self.search._ot_trials:
+            return
+        if usable:
+            self.search.on_trial_complete(trial_id, result={self.metric: value})
+        else:
+            self.search.on_trial_complete(trial_id, result=None, error=True)
+
+
+def make_scheduler(arms: list[Arm], budget: Budget):
+    """One Tune scheduler for the whole comparison: each ASHA arm's selection
+    trials go through that arm's own AsyncHyperBand bracket; every other
+    trial (other strategies, re-training runs) runs to its end, first in,
+    first out.  None when no arm uses ASHA."""
+    asha = [a for a in arms if a.family == "asha"]
+    if not asha:
+        return None
+    from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler
+
+    class ArmScheduler(FIFOScheduler):
+        def __init__(self):
+            super().__init__()
+            self.by_arm = {}
+            for a in asha:
+                metric, mode = a.metric()
+                if metric == "best_val_loss":
+                    metric = "val_loss"  # per-epoch records carry the latest loss, not the best
+                self.by_arm[a.name] = AsyncHyperBandScheduler(
+                    time_attr="epoch", metric=metric, mode=mode, max_t=budget.epochs(a.grid),
+                    grace_period=a.grace_period(budget), reduction_factor=a.options.asha_reduction_factor, brackets=1)
+
+        def _sub(self, trial):
+            spec = trial.config.get("spec") or {}
+            return self.by_arm.get(spec.get("strategy")) if spec.get("phase") == "selection" else None
+
+        def set_search_properties(self, metric, mode, **spec) -> bool:
+            return True
+
+        def on_trial_add(self, tune_controller, trial):
+            sub = self._sub(trial)
+            if sub is not None:
+                sub.on_trial_add(tune_controller, trial)
+
+        def on_trial_result(self, tune_controller, trial, result):
+            sub = self._sub(trial)
+            return sub.on_trial_result(tune_controller, trial, result) if sub is not None else self.CONTINUE
+
+        def on_trial_complete(self, tune_controller, trial, result):
+            sub = self._sub(trial)
+            if sub is not None and trial.trial_id in sub._trial_info:
+                sub.on_trial_complete(tune_controller, trial, result)
+
+        def on_trial_error(self, tune_controller, trial):
+            self.on_trial_remove(tune_controller, trial)
+
+        def on_trial_remove(self, tune_controller, trial):
+            sub = self._sub(trial)
+            if sub is not None and trial.trial_id in sub._trial_info:
+                sub.on_trial_remove(tune_controller, trial)
+
+        def debug_string(self) -> str:
+            return "; ".join(f"{k}: {v.debug_string()}" for k, v in self.by_arm.items())
+
+    return ArmScheduler()
