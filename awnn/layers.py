@@ -72,6 +72,7 @@ class AdaptiveWidth(nn.Module):
         self.width = 1
         self.capped = False  # the last update wanted more than max_width
         self.register_buffer("_arange", torch.arange(16, dtype=torch.float32), persistent=False)
+        self._index_cache = None  # (width, arange, (j, j + 1)) of index_views
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -107,6 +108,20 @@ class AdaptiveWidth(nn.Module):
         if self._arange.numel() < width:
             self._arange = torch.arange(grow_capacity(width, self._arange.numel(), None), dtype=self.rho.dtype, device=self.rho.device)
         return self._arange[:width]
+
+    def index_views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(j, j + 1) for j = 0..width-1 as floats: two views of a cached arange,
+        themselves cached until the width (or the arange) changes."""
+        cache = self._index_cache
+        width = self.width
+        if cache is not None and cache[0] == width and cache[1] is self._arange:
+            return cache[2]
+        if self._arange.numel() < width + 1:
+            self._arange = torch.arange(grow_capacity(width + 1, self._arange.numel(), None), dtype=self.rho.dtype, device=self.rho.device)
+        arange = self._arange
+        views = (arange[:width], arange[1 : width + 1])
+        self._index_cache = (width, arange, views)
+        return views
 
     def importance(self, width: int | None = None) -> torch.Tensor:
         """f(j) for j < width (default: the current width), differentiable in rho."""
@@ -267,6 +282,131 @@ def _scaled_linear(h: torch.Tensor, layer: "ResizableLinear", ctrl: "AdaptiveWid
     return _ImportanceScaledLinear.apply(h, layer.weight, layer.bias, ctrl.rho, ctrl.indices())
 
 
+def _relu_(z):
+    return z.relu_()
+
+
+def _leaky_relu_(z):
+    return F.leaky_relu(z, 0.01, inplace=True)
+
+
+def _relu6_(z):
+    return F.relu6(z, inplace=True)
+
+
+def _tanh_(z):
+    return z.tanh_()
+
+
+# activation name -> (forward: pre-activation z -> output (may reuse z's memory),
+#                     backward: (grad of the output, z or None, output) -> grad of z,
+#                     whether the backward needs z itself).
+# The backward ops are those PyTorch's own autograd formulas call, so the
+# gradients are bit for bit those of F.relu & co.
+_FUSED_ACTIVATIONS: dict[str, tuple[Callable, Callable, bool]] = {
+    "relu": (_relu_, lambda g, z, a: torch.ops.aten.threshold_backward(g, a, 0), False),
+    "leaky_relu": (_leaky_relu_, lambda g, z, a: torch.ops.aten.leaky_relu_backward(g, a, 0.01, True), False),
+    "relu6": (_relu6_, lambda g, z, a: torch.ops.aten.hardtanh_backward(g, a, 0.0, 6.0), False),
+    "tanh": (_tanh_, lambda g, z, a: torch.ops.aten.tanh_backward(g, a), False),
+    "gelu": (F.gelu, lambda g, z, a: torch.ops.aten.gelu_backward(g, z), True),
+}
+
+
+class _AdaptiveMLPFunction(torch.autograd.Function):
+    """The whole forward pass of an AdaptiveMLP (Eq. 14) as one autograd node.
+
+        z_0 = x W_0^T + b_0,   a_l = act(z_l),   z_l = (a_{l-1} * f_{l-1}) W_l^T + b_l
+
+    At tabular sizes a training step is dominated by per-operation overhead
+    (Python, dispatch, one autograd node per op), not by arithmetic; writing
+    the network out as one node with its gradient by hand leaves, per
+    adaptive layer, the two matrix products and a few vector ops.  Each
+    rescaling is applied to whichever is smaller, the activations (B x D)
+    or the next weight's columns (out x D): W (a * f) = (W * f) a.
+    Gradients (g = dL/dz_l, s = sigmoid(rho), f_j = s (1 - s)^j):
+        dL/da   = (g W) * f  = g (W * f)      dL/dW = g^T (a * f) = (g^T a) * f
+        dL/db   = sum_batch g
+        dL/drho = sum_j (dL/df_j) f_j ((1 - s) - s j) = sum_j gf_j (1 - s (j + 1)),
+        gf_j = dL/df_j f_j = sum (g W)_j (a * f)_j  or  sum (g^T a)_j (W * f)_j.
+
+    Inputs: (activation name, x, W_0, b_0, ..., W_L, b_L, rho_0, .., rho_{L-1},
+    j_0, .., j_{L-1}, j1_0, .., j1_{L-1}) with j = 0..D-1 and j1 = 1..D
+    (float), L the number of adaptive layers.
+    """
+
+    @staticmethod
+    def forward(ctx, activation, x, *flat):
+        n = (len(flat) + 1) // 5  # 2 (n + 1) weights/biases + 3 n rho/j/j1 tensors
+        params, rhos, js, j1s = flat[: 2 * n + 2], flat[2 * n + 2 : 3 * n + 2], flat[3 * n + 2 : 4 * n + 2], flat[4 * n + 2 :]
+        act, _, keep_z = _FUSED_ACTIVATIONS[activation]
+        shape = x.shape
+        h = x.reshape(-1, shape[-1]) if x.dim() != 2 else x
+        saved = [h]
+        scale_h = []
+        fs = []
+        for l in range(n + 1):
+            weight, bias = params[2 * l], params[2 * l + 1]
+            if l == 0:
+                z = torch.addmm(bias, h, weight.t())
+            else:
+                rho = rhos[l - 1]
+                f = torch.exp(torch.addcmul(F.logsigmoid(rho), js[l - 1], F.softplus(rho), value=-1.0))  # (D,)
+                fs.append(f)
+                if h.shape[0] * h.shape[1] <= weight.numel():
+                    scaled = h * f  # (B, D)
+                    z = torch.addmm(bias, scaled, weight.t())
+                    scale_h.append(True)
+                else:
+                    scaled = weight * f  # (out, D)
+                    z = torch.addmm(bias, h, scaled.t())
+                    scale_h.append(False)
+                saved.append(scaled)
+            if l < n:
+                zs = z if keep_z else None
+                h = act(z)
+                saved += [zs, h] if keep_z else [h]
+        ctx.save_for_backward(*params, *rhos, *j1s, *fs, *saved)
+        ctx.n, ctx.scale_h, ctx.activation, ctx.shape = n, scale_h, activation, shape
+        return z.reshape(*shape[:-1], z.shape[-1]) if len(shape) != 2 else z
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        n, scale_h = ctx.n, ctx.scale_h
+        _, act_backward, keep_z = _FUSED_ACTIVATIONS[ctx.activation]
+        t = ctx.saved_tensors
+        params, rhos, j1s, fs, saved = t[: 2 * n + 2], t[2 * n + 2 : 3 * n + 2], t[3 * n + 2 : 4 * n + 2], t[4 * n + 2 : 5 * n + 2], t[5 * n + 2 :]
+        x2 = saved[0]
+        per = 3 if keep_z else 2  # saved per adaptive layer: [z], a, scaled
+        g = grad_out.reshape(-1, grad_out.shape[-1]) if grad_out.dim() != 2 else grad_out
+        grads: list = [None] * (2 * n + 2)
+        grad_rhos: list = [None] * n
+        for l in range(n, 0, -1):
+            weight = params[2 * l]
+            base = 1 + (l - 1) * per
+            z, a, scaled = (saved[base], saved[base + 1], saved[base + 2]) if keep_z else (None, saved[base], saved[base + 1])
+            f = fs[l - 1]
+            grads[2 * l + 1] = g.sum(0)
+            if scale_h[l - 1]:  # scaled = a * f
+                grad_scaled = g @ weight  # (B, D)
+                grads[2 * l] = g.t() @ scaled
+                grad_a = grad_scaled * f
+                gf = (grad_scaled * scaled).sum(0)
+            else:  # scaled = W * f
+                grad_scaled = g.t() @ a  # (out, D)
+                grad_a = g @ scaled
+                grads[2 * l] = grad_scaled * f
+                gf = (grad_scaled * scaled).sum(0)
+            s = torch.sigmoid(rhos[l - 1])
+            grad_rhos[l - 1] = torch.dot(gf, torch.rsub(j1s[l - 1] * s, 1.0))
+            g = act_backward(grad_a, z, a)
+        grads[1] = g.sum(0)
+        grads[0] = g.t() @ x2
+        grad_x = None
+        if ctx.needs_input_grad[1]:
+            grad_x = (g @ params[0]).reshape(ctx.shape)
+        return (None, grad_x, *grads, *grad_rhos, *([None] * (2 * n)))
+
+
 _DTYPE_TOGGLE: dict = {}
 
 
@@ -374,6 +514,13 @@ class AdaptiveMLP(nn.Module):
         # so the rescaling is applied to whichever is smaller, the activations
         # (B x D_l) or the next weight matrix (D_{l+1} x D_l): same function and
         # gradients, far less work for the read-out and for large batches.
+        if self.activation in _FUSED_ACTIVATIONS and self._act is ACTIVATIONS[self.activation]:
+            ctrls = self.widths_ctrl
+            params = [p for layer in self.layers for p in (layer.weight, layer.bias)]
+            index_views = [c.index_views() for c in ctrls]
+            return _AdaptiveMLPFunction.apply(
+                self.activation, x, *params, *[c.rho for c in ctrls], *[v[0] for v in index_views], *[v[1] for v in index_views]
+            )
         act = self._act
         layers = self.layers
         prev = None  # the adaptive layer feeding the current one

@@ -1,0 +1,83 @@
+"""The fast paths of an AWNN training step against plain references: the
+whole-network autograd node, the batched width check, the resize shortcuts."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from awnn.distributions import rho_from_rate
+from awnn.layers import ACTIVATIONS, AdaptiveMLP
+
+
+def make_mlp(activation="relu", hidden_layers=3, seed=0, in_features=3, rates=(0.25, 0.4, 0.6)):
+    torch.manual_seed(seed)
+    model = AdaptiveMLP(in_features, 2, hidden_layers=hidden_layers, rate=0.3, quantile_k=0.9, activation=activation).double()
+    with torch.no_grad():
+        for ctrl, rate in zip(model.widths_ctrl, rates):
+            ctrl.rho.fill_(rho_from_rate(rate))
+    model.update_width()
+    return model
+
+
+def plain_forward(model: AdaptiveMLP, params: dict, x: torch.Tensor) -> torch.Tensor:
+    """Eq. 14 with plain torch ops (no custom autograd functions)."""
+    act = ACTIVATIONS[model.activation]
+    h, f = x, None
+    n = model.hidden_layers
+    for l in range(n + 1):
+        w, b = params[f"layers.{l}.weight"], params[f"layers.{l}.bias"]
+        h = (h if f is None else h * f) @ w.T + b
+        if l < n:
+            h = act(h)
+            rate = F.softplus(params[f"widths_ctrl.{l}.rho"])
+            j = torch.arange(h.shape[-1], dtype=h.dtype)
+            f = torch.exp(-rate * j) - torch.exp(-rate * (j + 1))
+    return h
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("batch_shape", [(2,), (40,), (3, 5)], ids=["rescale-activations", "rescale-weights", "sequence"])
+def test_fused_forward_and_gradients_match_plain_autograd(activation, batch_shape):
+    model = make_mlp(activation)
+    assert model.widths == [10, 6, 4]
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(*batch_shape, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    out = model(x)
+    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    (out * grad_out).sum().backward()
+
+    leaves = {n: p.detach().clone().requires_grad_() for n, p in model.named_parameters()}
+    x_ref = x.detach().clone().requires_grad_()
+    ref = plain_forward(model, leaves, x_ref)
+    (ref * grad_out).sum().backward()
+    assert out.shape == ref.shape == (*batch_shape, 2)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-10, atol=1e-13)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, leaves[name].grad, rtol=1e-9, atol=1e-13, msg=name)
+        assert p.grad.shape == p.shape, name
+
+
+def test_fused_forward_without_grad_gives_the_same_outputs():
+    model = make_mlp()
+    x = torch.randn(7, 3, dtype=torch.float64)
+    with_grad = model(x)
+    with torch.no_grad():
+        without = model(x)
+    assert torch.equal(with_grad.detach(), without)
+
+
+def test_fused_forward_follows_width_changes():
+    """The cached index views follow the width: grads keep the new shapes."""
+    model = make_mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    x = torch.randn(9, 3, dtype=torch.float64)
+    for widths in ([10, 6, 4], [12, 3, 4], [5, 8, 1], [30, 30, 30]):
+        model.set_widths(widths, opt)
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+        for layer in model.layers:
+            assert layer.weight.grad.shape == layer.weight.shape
+        j, j1 = model.widths_ctrl[0].index_views()
+        assert torch.equal(j, torch.arange(widths[0], dtype=torch.float64))
+        assert torch.equal(j1, torch.arange(1, widths[0] + 1, dtype=torch.float64))
