@@ -9,7 +9,14 @@ contract), so a report can be rebuilt from a tracking server alone:
 
 Definitions (docs/report.md explains them at more length):
 
-* A *trial* is one (strategy, phase, trial key); a *config* is a selection
+* An *arm* is one run of one search strategy (its *family*: fixed, awnn,
+  tpe, asha, random).  Deterministic families have one arm named after the
+  family; stochastic ones (tpe, asha, random) run `--repeats N` times with
+  different seeds, as arms `<family>.r<k>` (just `<family>` when N = 1).
+  Every table here has one row per arm, in the column `strategy` (the arm;
+  comparisons written before arms existed have arm = family), and `family`
+  where useful.
+* A *trial* is one (arm, phase, trial key); a *config* is a selection
   trial.  A trial's runs are its MLflow runs: usually one, more when a dead
   driver left it `interrupted` and a resumed comparison ran it again.  An
   interrupted run's compute counts; it is not another config.
@@ -17,15 +24,18 @@ Definitions (docs/report.md explains them at more length):
   time of every attempt x allocated CPUs, or x the GPU share on GPU
   trials).  A run without it (still running, or left open by a dead driver)
   is estimated from its last `train_seconds` and marked as estimated.
-* *Savings ratio* of a strategy S against the reference R (awnn):
-  `sum(device_hours of S's trials) / sum(device_hours of R's trials)`, for
-  the selection phase and for selection + re-training.  Its confidence
-  interval is a percentile bootstrap over trials: each strategy's trials are
-  resampled with replacement within their phase (same counts), B times.
-* *Any-time curve*: the trials of a grid have no natural order, so for
-  `n_orders` random orders the trials are run one after another; after
-  spending x device-hours the best inner-validation accuracy so far is
-  recorded; the curve is its mean (and 10-90% band) over orders.
+* *Savings ratio* of an arm S against a reference R (`awnn`, and `fixed`,
+  the full grid): `sum(device_hours of S's trials) / sum(device_hours of R's
+  trials)`, for the selection phase and for selection + re-training.  Its
+  confidence interval is a percentile bootstrap over trials: each arm's
+  trials are resampled with replacement within their phase (same counts), B
+  times.
+* *Any-time curve*: the trials of a grid (fixed, awnn) have no natural
+  order, so for `n_orders` random orders the trials are run one after
+  another; after spending x device-hours the best inner-validation accuracy
+  so far is recorded; the curve is its mean (and 10-90% band) over orders.
+  The arms of tpe, asha and random have an order, the one their trials ran
+  in (by run end time): their curve is that one order.
 * *Overhead*: device-seconds per training sample per epoch of each AWNN
   trial divided by that of fixed trials of the most similar width (same
   split, hidden layers and batch size when the grid has them).
@@ -60,10 +70,17 @@ __all__ = [
     "cost_to_target",
     "projection",
     "problems",
+    "repeat_table",
+    "arm_family",
     "REFERENCE",
+    "REFERENCES",
 ]
 
-REFERENCE = "awnn"  # the strategy every other one is measured against
+REFERENCE = "awnn"  # the strategy every other one is measured against (the headline ratio)
+REFERENCES = ("awnn", "fixed")  # savings are given against both: AWNN's grid and the full fixed-width grid
+GRID_FAMILIES = ("fixed", "awnn")  # whole grids without a natural order: random orders for curves and cost to target
+EARLY_STOPPING = ("asha",)  # families whose scheduler stops trials early on purpose (awnn.status=stopped)
+SEARCH_PARAMS = ("seed", "repeats", "tpe_trials", "random_trials", "asha_grace_period", "asha_reduction_factor")
 PHASES = ("selection", "assessment")
 SELECTABLE = ("ok", "width_capped")  # as search.protocol: scores of other statuses are not used
 TERMINAL = ("ok", "diverged", "width_capped", "failed", "stopped")
@@ -76,21 +93,39 @@ class AnalysisError(ValueError):
     """The store does not hold what was asked for (one readable line)."""
 
 
+def arm_family(arm: str) -> str:
+    """The family of an arm: `tpe.r2` -> `tpe`, `fixed` -> `fixed`."""
+    m = re.fullmatch(r"(.+)\.r\d+", arm)
+    return m.group(1) if m else arm
+
+
 # ---------------------------------------------------------------- reading
 @dataclass
 class ComparisonData:
     """One comparison as MLflow holds it, in tables (see `load_comparison`)."""
 
     tracking_uri: str
-    comparison: dict[str, Any]  # id, experiment, task, budget, state, strategies, cpus/gpus per trial, wall_seconds, ...
-    sweeps: pd.DataFrame  # one row per sweep run (strategy x phase)
+    comparison: dict[str, Any]  # id, experiment, task, budget, state, strategies (the arms), families, family_of, repeats, cpus/gpus per trial, wall_seconds, ...
+    sweeps: pd.DataFrame  # one row per sweep run (arm x phase)
     runs: pd.DataFrame  # one row per trial run (interrupted runs included)
     histories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["run_id", "key", "step", "value"]))
     other_comparisons: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def strategies(self) -> list[str]:
+        """The arms, in run order."""
         return list(self.comparison["strategies"])
+
+    def family(self, arm: str) -> str:
+        return self.comparison.get("family_of", {}).get(arm) or arm_family(arm)
+
+    @property
+    def families(self) -> dict[str, list[str]]:
+        """family -> its arms, families in the order asked for."""
+        out: dict[str, list[str]] = {f: [] for f in self.comparison.get("families", [])}
+        for arm in self.strategies:
+            out.setdefault(self.family(arm), []).append(arm)
+        return {f: arms for f, arms in out.items() if arms}
 
     def trials(self) -> pd.DataFrame:
         """`runs` folded into trials (see `trials_from_runs`), computed once per `runs` table."""
@@ -164,9 +199,18 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
     exp = client.get_experiment(root.info.experiment_id)
     runs = _search_all(client, [root.info.experiment_id], f"tags.`awnn.comparison` = '{cid}'")
     tags, params, metrics = root.data.tags, root.data.params, root.data.metrics
-    strategies = [s for s in (tags.get("awnn.strategies") or params.get("strategies") or "").split(",") if s]
-    seen = {r.data.tags.get("awnn.strategy") for r in runs if r.data.tags.get("awnn.strategy")}
-    strategies += sorted(s for s in seen if s not in strategies)
+    families = [s for s in (tags.get("awnn.strategies") or params.get("strategies") or "").split(",") if s]
+    # arms in run order (older comparisons have no awnn.arms: one arm per strategy, named after it)
+    strategies = [s for s in (tags.get("awnn.arms") or "").split(",") if s] or list(families)
+    family_of = {s: arm_family(s) for s in strategies}
+    for r in runs:
+        arm = _arm(r.data.tags)
+        if arm and arm not in family_of:
+            family_of[arm] = r.data.tags.get("awnn.strategy") or arm_family(arm)
+        elif arm and r.data.tags.get("awnn.strategy"):
+            family_of[arm] = r.data.tags["awnn.strategy"]
+    strategies += sorted(s for s in family_of if s not in strategies)
+    families += [f for f in dict.fromkeys(family_of[s] for s in strategies) if f not in families]
     try:
         budget = json.loads(params.get("budget", "{}"))
     except json.JSONDecodeError:
@@ -182,6 +226,10 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         "state": tags.get("awnn.state", "unknown"),
         "run_status": root.info.status,
         "strategies": strategies,
+        "families": families,
+        "family_of": family_of,
+        "repeats": int(_num(tags.get("awnn.repeats") or params.get("repeats"), 1.0)),
+        "search": {k: _parse(params[k]) for k in SEARCH_PARAMS if k in params},
         "command": tags.get("awnn.command", ""),
         "cpus_per_trial": _num(params.get("cpus_per_trial"), 1.0),
         "gpus_per_trial": _num(params.get("gpus_per_trial"), 0.0),
@@ -198,6 +246,11 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         adaptive = trial_runs.loc[trial_runs["model"] == "awnn", "run_id"].tolist()
         data.histories = load_histories(tracking_uri, adaptive, keys, max_points=max_points)
     return data
+
+
+def _arm(tags: dict[str, str]) -> str:
+    """A run's arm; runs written before arms existed: their strategy."""
+    return tags.get("awnn.arm") or tags.get("awnn.strategy", "")
 
 
 def _num(v: Any, default: float = math.nan) -> float:
@@ -237,7 +290,8 @@ def _sweep_frame(runs: list, strategies: list[str]) -> pd.DataFrame:
     for r in runs:
         t, p, m = r.data.tags, r.data.params, r.data.metrics
         rows.append({
-            "strategy": t.get("awnn.strategy", ""), "phase": t.get("awnn.phase", ""), "run_id": r.info.run_id,
+            "strategy": _arm(t), "family": t.get("awnn.strategy") or arm_family(_arm(t)), "repeat": int(_num(t.get("awnn.repeat"), 0.0)),
+            "phase": t.get("awnn.phase", ""), "run_id": r.info.run_id,
             "state": t.get("awnn.state", "unknown"), "trials_declared": _num(p.get("trials")), "configs_declared": _num(p.get("configs")),
             "epochs": _num(p.get("epochs")), "retrain_runs": _num(p.get("retrain_runs")), "grid_file": p.get("grid_file", ""),
             "grid_digest": p.get("grid_digest", ""), "selected_key": t.get("awnn.selected_key") or p.get("selected_key"),
@@ -245,7 +299,7 @@ def _sweep_frame(runs: list, strategies: list[str]) -> pd.DataFrame:
             "wall_seconds": m.get("wall_seconds", math.nan), "device_hours": m.get("device_hours", math.nan),
             "start_time": r.info.start_time, "end_time": r.info.end_time,
         })
-    cols = ["strategy", "phase", "run_id", "state", "trials_declared", "configs_declared", "epochs", "retrain_runs", "grid_file",
+    cols = ["strategy", "family", "repeat", "phase", "run_id", "state", "trials_declared", "configs_declared", "epochs", "retrain_runs", "grid_file",
             "grid_digest", "selected_key", "selected_config", "wall_seconds", "device_hours", "start_time", "end_time"]
     df = pd.DataFrame(rows, columns=cols)
     order = _order(strategies)
@@ -259,7 +313,7 @@ RUN_COLUMNS = [
     "run_id", "strategy", "phase", "trial_key", "status", "run_status", "model", "hidden_layers", "width", "batch_size", "split",
     "seed", "grid_index", "device_hours", "gpu_hours", "compute_seconds", "train_seconds", "epochs_run", "best_val_acc",
     "best_val_loss", "best_epoch", "test_acc", "final_width_total", "widths", "widths_at_best", "n_train", "attempts", "retries",
-    "cost_estimated", "error", "start_time", "end_time", "config",
+    "cost_estimated", "error", "start_time", "end_time", "config", "family", "repeat",
 ]
 
 
@@ -278,7 +332,8 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
             dev_h, gpu_h, compute = m["device_hours"], m.get("gpu_hours", 0.0), m.get("compute_seconds", math.nan)
         widths = _json(t.get("awnn.widths"))
         rows.append({
-            "run_id": r.info.run_id, "strategy": t.get("awnn.strategy", ""), "phase": t.get("awnn.phase") or p.get("phase", ""),
+            "run_id": r.info.run_id, "strategy": _arm(t), "family": t.get("awnn.strategy") or arm_family(_arm(t)),
+            "repeat": int(_num(t.get("awnn.repeat"), 0.0)), "phase": t.get("awnn.phase") or p.get("phase", ""),
             "trial_key": t.get("awnn.trial_key") or p.get("trial_key", ""), "status": status, "run_status": r.info.status,
             "model": p.get("model", ""), "hidden_layers": _num(p.get("hidden_layers")), "width": _num(p.get("width")),
             "batch_size": _num(p.get("batch_size")), "split": p.get("split", ""), "seed": _num(p.get("seed")),
@@ -387,8 +442,10 @@ def _selectable(df: pd.DataFrame, score: str) -> pd.Series:
 
 
 def cost_table(data: ComparisonData) -> pd.DataFrame:
-    """Per strategy and phase: configs, trials by status, runs, device-hours,
-    GPU-hours, compute and sweep wall-clock (plus a `total` row per strategy)."""
+    """Per arm and phase: configs, trials by status, runs, device-hours,
+    GPU-hours, compute and sweep wall-clock (plus a `total` row per arm).
+    Trials ASHA stopped early are counted (`stopped`) and their partial
+    device-hours are in every total."""
     trials = data.trials()
     rows = []
     for s in data.strategies:
@@ -401,7 +458,7 @@ def cost_table(data: ComparisonData) -> pd.DataFrame:
                 continue
             counts = {st: int((t["status"] == st).sum()) for st in STATUSES}
             row = {
-                "strategy": s, "phase": ph,
+                "strategy": s, "family": data.family(s), "phase": ph,
                 "configs": int(len(t)) if ph == "selection" else (1 if len(t) else 0),
                 "trials": int(len(t)), "trials_declared": float(sw["trials_declared"].iloc[0]) if len(sw) else math.nan,
                 "runs": int(len(r)), **counts, "interrupted_runs": int((r["status"] == "interrupted").sum()) if len(r) else 0,
@@ -415,9 +472,9 @@ def cost_table(data: ComparisonData) -> pd.DataFrame:
             rows.append(row)
             parts.append(row)
         if parts:
-            tot = {"strategy": s, "phase": "total"}
+            tot = {"strategy": s, "family": data.family(s), "phase": "total"}
             for k in parts[0]:
-                if k in ("strategy", "phase", "sweep_state"):
+                if k in ("strategy", "family", "phase", "sweep_state"):
                     continue
                 vals = [p[k] for p in parts]
                 tot[k] = float(np.nansum(vals)) if all(isinstance(v, float) for v in vals) else sum(vals)
@@ -459,6 +516,7 @@ def strategy_table(data: ComparisonData) -> pd.DataFrame:
         dims = _grid_dims(sel)
         rows.append({
             "strategy": s,
+            "family": data.family(s),
             "selected_key": key,
             "selected_config": cfg,
             "selected_summary": _config_summary(cfg, dims) if cfg else "none selected",
@@ -532,32 +590,32 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
-def savings(data: ComparisonData, reference: str = REFERENCE, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
-    """Per strategy other than `reference`: selection and total (selection +
-    re-training) device-hours, the ratio to the reference's, and percentile
-    bootstrap intervals (module docstring)."""
+SAVINGS_COLUMNS = ["strategy", "family", "reference", "selection_hours", "reference_selection_hours", "selection_trials", "reference_selection_trials",
+                   "selection_ratio", "selection_lo", "selection_hi", "total_hours", "reference_total_hours", "total_trials", "reference_total_trials",
+                   "total_ratio", "total_lo", "total_hi", "n_boot", "level"]
+
+
+def savings(data: ComparisonData, references: Iterable[str] = REFERENCES, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+    """Per reference present in the comparison (`awnn`, then `fixed`) and per
+    other arm: selection and total (selection + re-training) device-hours,
+    the ratio to the reference's, and percentile bootstrap intervals (module
+    docstring).  The first reference draws from `default_rng(seed)`, the
+    k-th (k >= 1) from `default_rng([seed, k])`, so adding a reference leaves
+    the intervals against the first unchanged.  A reference missing from the
+    comparison gives no rows (`savings_notes` says so)."""
     rows = []
-    if reference not in data.strategies:
-        return pd.DataFrame(columns=["strategy", "reference", "selection_ratio", "selection_lo", "selection_hi", "total_ratio", "total_lo", "total_hi", "n_boot"])
-    rng = np.random.default_rng(seed)
-    ref = {ph: _phase_costs(data.runs, reference, ph) for ph in PHASES}
     alpha = (1 - level) / 2
-
-    def boot(costs: np.ndarray) -> np.ndarray:
-        if len(costs) == 0:
-            return np.zeros(n_boot)
-        idx = rng.integers(0, len(costs), size=(n_boot, len(costs)))
-        return costs[idx].sum(axis=1)
-
-    ref_sel, ref_ass = boot(ref["selection"]), boot(ref["assessment"])
-    for s in data.strategies:
-        if s == reference:
+    for k, reference in enumerate(dict.fromkeys(references)):
+        if reference not in data.strategies:
             continue
-        mine = {ph: _phase_costs(data.runs, s, ph) for ph in PHASES}
-        sel, ass = boot(mine["selection"]), boot(mine["assessment"])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r_sel = np.where(ref_sel > 0, sel / ref_sel, np.nan)
-            r_tot = np.where(ref_sel + ref_ass > 0, (sel + ass) / (ref_sel + ref_ass), np.nan)
+        rng = np.random.default_rng(seed if k == 0 else [seed, k])
+        ref = {ph: _phase_costs(data.runs, reference, ph) for ph in PHASES}
+
+        def boot(costs: np.ndarray) -> np.ndarray:
+            if len(costs) == 0:
+                return np.zeros(n_boot)
+            idx = rng.integers(0, len(costs), size=(n_boot, len(costs)))
+            return costs[idx].sum(axis=1)
 
         def ci(x: np.ndarray) -> tuple[float, float]:
             x = x[np.isfinite(x)]
@@ -565,20 +623,42 @@ def savings(data: ComparisonData, reference: str = REFERENCE, n_boot: int = 2000
                 return math.nan, math.nan
             return float(np.quantile(x, alpha)), float(np.quantile(x, 1 - alpha))
 
-        lo_s, hi_s = ci(r_sel)
-        lo_t, hi_t = ci(r_tot)
-        rows.append({
-            "strategy": s, "reference": reference,
-            "selection_hours": float(mine["selection"].sum()), "reference_selection_hours": float(ref["selection"].sum()),
-            "selection_trials": len(mine["selection"]), "reference_selection_trials": len(ref["selection"]),
-            "selection_ratio": _ratio(mine["selection"].sum(), ref["selection"].sum()), "selection_lo": lo_s, "selection_hi": hi_s,
-            "total_hours": float(mine["selection"].sum() + mine["assessment"].sum()),
-            "reference_total_hours": float(ref["selection"].sum() + ref["assessment"].sum()),
-            "total_trials": len(mine["selection"]) + len(mine["assessment"]), "reference_total_trials": len(ref["selection"]) + len(ref["assessment"]),
-            "total_ratio": _ratio(mine["selection"].sum() + mine["assessment"].sum(), ref["selection"].sum() + ref["assessment"].sum()),
-            "total_lo": lo_t, "total_hi": hi_t, "n_boot": n_boot, "level": level,
-        })
-    return pd.DataFrame(rows)
+        ref_sel, ref_ass = boot(ref["selection"]), boot(ref["assessment"])
+        for s in data.strategies:
+            if s == reference:
+                continue
+            mine = {ph: _phase_costs(data.runs, s, ph) for ph in PHASES}
+            sel, ass = boot(mine["selection"]), boot(mine["assessment"])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r_sel = np.where(ref_sel > 0, sel / ref_sel, np.nan)
+                r_tot = np.where(ref_sel + ref_ass > 0, (sel + ass) / (ref_sel + ref_ass), np.nan)
+            lo_s, hi_s = ci(r_sel)
+            lo_t, hi_t = ci(r_tot)
+            rows.append({
+                "strategy": s, "family": data.family(s), "reference": reference,
+                "selection_hours": float(mine["selection"].sum()), "reference_selection_hours": float(ref["selection"].sum()),
+                "selection_trials": len(mine["selection"]), "reference_selection_trials": len(ref["selection"]),
+                "selection_ratio": _ratio(mine["selection"].sum(), ref["selection"].sum()), "selection_lo": lo_s, "selection_hi": hi_s,
+                "total_hours": float(mine["selection"].sum() + mine["assessment"].sum()),
+                "reference_total_hours": float(ref["selection"].sum() + ref["assessment"].sum()),
+                "total_trials": len(mine["selection"]) + len(mine["assessment"]), "reference_total_trials": len(ref["selection"]) + len(ref["assessment"]),
+                "total_ratio": _ratio(mine["selection"].sum() + mine["assessment"].sum(), ref["selection"].sum() + ref["assessment"].sum()),
+                "total_lo": lo_t, "total_hi": hi_t, "n_boot": n_boot, "level": level,
+            })
+    return pd.DataFrame(rows, columns=SAVINGS_COLUMNS)
+
+
+def savings_notes(data: ComparisonData, references: Iterable[str] = REFERENCES) -> list[str]:
+    """One line per reference the comparison lacks (its savings rows are absent)."""
+    what = {"awnn": "the AWNN grid", "fixed": "the full fixed-width grid"}
+    out = []
+    for reference in dict.fromkeys(references):
+        if reference not in data.strategies:
+            out.append(f"No savings against `{reference}` ({what.get(reference, reference)}): the comparison did not run it "
+                       f"(strategies: {', '.join(data.strategies) or 'none'}).")
+        elif len(data.strategies) < 2:
+            out.append(f"No savings against `{reference}`: the comparison has no other strategy.")
+    return out
 
 
 # --------------------------------------------------------------- overhead
@@ -658,30 +738,59 @@ def _orders(n: int, n_orders: int, rng: np.random.Generator) -> np.ndarray:
     return np.argsort(rng.random((n_orders, n)), axis=1)
 
 
-def _selection_points(data: ComparisonData, strategy: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per selection trial: device-hours (all its runs) and inner-validation
-    score (NaN when it cannot be selected: diverged, failed, ...)."""
+def _selection_points(data: ComparisonData, strategy: str, actual_order: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Per selection trial of an arm: device-hours (all its runs) and
+    inner-validation score (NaN when it cannot be selected: diverged,
+    failed, stopped early, ...).  With `actual_order`, in the order the
+    trials ran (run end time; trials still open last)."""
     t = data.trials()
     t = t[(t["strategy"] == strategy) & (t["phase"] == "selection")] if len(t) else t
     if not len(t):
         return np.zeros(0), np.zeros(0)
+    if actual_order:
+        end = pd.to_numeric(t["end_time"], errors="coerce").fillna(np.inf)
+        t = t.assign(_end=end).sort_values(["_end", "start_time", "trial_key"], kind="stable")
     score = np.where(_selectable(t, "best_val_acc"), t["best_val_acc"].astype(float), np.nan)
     return t["device_hours"].to_numpy(dtype=float), score
 
 
+def ordering(data: ComparisonData, strategy: str) -> str:
+    """`random` for the arms of a grid (fixed, awnn: no natural order),
+    `actual` for the others (tpe, asha, random: the order their trials ran)."""
+    return "random" if data.family(strategy) in GRID_FAMILIES else "actual"
+
+
+ANYTIME_COLUMNS = ["strategy", "family", "order", "device_hours", "mean", "q10", "q90", "orders_scored", "full_grid"]
+
+
 def anytime(data: ComparisonData, n_orders: int = 500, points: int = 200, seed: int = 0) -> pd.DataFrame:
-    """Best inner-validation accuracy found after x device-hours, mean and
-    10%/90% quantiles over `n_orders` random orders of each strategy's
-    selection trials; NaN where some order has not yet found a scored trial.
-    Each strategy's x runs over `points` geometrically spaced budgets from its
-    cheapest trial to its whole grid (costs span orders of magnitude)."""
+    """Best inner-validation accuracy found after x device-hours.
+
+    Grid arms (fixed, awnn): mean and 10%/90% quantiles over `n_orders`
+    random orders of the arm's selection trials; NaN where some order has
+    not yet found a scored trial; x runs over `points` geometrically spaced
+    budgets from the cheapest trial to the whole grid (costs span orders of
+    magnitude).  Other arms (tpe, asha, random): the order the trials ran,
+    one point per trial at its cumulative device-hours (mean = q10 = q90;
+    NaN until a scored trial ended).  Stopped, diverged and failed trials
+    add their cost and find nothing."""
     rng = np.random.default_rng(seed)
     rows = []
     for s in data.strategies:
-        cost, score = _selection_points(data, s)
+        order_kind = ordering(data, s)
+        cost, score = _selection_points(data, s, actual_order=order_kind == "actual")
         if not len(cost):
             continue
         total = float(cost.sum())
+        base = {"strategy": s, "family": data.family(s), "order": order_kind}
+        if order_kind == "actual":
+            cum = np.cumsum(cost)
+            best = np.fmax.accumulate(np.where(np.isnan(score), -np.inf, score))
+            for i, (x, b) in enumerate(zip(cum, best)):
+                done = bool(np.isfinite(b))
+                rows.append({**base, "device_hours": float(x), "mean": float(b) if done else math.nan, "q10": float(b) if done else math.nan,
+                             "q90": float(b) if done else math.nan, "orders_scored": float(done), "full_grid": i == len(cum) - 1})
+            continue
         positive = cost[cost > 0]
         xs = np.unique(np.append(np.geomspace(positive.min(), total, points), total)) if total > 0 else np.zeros(1)
         order = _orders(len(cost), n_orders, rng)
@@ -692,37 +801,92 @@ def anytime(data: ComparisonData, n_orders: int = 500, points: int = 200, seed: 
             k = (cum <= x * (1 + 1e-12)).sum(axis=1) - 1
             vals = np.where(k >= 0, best[np.arange(n_orders), np.clip(k, 0, None)], -np.inf)
             done = bool(np.isfinite(vals).all())
-            rows.append({"strategy": s, "device_hours": float(x), "mean": float(vals.mean()) if done else math.nan,
+            rows.append({**base, "device_hours": float(x), "mean": float(vals.mean()) if done else math.nan,
                          "q10": float(np.quantile(vals, 0.1)) if done else math.nan, "q90": float(np.quantile(vals, 0.9)) if done else math.nan,
                          "orders_scored": float(np.isfinite(vals).mean()), "full_grid": bool(x >= total * (1 - 1e-12))})
-    return pd.DataFrame(rows, columns=["strategy", "device_hours", "mean", "q10", "q90", "orders_scored", "full_grid"])
+    return pd.DataFrame(rows, columns=ANYTIME_COLUMNS)
 
 
 def cost_to_target(data: ComparisonData, margin: float = 0.01, n_orders: int = 500, seed: int = 0) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Device-hours each strategy spends, in a random order of its selection
-    trials, until its best inner-validation accuracy is within `margin` of the
-    best any strategy found (mean and median over orders; `reached` is the
-    fraction of orders that get there, 0 when the strategy's grid never does)."""
+    """Device-hours each arm spends until its best inner-validation accuracy
+    is within `margin` of the best any arm found.  Grid arms (fixed, awnn):
+    in random orders of their selection trials (mean and median over orders;
+    `reached` is the fraction of orders that get there, 0 when the grid never
+    does).  Other arms: in the order their trials ran (`reached` is 1 or 0,
+    mean = median = that order's cost)."""
     rng = np.random.default_rng(seed + 1)
-    pts = {s: _selection_points(data, s) for s in data.strategies}
+    kinds = {s: ordering(data, s) for s in data.strategies}
+    pts = {s: _selection_points(data, s, actual_order=kinds[s] == "actual") for s in data.strategies}
     finite = [np.nanmax(sc) for _, sc in pts.values() if len(sc) and np.isfinite(sc).any()]
     best = max(finite) if finite else math.nan
     target = best - margin if finite else math.nan
     rows = []
     for s, (cost, score) in pts.items():
-        row = {"strategy": s, "target": target, "reached": 0.0, "hours_mean": math.nan, "hours_median": math.nan,
-               "grid_hours": float(cost.sum()), "best_val_acc": float(np.nanmax(score)) if len(score) and np.isfinite(score).any() else math.nan}
+        row = {"strategy": s, "family": data.family(s), "order": kinds[s], "target": target, "reached": 0.0, "hours_mean": math.nan,
+               "hours_median": math.nan, "grid_hours": float(cost.sum()),
+               "best_val_acc": float(np.nanmax(score)) if len(score) and np.isfinite(score).any() else math.nan, "trials": int(len(cost))}
         if len(cost) and np.isfinite(target):
-            order = _orders(len(cost), n_orders, rng)
+            order = _orders(len(cost), n_orders, rng) if kinds[s] == "random" else np.arange(len(cost))[None, :]
+            n = len(order)
             cum = np.cumsum(cost[order], axis=1)
             hit = np.nan_to_num(score[order], nan=-np.inf) >= target - 1e-12
             reached = hit.any(axis=1)
             first = hit.argmax(axis=1)
-            hours = cum[np.arange(n_orders), first][reached]
+            hours = cum[np.arange(n), first][reached]
             row.update({"reached": float(reached.mean()), "hours_mean": float(hours.mean()) if len(hours) else math.nan,
                         "hours_median": float(np.median(hours)) if len(hours) else math.nan})
         rows.append(row)
-    return pd.DataFrame(rows), {"best_val_acc": best, "margin": margin, "target": target, "n_orders": n_orders}
+    cols = ["strategy", "family", "order", "target", "reached", "hours_mean", "hours_median", "grid_hours", "best_val_acc", "trials"]
+    return pd.DataFrame(rows, columns=cols), {"best_val_acc": best, "margin": margin, "target": target, "n_orders": n_orders}
+
+
+# ----------------------------------------------------------------- repeats
+REPEAT_METRICS = (
+    ("selection_hours", "selection device-hours"),
+    ("total_hours", "total device-hours"),
+    ("test_acc_mean", "test accuracy mean"),
+    ("savings_vs_awnn", "selection savings vs awnn"),
+    ("savings_vs_fixed", "selection savings vs fixed"),
+    ("hours_to_target", "device-hours to target"),
+)
+
+
+def repeat_table(data: ComparisonData, costs: pd.DataFrame, strategies: pd.DataFrame, savings_: pd.DataFrame,
+                 target: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """For each family with more than one arm (`--repeats N`): the spread
+    across its arms (mean, sample std, min, max, n = arms with a value) of
+    selection and total device-hours, test accuracy mean, selection savings
+    ratio vs awnn and vs fixed, and device-hours to the target (over the arms
+    that reached it); plus how many arms reached the target (k of N)."""
+    rows, info = [], {}
+    for family, arms in data.families.items():
+        if len(arms) < 2:
+            continue
+        per_arm: dict[str, list[float]] = {m: [] for m, _ in REPEAT_METRICS}
+        reached = 0
+        for arm in arms:
+            c = costs[costs["strategy"] == arm].set_index("phase") if len(costs) else pd.DataFrame()
+            per_arm["selection_hours"].append(float(c.loc["selection", "device_hours"]) if "selection" in c.index else math.nan)
+            per_arm["total_hours"].append(float(c.loc["total", "device_hours"]) if "total" in c.index else math.nan)
+            st = strategies[strategies["strategy"] == arm]
+            per_arm["test_acc_mean"].append(float(st["test_acc_mean"].iloc[0]) if len(st) else math.nan)
+            for ref in ("awnn", "fixed"):
+                sv = savings_[(savings_["strategy"] == arm) & (savings_["reference"] == ref)] if len(savings_) else savings_
+                per_arm[f"savings_vs_{ref}"].append(float(sv["selection_ratio"].iloc[0]) if len(sv) else math.nan)
+            tg = target[target["strategy"] == arm] if len(target) else target
+            hit = bool(len(tg)) and float(tg["reached"].iloc[0]) > 0
+            reached += int(hit)
+            per_arm["hours_to_target"].append(float(tg["hours_mean"].iloc[0]) if hit else math.nan)
+        for metric, label in REPEAT_METRICS:
+            v = np.array(per_arm[metric], dtype=float)
+            v = v[np.isfinite(v)]
+            rows.append({"family": family, "metric": metric, "label": label, "arms": len(arms), "n": int(len(v)),
+                         "mean": float(v.mean()) if len(v) else math.nan, "std": float(v.std(ddof=1)) if len(v) > 1 else math.nan,
+                         "min": float(v.min()) if len(v) else math.nan, "max": float(v.max()) if len(v) else math.nan,
+                         "values": [float(x) for x in per_arm[metric]]})
+        info[family] = {"arms": list(arms), "n": len(arms), "reached_target": reached}
+    cols = ["family", "metric", "label", "arms", "n", "mean", "std", "min", "max", "values"]
+    return pd.DataFrame(rows, columns=cols), info
 
 
 # ------------------------------------------------------------- projection
@@ -783,7 +947,9 @@ def projection(data: ComparisonData, fixed: str = "fixed", reference: str = REFE
 def problems(data: ComparisonData) -> list[str]:
     """What a reader must know before trusting the numbers: unfinished
     comparison or sweeps, missing sweeps or trials, trials that did not end
-    ok, estimated costs, other comparisons in the same experiment."""
+    ok, estimated costs, other comparisons in the same experiment.  Trials
+    that ASHA stopped early are its normal working, not a problem: the cost
+    table counts them (see `early_stopped`)."""
     out = []
     c = data.comparison
     if c["state"] != "finished":
@@ -818,6 +984,9 @@ def problems(data: ComparisonData) -> list[str]:
     if len(est):
         out.append(f"{len(est)} runs have no recorded device_hours; their cost is estimated from their last train_seconds.")
     bad = trials[~trials["status"].isin(("ok",))] if len(trials) else trials
+    if len(bad):
+        by_design = (bad["status"] == "stopped") & bad["strategy"].map(lambda s: data.family(s) in EARLY_STOPPING)
+        bad = bad[~by_design]
     for _, r in bad.iterrows():
         what = {"diverged": "diverged (non-finite loss)", "width_capped": "hit max_width (scored, selectable)",
                 "failed": "failed", "stopped": "was stopped early", "interrupted": "was interrupted and not re-run",
@@ -840,6 +1009,9 @@ class Analysis:
     anytime: pd.DataFrame
     target: pd.DataFrame
     target_info: dict[str, Any]
+    repeats: pd.DataFrame
+    repeats_info: dict[str, Any]
+    savings_notes: list[str]
     projection: pd.DataFrame
     projection_info: dict[str, Any]
     problems: list[str]
@@ -853,11 +1025,16 @@ def analyze(data: ComparisonData, reference: str = REFERENCE, margin: float = 0.
     ov, ov_sum = overhead(data)
     tg, tg_info = cost_to_target(data, margin=margin, n_orders=n_orders, seed=seed)
     pj, pj_info = projection(data, reference=reference)
+    refs = tuple(dict.fromkeys((reference, *REFERENCES)))
+    costs, strategies = cost_table(data), strategy_table(data)
+    sv = savings(data, references=refs, n_boot=n_boot, seed=seed)
+    rp, rp_info = repeat_table(data, costs, strategies, sv, tg)
     return Analysis(
-        data=data, costs=cost_table(data), strategies=strategy_table(data), widths=width_table(data),
-        savings=savings(data, reference=reference, n_boot=n_boot, seed=seed), overhead=ov, overhead_summary=ov_sum,
-        anytime=anytime(data, n_orders=n_orders, seed=seed), target=tg, target_info=tg_info, projection=pj, projection_info=pj_info,
-        problems=problems(data), settings={"reference": reference, "target_margin": margin, "n_boot": n_boot, "n_orders": n_orders, "seed": seed},
+        data=data, costs=costs, strategies=strategies, widths=width_table(data),
+        savings=sv, overhead=ov, overhead_summary=ov_sum,
+        anytime=anytime(data, n_orders=n_orders, seed=seed), target=tg, target_info=tg_info, repeats=rp, repeats_info=rp_info,
+        savings_notes=savings_notes(data, refs), projection=pj, projection_info=pj_info, problems=problems(data),
+        settings={"reference": reference, "references": list(refs), "target_margin": margin, "n_boot": n_boot, "n_orders": n_orders, "seed": seed},
     )
 
 
@@ -877,6 +1054,15 @@ def _clean(x: Any) -> Any:
     return x
 
 
+def _arm_repeat(d: ComparisonData, arm: str) -> int:
+    r = d.runs[d.runs["strategy"] == arm]["repeat"] if len(d.runs) else pd.Series(dtype=float)
+    r = pd.to_numeric(r, errors="coerce").dropna()
+    if len(r):
+        return int(r.iloc[0])
+    m = re.fullmatch(r".+\.r(\d+)", arm)
+    return int(m.group(1)) if m else 0
+
+
 def summarize(a: Analysis) -> dict[str, Any]:
     """The machine-readable summary (summary.json; keys in docs/report.md)."""
     d = a.data
@@ -893,6 +1079,7 @@ def summarize(a: Analysis) -> dict[str, Any]:
         st = a.strategies[a.strategies["strategy"] == s].iloc[0]
         wd = a.widths[a.widths["strategy"] == s].iloc[0]
         per[s] = {
+            "family": d.family(s), "repeat": _arm_repeat(d, s), "order": ordering(d, s),
             "configs": int(ph["selection"]["configs"]) if "selection" in ph else 0,
             "trials": {p: int(ph[p]["trials"]) for p in PHASES if p in ph},
             "runs": {p: int(ph[p]["runs"]) for p in PHASES if p in ph},
@@ -905,9 +1092,20 @@ def summarize(a: Analysis) -> dict[str, Any]:
             "width": {"kind": wd["kind"], "per_layer_mean": wd.get("per_layer_mean"), "per_layer_std": wd.get("per_layer_std"),
                       "total_mean": wd["total_mean"], "total_std": wd["total_std"], "n": int(wd["n"])},
         }
-    sv = {r["strategy"]: {"reference": r["reference"], "selection": r["selection_ratio"], "selection_ci": [r["selection_lo"], r["selection_hi"]],
-                          "total": r["total_ratio"], "total_ci": [r["total_lo"], r["total_hi"]]} for _, r in a.savings.iterrows()}
+    by_ref: dict[str, dict[str, Any]] = {}
+    for _, r in a.savings.iterrows():
+        by_ref.setdefault(r["reference"], {})[r["strategy"]] = {
+            "reference": r["reference"], "selection": r["selection_ratio"], "selection_ci": [r["selection_lo"], r["selection_hi"]],
+            "total": r["total_ratio"], "total_ci": [r["total_lo"], r["total_hi"]],
+            "selection_hours": r["selection_hours"], "reference_selection_hours": r["reference_selection_hours"],
+            "total_hours": r["total_hours"], "reference_total_hours": r["reference_total_hours"]}
+    sv = by_ref.get(a.settings["reference"], {})
     head = sv.get("fixed") or (next(iter(sv.values())) if sv else None)
+    spread = {}
+    for family, info in a.repeats_info.items():
+        rows = a.repeats[a.repeats["family"] == family]
+        spread[family] = {**info, **{r["metric"]: {"mean": r["mean"], "std": r["std"], "min": r["min"], "max": r["max"], "n": r["n"], "values": r["values"]}
+                                     for _, r in rows.iterrows()}}
     out = {
         "schema": "awnn-report/1",
         "comparison": c["id"], "experiment": c["experiment"], "task": c["task"], "budget": c["budget"], "state": c["state"],
@@ -920,8 +1118,15 @@ def summarize(a: Analysis) -> dict[str, Any]:
         "savings_ratio_total": head["total"] if head else None,
         "savings_ratio_total_ci": head["total_ci"] if head else [None, None],
         "savings": sv,
+        "savings_by_reference": {ref: by_ref.get(ref, {}) for ref in a.settings["references"]},
+        "savings_notes": a.savings_notes,
+        "arms": d.strategies,
+        "families": d.families,
+        "repeats": c.get("repeats", 1),
+        "repeat_spread": spread,
+        "search": c.get("search", {}),
         "overhead": a.overhead_summary,
-        "target": {**a.target_info, "strategies": {r["strategy"]: {"reached": r["reached"], "hours_mean": r["hours_mean"], "hours_median": r["hours_median"], "grid_hours": r["grid_hours"]} for _, r in a.target.iterrows()}},
+        "target": {**a.target_info, "strategies": {r["strategy"]: {"order": r["order"], "reached": r["reached"], "hours_mean": r["hours_mean"], "hours_median": r["hours_median"], "grid_hours": r["grid_hours"]} for _, r in a.target.iterrows()}},
         "projection": {**a.projection_info, "rows": a.projection.to_dict("records")},
         "wall_seconds": c["wall_seconds"],
         "problems": a.problems,

@@ -44,6 +44,12 @@ SUMMARY_KEYS = {
     "savings_ratio_total": (float, int, type(None)),
     "savings_ratio_total_ci": list,
     "savings": dict,
+    "savings_by_reference": dict,
+    "savings_notes": list,
+    "arms": list,
+    "families": dict,
+    "repeats": int,
+    "repeat_spread": dict,
     "overhead": dict,
     "target": dict,
     "projection": dict,
@@ -51,7 +57,7 @@ SUMMARY_KEYS = {
     "settings": dict,
     "files": dict,
 }
-STRATEGY_KEYS = ("configs", "trials", "runs", "status_counts", "device_hours", "gpu_hours", "selected_key", "test_acc_mean", "test_acc_std", "test_runs", "width")
+STRATEGY_KEYS = ("family", "repeat", "order", "configs", "trials", "runs", "status_counts", "device_hours", "gpu_hours", "selected_key", "test_acc_mean", "test_acc_std", "test_runs", "width")
 PLOTS = {
     "anytime": "anytime.png",
     "cost": "cost.png",
@@ -134,19 +140,25 @@ def _plt():
     return plt
 
 
+FAMILY_COLORS = {"fixed": "#1f77b4", "awnn": "#d62728", "tpe": "#2ca02c", "asha": "#9467bd", "random": "#ff7f0e"}
+LINESTYLES = ["-", "--", ":", "-."]
+
+
 def _colors(strategies: list[str]) -> dict[str, str]:
-    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
-    fixed = {"fixed": "#1f77b4", "awnn": "#d62728"}
-    out, i = {}, 0
+    """One colour per family (the arms of a family share it; `_linestyle` tells repeats apart)."""
+    palette = ["#8c564b", "#17becf", "#e377c2", "#7f7f7f", "#bcbd22"]
+    out, extra = {}, {}
     for s in strategies:
-        if s in fixed:
-            out[s] = fixed[s]
-        else:
-            while palette[i % len(palette)] in fixed.values():
-                i += 1
-            out[s] = palette[i % len(palette)]
-            i += 1
+        fam = A.arm_family(s)
+        if fam not in FAMILY_COLORS and fam not in extra:
+            extra[fam] = palette[len(extra) % len(palette)]
+        out[s] = FAMILY_COLORS.get(fam) or extra[fam]
     return out
+
+
+def _linestyle(arm: str) -> str:
+    m = re.fullmatch(r".+\.r(\d+)", arm)
+    return LINESTYLES[(int(m.group(1)) - 1) % len(LINESTYLES)] if m else "-"
 
 
 def _save(fig, path: Path) -> None:
@@ -176,8 +188,12 @@ def plot_anytime(a: A.Analysis, path: Path) -> None:
             continue
         any_line = True
         n = int((a.costs[(a.costs["strategy"] == s) & (a.costs["phase"] == "selection")]["trials"]).sum())
-        ax.plot(ok["device_hours"], 100 * ok["mean"], color=colors[s], label=f"{s} ({n} configs)")
-        ax.fill_between(ok["device_hours"], 100 * ok["q10"], 100 * ok["q90"], color=colors[s], alpha=0.15, linewidth=0)
+        if d["order"].iloc[0] == "actual":  # one order, the one the trials ran in: a step per finished trial
+            ax.plot(ok["device_hours"], 100 * ok["mean"], color=colors[s], linestyle=_linestyle(s), drawstyle="steps-post", linewidth=1.2,
+                    label=f"{s} ({n} trials, as run)")
+        else:
+            ax.plot(ok["device_hours"], 100 * ok["mean"], color=colors[s], label=f"{s} ({n} configs, random orders)")
+            ax.fill_between(ok["device_hours"], 100 * ok["q10"], 100 * ok["q90"], color=colors[s], alpha=0.15, linewidth=0)
         ax.plot([ok["device_hours"].iloc[-1]], [100 * ok["mean"].iloc[-1]], "o", color=colors[s])
     target = a.target_info.get("target")
     if _finite(target) and any_line:
@@ -185,11 +201,21 @@ def plot_anytime(a: A.Analysis, path: Path) -> None:
     if not any_line:
         _empty(ax, "no selection trial with a validation score")
     else:
+        from matplotlib.ticker import LogLocator, NullFormatter
+
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("cumulative selection cost (device-hours, log scale)")
     ax.set_ylabel("best inner-validation accuracy (%)")
-    ax.set_title(f"Any-time curves: mean and 10-90% band over {a.settings['n_orders']} random orders of each grid", fontsize=9)
-    if any_line:
+    kinds = set(a.anytime["order"]) if len(a.anytime) else set()
+    title = "Any-time curves: " + "; ".join(
+        ([f"grids: mean and 10-90% band over {a.settings['n_orders']} random orders"] if "random" in kinds else [])
+        + (["other strategies: the order their trials ran"] if "actual" in kinds else []))
+    ax.set_title(title if kinds else "Any-time curves", fontsize=9)
+    if any_line and len(a.data.strategies) > 4:
+        ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    elif any_line:
         ax.legend(frameon=False, fontsize=8, loc="lower right")
     _save(fig, path)
 
@@ -198,7 +224,7 @@ def plot_cost(a: A.Analysis, path: Path) -> None:
     plt = _plt()
     c = a.costs
     strategies = [s for s in a.data.strategies if len(c) and (c["strategy"] == s).any()]
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.9 * len(strategies) + 1.5), 3.4))
     if not strategies:
         _empty(ax, "no runs")
         _save(fig, path)
@@ -218,12 +244,14 @@ def plot_cost(a: A.Analysis, path: Path) -> None:
             if v > 0.2 * total_max:  # label segments tall enough to hold it; the table has every number
                 ax.text(x[i], bottoms[i] + v / 2, f"{fh(v)}\n({n} runs)", ha="center", va="center", fontsize=7, color="white")
         bottoms = bottoms + vals
+    many = len(strategies) > 4
     for i, b in enumerate(bottoms):
-        ax.text(x[i], b, f"{fh(b)} device-h", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(x, strategies)
+        ax.text(x[i], b, fh(b) if many else f"{fh(b)} device-h", ha="center", va="bottom", fontsize=7 if many else 8)
+    ax.set_xticks(x, strategies, fontsize=8 if len(strategies) > 4 else None)
     ax.set_ylabel("device-hours")
     ax.set_ylim(0, max(bottoms.max() * 1.15, 1e-9))
-    ax.set_title("Search cost per strategy and phase", fontsize=9)
+    ax.set_title("Search cost per strategy and phase" + (" (ASHA: stopped trials' partial cost included)"
+                                                          if any(A.arm_family(s) in A.EARLY_STOPPING for s in strategies) else ""), fontsize=9)
     ax.legend(frameon=False, fontsize=8)
     _save(fig, path)
 
@@ -293,7 +321,8 @@ def plot_accuracy_width(a: A.Analysis, path: Path) -> None:
             keep = np.isfinite(x) & np.isfinite(y)
             if keep.any():
                 drawn = True
-                ax.scatter(x[keep], y[keep], s=18, color=colors[s], alpha=0.7, label=f"{s} (n={int(keep.sum())})", marker="o" if s != "awnn" else "^")
+                marker = {"awnn": "^", "tpe": "s", "asha": "D", "random": "x"}.get(A.arm_family(s), "o")
+                ax.scatter(x[keep], y[keep], s=18, color=colors[s], alpha=0.7, label=f"{s} (n={int(keep.sum())})", marker=marker)
         if drawn:
             from matplotlib.ticker import NullFormatter, ScalarFormatter
 
@@ -331,6 +360,28 @@ def plot_projection(a: A.Analysis, path: Path) -> None:
 
 
 # --------------------------------------------------------------- document
+def _strategies_text(d: A.ComparisonData) -> str:
+    out = []
+    for family, arms in d.families.items():
+        out.append(family if arms == [family] else f"{family} ({len(arms)} repeats: {', '.join(arms)})")
+    return ", ".join(out)
+
+
+def _early_stopped(a: A.Analysis) -> str:
+    """One sentence on the trials ASHA stopped early (empty when none)."""
+    c = a.costs
+    rows = c[(c["phase"] == "selection") & c["strategy"].map(lambda s: a.data.family(s) in A.EARLY_STOPPING)] if len(c) else c
+    if not len(rows):
+        return ""
+    trials = a.data.trials()
+    parts = []
+    for _, r in rows.iterrows():
+        t = trials[(trials["strategy"] == r["strategy"]) & (trials["phase"] == "selection") & (trials["status"] == "stopped")]
+        parts.append(f"{r['strategy']} {int(r['stopped'])} of {int(r['trials'])} selection trials ({fh(t['device_hours'].sum())} of its {fh(r['device_hours'])} device-hours)")
+    return ("ASHA stopped trials early by design: " + "; ".join(parts) + ". A stopped trial's partial device-hours are included in every total, "
+            "its status is `stopped`, and it is never selected.")
+
+
 def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | None = None) -> list[tuple]:
     """The report as a list of blocks: ("h1"|"h2"|"p", text), ("ul", [items]),
     ("table", header, rows), ("img", plot name, alt text)."""
@@ -338,7 +389,7 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
     doc: list[tuple] = []
     n_runs = len(d.runs)
     doc.append(("h1", f"AWNN search-cost report: {c['task']} ({c['id']})"))
-    doc.append(("p", f"Comparison `{c['id']}` in MLflow experiment `{c['experiment']}`: strategies {', '.join(d.strategies)}; budget `{c['budget']}`; "
+    doc.append(("p", f"Comparison `{c['id']}` in MLflow experiment `{c['experiment']}`: strategies {_strategies_text(d)}; budget `{c['budget']}`; "
                      f"started {_date(c['start_time'])}; state **{c['state']}**; {n_runs} trial runs in {len(d.sweeps)} sweeps. "
                      f"Every number below is read back from MLflow. Device-hours = training time of every attempt x allocated CPUs "
                      f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
@@ -359,6 +410,8 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
 
     for _, sv in a.savings.iterrows():
         s = sv["strategy"]
+        if sv["reference"] != ref or d.family(s) not in A.GRID_FAMILIES:
+            continue  # the other arms and the second reference: one line below, every number in the savings table
         h, n, cfg = cost_of(s, "selection")
         hr, nr, cfgr = cost_of(ref, "selection")
         if not n or not nr:
@@ -375,8 +428,24 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
                      f"{sv['reference_selection_trials']} trials). With re-training included: {fratio(sv['total_ratio'])} "
                      f"(CI {fratio(sv['total_lo'])} to {fratio(sv['total_hi'])}; {fh(sv['total_hours'])} vs {fh(sv['reference_total_hours'])} device-hours, "
                      f"{sv['total_trials']} and {sv['reference_total_trials']} trials).")
+    others = [s for s in d.strategies if d.family(s) not in A.GRID_FAMILIES]
+    if others and len(a.savings):
+        parts = []
+        for s in others:
+            h, n, _ = cost_of(s, "selection")
+            ratios = [f"{fratio(r['selection_ratio'])} vs {r['reference']}" for _, r in a.savings[a.savings["strategy"] == s].iterrows()]
+            parts.append(f"{s} {fh(h)} device-hours over {n} trials" + (f" ({', '.join(ratios)})" if ratios else ""))
+        items.append("**Model-selection cost of the other strategies** (ratio = its device-hours / the reference's; below 1: cheaper than the reference): "
+                     + "; ".join(parts) + ".")
+    fixed_vs = a.savings[(a.savings["reference"] == "fixed") & (a.savings["strategy"] == ref)] if len(a.savings) else a.savings
+    if len(fixed_vs):
+        r = fixed_vs.iloc[0]
+        items.append(f"**{ref} against the full grid.** The {ref} grid spent {fratio(r['selection_ratio'])} of the fixed grid's selection device-hours "
+                     f"(CI {fratio(r['selection_lo'])} to {fratio(r['selection_hi'])}); {fratio(r['total_ratio'])} with re-training.")
     if not len(a.savings):
-        items.append(f"No savings ratio: it needs the reference strategy `{ref}` and at least one other strategy in the comparison.")
+        items.append(f"No savings ratio: it needs the reference strategy `{ref}` (or `fixed`) and at least one other strategy in the comparison.")
+    for note in a.savings_notes:
+        items.append("**Savings.** " + note)
     accs = []
     for _, st in a.strategies.iterrows():
         if st["test_runs"]:
@@ -403,14 +472,22 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
     if _finite(ti.get("target")):
         parts = []
         for _, t in a.target.iterrows():
-            if t["reached"] > 0:
+            if t["reached"] > 0 and t["order"] == "actual":
+                parts.append(f"{t['strategy']} after {fh(t['hours_mean'])} device-hours (as run)")
+            elif t["reached"] > 0:
                 parts.append(f"{t['strategy']} after {fh(t['hours_mean'])} device-hours on average" + (f" (in {fpct(t['reached'], 0)} of orders)" if t["reached"] < 1 else ""))
             else:
                 parts.append(f"{t['strategy']} never (its best: {fpct(t['best_val_acc'])})")
+        how = ("in a random order of the grid" if set(a.target["order"]) == {"random"} else
+               "in a random order for the grids (fixed, awnn), in the order the trials ran for the other strategies")
         items.append(f"**Cost to a good model.** Reaching within {100 * ti['margin']:g} pp (percentage points) of the best inner-validation accuracy any strategy found "
-                     f"({fpct(ti['best_val_acc'])}), in a random order of the grid: " + "; ".join(parts) + ".")
+                     f"({fpct(ti['best_val_acc'])}), {how}: " + "; ".join(parts) + ".")
     n_prob = len(a.problems)
-    items.append("**Data quality.** " + ("Every sweep and trial finished ok." if not n_prob else f"{n_prob} issues, listed under \"Problems\" below; failed and diverged trials' compute is included in every cost."))
+    early = _early_stopped(a)
+    if early:
+        items.append("**Early stopping.** " + early)
+    items.append("**Data quality.** " + ("Every sweep and trial finished ok" + (" (ASHA's early stops aside)." if early else ".") if not n_prob
+                                         else f"{n_prob} issues, listed under \"Problems\" below; failed and diverged trials' compute is included in every cost."))
     doc.append(("ul", items))
 
     # ---- problems first when there are any: a reader must see them
@@ -434,7 +511,10 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
                      fh(r["device_hours"]) + (" (est.)" if int(r["estimated_runs"]) else ""), fh(r["gpu_hours"]), fsec(r["wall_seconds"])])
     doc.append(("table", ["strategy", "phase", "configs", "trials", "status", "MLflow runs", "device-hours", "GPU-hours", "sweep wall-clock"], rows))
     doc.append(("p", f"Comparison wall-clock: {fsec(c['wall_seconds'])}. Trials are counted once per config (selection) or re-training run; "
-                     "runs of a trial that a dead driver left `interrupted` add their compute, not configs."))
+                     "runs of a trial that a dead driver left `interrupted` add their compute, not configs."
+                     + (" TPE may suggest a config twice: each suggestion is a trial and counts." if any(d.family(s) == "tpe" for s in d.strategies) else "")))
+    if early:
+        doc.append(("p", early))
     doc.append(("img", "cost", "Stacked bars of device-hours per strategy: selection and re-training"))
 
     # ---- accuracy and width (Table 1 of the paper)
@@ -459,18 +539,41 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
                  f"{fratio(sv['total_ratio'])} [{fratio(sv['total_lo'])}, {fratio(sv['total_hi'])}]",
                  f"{sv['selection_trials']} / {sv['reference_selection_trials']}"] for _, sv in a.savings.iterrows()]
         doc.append(("table", ["strategy", "vs", "selection device-h", "selection ratio [95% CI]", "total device-h", "total ratio [95% CI]", "selection trials"], rows))
-    doc.append(("p", f"Ratio = sum of the strategy's trial device-hours / sum of the `{ref}` trials' device-hours (ratio > 1: `{ref}` is cheaper). "
+    doc.append(("p", f"Ratio = sum of the strategy's trial device-hours / sum of the reference's (`vs`) trial device-hours: against `{ref}` (ratio > 1: `{ref}` is cheaper) "
+                     "and against `fixed`, the full fixed-width grid (ratio < 1: cheaper than running the whole grid). "
                      f"CI: percentile bootstrap, {a.settings['n_boot']} resamples of each strategy's trials with replacement within each phase (seed {a.settings['seed']})."))
+    if a.savings_notes:
+        doc.append(("ul", list(a.savings_notes)))
 
     # ---- any-time and target
     doc.append(("h2", "Any-time curves and cost to a target"))
     doc.append(("img", "anytime", "Best inner-validation accuracy against cumulative selection device-hours"))
     if _finite(ti.get("target")):
-        rows = [[t["strategy"], fpct(t["best_val_acc"]), fpct(t["reached"], 0), fh(t["hours_mean"]), fh(t["hours_median"]), fh(t["grid_hours"])] for _, t in a.target.iterrows()]
-        doc.append(("table", ["strategy", "best inner val acc", "orders reaching target", "device-h to target (mean)", "(median)", "whole grid device-h"], rows))
+        rows = [[t["strategy"], f"random ({ti['n_orders']} orders)" if t["order"] == "random" else "as run", fpct(t["best_val_acc"]),
+                 fpct(t["reached"], 0) if t["order"] == "random" else ("yes" if t["reached"] > 0 else "no"),
+                 fh(t["hours_mean"]), fh(t["hours_median"]) if t["order"] == "random" else "", fh(t["grid_hours"])] for _, t in a.target.iterrows()]
+        doc.append(("table", ["strategy", "order", "best inner val acc", "reached target", "device-h to target (mean)", "(median)", "all selection trials device-h"], rows))
+        actual = sorted({d.family(s) for s in a.target.loc[a.target["order"] == "actual", "strategy"]}) if len(a.target) else []
         doc.append(("p", f"Target: {fpct(ti['target'])} = best inner-validation accuracy of any strategy ({fpct(ti['best_val_acc'])}) minus {100 * ti['margin']:g} pp. "
-                         f"A grid has no natural order: each curve and cost is averaged over {ti['n_orders']} random orders of the strategy's selection trials, "
-                         "run one after another; diverged and failed trials cost their device-hours and find nothing."))
+                         f"A grid has no natural order: each grid's curve and cost is averaged over {ti['n_orders']} random orders of its selection trials, "
+                         "run one after another"
+                         + (f"; {', '.join(actual)} chose their trials in sequence, so their curves and costs follow the order the trials ran "
+                            "(by run end time), cumulative device-hours on x" if actual else "")
+                         + ". Diverged, failed and stopped trials cost their device-hours and find nothing."))
+
+    # ---- repeats
+    if len(a.repeats):
+        doc.append(("h2", "Repeats: spread across seeds"))
+        rows = []
+        for family, info in a.repeats_info.items():
+            for _, r in a.repeats[a.repeats["family"] == family].iterrows():
+                fmt = fpct if r["metric"] == "test_acc_mean" else (fratio if r["metric"].startswith("savings") else fh)
+                rows.append([family, r["label"], f"{r['n']} of {r['arms']}", fmt(r["mean"]), fmt(r["std"]), fmt(r["min"]), fmt(r["max"])])
+            rows.append([family, "reached target", f"{info['reached_target']} of {info['n']}", "", "", "", ""])
+        doc.append(("table", ["family", "measure", "arms (n)", "mean", "std", "min", "max"], rows))
+        doc.append(("p", "Each stochastic strategy ran once per seed (`--repeats`); every arm is a full search with its own selection and re-training. "
+                         "Mean and sample standard deviation (ddof=1) over the arms with a value; device-hours to target over the arms that reached it. "
+                         "Savings ratios: the arm's selection device-hours / the reference's (awnn, or fixed: the full grid)."))
 
     # ---- overhead
     doc.append(("h2", "AWNN per-step overhead, measured on these runs"))
