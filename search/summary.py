@@ -16,9 +16,12 @@ def _cfg_short(cfg: dict) -> str:
 
 
 def print_summary(comparison, results, stream=None) -> None:
+    """One line per arm (`fixed`, `awnn`, `tpe.r1`, ...): selection trials,
+    device-hours, wall-clock, test accuracy, width and the selected config."""
     out = stream or sys.stdout
     print(f"\nComparison {comparison.id} (task {comparison.task}, budget {comparison.budget.name}; device-hours = allocated CPUs or GPU share x training time)", file=out)
-    header = f"{'strategy':<9} {'configs':>7} {'sel dev-h':>10} {'retrain dev-h':>13} {'wall':>8}  {'test acc (mean +- std, n)':<26} {'width':<14} best config"
+    w = max([8, *(len(r.strategy) for r in results)])
+    header = f"{'strategy':<{w}} {'trials':>7} {'sel dev-h':>10} {'retrain dev-h':>13} {'wall':>8}  {'test acc (mean +- std, n)':<26} {'width':<14} best config"
     print(header, file=out)
     print("-" * len(header), file=out)
     for r in results:
@@ -28,8 +31,16 @@ def print_summary(comparison, results, stream=None) -> None:
         s = r.summary
         acc = f"{100 * s['test_acc_mean']:.2f} +- {100 * s['test_acc_std']:.2f}% (n={s['runs_ok']})" if s else "n/a"
         cfg = _cfg_short(r.selected["config"]) if r.selected else "none selected"
-        print(f"{r.strategy:<9} {r.grid.size:>7} {sel_h:>10.4f} {ret_h:>13.4f} {fmt_seconds(wall):>8}  {acc:<26} {r.widths():<14} {cfg}", file=out)
-    problems = [(r.strategy, o["key"], o["status"]) for r in results for ph in (r.selection, r.assessment) if ph for o in ph.outcomes if o.get("status") not in ("ok",)]
+        trials = len(r.selection.outcomes) or r.grid.size  # tpe and random run fewer trials than their grid has configs
+        print(f"{r.strategy:<{w}} {trials:>7} {sel_h:>10.4f} {ret_h:>13.4f} {fmt_seconds(wall):>8}  {acc:<26} {r.widths():<14} {cfg}", file=out)
+    family = {r.strategy: getattr(r, "family", "") or r.strategy.split(".r")[0] for r in results}
+    outcomes = [(r.strategy, o) for r in results for ph in (r.selection, r.assessment) if ph for o in ph.outcomes]
+    # ASHA stops trials by design: counted apart from the trials that went wrong
+    early = {s: sum(1 for a, o in outcomes if a == s and o.get("status") == "stopped") for s in family if family[s] == "asha"}
+    if sum(early.values()):
+        print(f"\n{sum(early.values())} trials were stopped early by ASHA (their partial compute is counted above): "
+              + ", ".join(f"{s} {n}" for s, n in early.items()), file=out)
+    problems = [(s, o["key"], o["status"]) for s, o in outcomes if o.get("status") != "ok" and not (o.get("status") == "stopped" and s in early)]
     if problems:
         print(f"\n{len(problems)} trials did not end ok (their compute is counted above): " + ", ".join(f"{s}:{k}={st}" for s, k, st in problems[:12]) + (" ..." if len(problems) > 12 else ""), file=out)
     print(f"\nMLflow: {comparison.tracking_uri}  (open it with: mlflow ui --backend-store-uri {comparison.tracking_uri})", file=out)

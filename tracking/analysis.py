@@ -459,7 +459,7 @@ def cost_table(data: ComparisonData) -> pd.DataFrame:
             counts = {st: int((t["status"] == st).sum()) for st in STATUSES}
             row = {
                 "strategy": s, "family": data.family(s), "phase": ph,
-                "configs": int(len(t)) if ph == "selection" else (1 if len(t) else 0),
+                "configs": _configs(data, s, t) if ph == "selection" else (1 if len(t) else 0),
                 "trials": int(len(t)), "trials_declared": float(sw["trials_declared"].iloc[0]) if len(sw) else math.nan,
                 "runs": int(len(r)), **counts, "interrupted_runs": int((r["status"] == "interrupted").sum()) if len(r) else 0,
                 "device_hours": float(r["device_hours"].sum()) if len(r) else 0.0,
@@ -482,6 +482,16 @@ def cost_table(data: ComparisonData) -> pd.DataFrame:
             tot["sweep_state"] = "finished" if all(p["sweep_state"] == "finished" for p in parts) else "incomplete"
             rows.append(tot)
     return pd.DataFrame(rows)
+
+
+def _configs(data: ComparisonData, arm: str, sel: pd.DataFrame) -> int:
+    """Distinct configs among an arm's selection trials: one per trial, but
+    TPE may suggest a config twice (two trials, one config: its grid_index)."""
+    if data.family(arm) == "tpe" and len(sel):
+        idx = pd.to_numeric(sel["grid_index"], errors="coerce")
+        if idx.notna().all():
+            return int(idx.nunique())
+    return int(len(sel))
 
 
 def _grid_dims(sel: pd.DataFrame) -> dict[str, list]:

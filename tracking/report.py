@@ -442,7 +442,7 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
         r = fixed_vs.iloc[0]
         items.append(f"**{ref} against the full grid.** The {ref} grid spent {fratio(r['selection_ratio'])} of the fixed grid's selection device-hours "
                      f"(CI {fratio(r['selection_lo'])} to {fratio(r['selection_hi'])}); {fratio(r['total_ratio'])} with re-training.")
-    if not len(a.savings):
+    if not len(a.savings) and not a.savings_notes:
         items.append(f"No savings ratio: it needs the reference strategy `{ref}` (or `fixed`) and at least one other strategy in the comparison.")
     for note in a.savings_notes:
         items.append("**Savings.** " + note)
@@ -583,7 +583,7 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
                 for _, r in a.overhead.iterrows()]
         doc.append(("table", ["strategy", "phase", "trial", "layers", "batch", "AWNN mean width/layer", f"AWNN {ov['unit']}", "fixed width", "fixed (runs)", "matched on", "ratio"], rows))
     doc.append(("p", f"Cost per epoch = train_seconds x allocated devices / epochs_run ({ov.get('unit')}); train_seconds is training time only. "
-                     "Each AWNN run is compared with the fixed runs of the closest width (log scale) to its mean learned width per layer over training, "
+                     "Each AWNN run is compared with the fixed-width runs (of any strategy) of the closest width (log scale) to its mean learned width per layer over training, "
                      "on the same split with the same hidden layers and batch size where the grid has them."
                      + ("" if "per sample" in str(ov.get("unit")) else " The runs do not record n_train, so the cost is per epoch, not per sample; on one split the ratio is the same.")))
     doc.append(("img", "widths", "Learned total width of each AWNN trial over epochs"))
