@@ -87,7 +87,10 @@ class AdaptiveWidth(nn.Module):
 
     def target_width(self) -> tuple[int, bool]:
         """(D from the current rate, capped at max_width; whether it was capped)."""
-        rho = self.rho.item()
+        return self.width_for_rho(self.rho.item())
+
+    def width_for_rho(self, rho: float) -> tuple[int, bool]:
+        """`target_width` for the value `rho` of this layer's rho parameter."""
         if math.isnan(rho):
             raise FloatingPointError("the rate of an adaptive layer became NaN (the run diverged)")
         rate = math.log1p(math.exp(rho)) if rho < 30 else rho  # softplus, in Python: no tensor op
@@ -186,22 +189,34 @@ class ResizableLinear(nn.Module):
         new = (int(out_features), int(in_features))
         if new == old:
             return
-        with torch.no_grad():
-            if not self._wbuf.owns(self.weight.data):  # e.g. after .to(device) or load_state_dict
-                self._wbuf = CapacityBuffer(self.weight.data, self.weight.shape)
-            cap = self._wbuf.capacity
-            cap = (
-                cap[0] if new[0] <= cap[0] else grow_capacity(new[0], cap[0], out_limit),
-                cap[1] if new[1] <= cap[1] else grow_capacity(new[1], cap[1], in_limit),
-            )
-            _rebind(self.weight, self._wbuf.resize(new, cap, fill_rows, fill_cols))
-            resize_optimizer_state(optimizer, self.weight, old, new, cap)
-            if self.bias is not None and new[0] != old[0]:
-                if not self._bbuf.owns(self.bias.data):
-                    self._bbuf = CapacityBuffer(self.bias.data, self.bias.shape)
-                _rebind(self.bias, self._bbuf.resize(new[:1], cap[:1], _zero))
-                resize_optimizer_state(optimizer, self.bias, old[:1], new[:1], cap[:1])
-        self.out_features, self.in_features = new
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                self._resize(new, fill_rows, fill_cols, optimizer, out_limit, in_limit)
+        else:  # (no second no_grad context: a width update makes several resizes)
+            self._resize(new, fill_rows, fill_cols, optimizer, out_limit, in_limit)
+
+    def _resize(self, new, fill_rows, fill_cols, optimizer, out_limit, in_limit) -> None:
+        """`resize` to `new` (out, in), under no_grad."""
+        old = (self.out_features, self.in_features)
+        weight, bias = self.weight, self.bias
+        wbuf = self._wbuf
+        if not wbuf.owns(weight):  # e.g. after .to(device) or load_state_dict
+            wbuf = self._wbuf = CapacityBuffer(weight.data, weight.shape)
+        cap = wbuf.cap
+        cap = (
+            cap[0] if new[0] <= cap[0] else grow_capacity(new[0], cap[0], out_limit),
+            cap[1] if new[1] <= cap[1] else grow_capacity(new[1], cap[1], in_limit),
+        )
+        _rebind(weight, wbuf.resize(new, cap, fill_rows, fill_cols))
+        resize_optimizer_state(optimizer, weight, old, new, cap)
+        if bias is not None and new[0] != old[0]:
+            bbuf = self._bbuf
+            if not bbuf.owns(bias):
+                bbuf = self._bbuf = CapacityBuffer(bias.data, bias.shape)
+            _rebind(bias, bbuf.resize(new[:1], cap[:1], _zero))
+            resize_optimizer_state(optimizer, bias, old[:1], new[:1], cap[:1])
+        _set_plain(self, "out_features", new[0])
+        _set_plain(self, "in_features", new[1])
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         w = state_dict.get(prefix + "weight")
@@ -215,6 +230,32 @@ class ResizableLinear(nn.Module):
 
 def _zero(t: torch.Tensor) -> None:
     t.zero_()
+
+
+def _grow_filler(std: float, distribution: str) -> Callable[[torch.Tensor], None]:
+    """init.fill_(t, std, distribution) for the new weights of a resize, which
+    runs under no_grad already (the gaussian case without fill_'s own context)."""
+    if distribution == "gaussian":
+        return lambda t: t.normal_(0.0, std)
+    return lambda t: fill_(t, std, distribution)
+
+
+def _set_plain(module: nn.Module, name: str, value) -> None:
+    """module.name = value for a plain (not a parameter, buffer or module)
+    attribute, without nn.Module.__setattr__'s checks of all three registries:
+    width updates write several of these at every step that moves a width."""
+    module.__dict__[name] = value
+
+
+def _read_scalars(tensors: list[torch.Tensor]) -> list[float]:
+    """The values of 0-d tensors as Python floats, with one device-to-host
+    transfer on an accelerator (one `.item()` each on a CPU, where that is cheaper
+    than stacking them)."""
+    if not tensors:
+        return []
+    if tensors[0].device.type == "cpu":
+        return [t.item() for t in tensors]
+    return torch.stack([t.detach() for t in tensors]).tolist()
 
 
 class _ImportanceScaledLinear(torch.autograd.Function):
@@ -538,16 +579,20 @@ class AdaptiveMLP(nn.Module):
         a MaxWidthReached warning is issued once per layer)."""
         if self.frozen:
             return False
+        ctrls = list(self.widths_ctrl)
         capped_any = False
+        changed = False
         targets = []
-        for ctrl in self.widths_ctrl:
-            d, capped = ctrl.target_width()
-            if capped and not ctrl.capped:
-                warnings.warn(f"an adaptive layer reached max_width={ctrl.max_width}; its width is capped there", MaxWidthReached, stacklevel=2)
-            ctrl.capped = capped
+        for ctrl, rho in zip(ctrls, _read_scalars([c.rho for c in ctrls])):
+            d, capped = ctrl.width_for_rho(rho)
+            if capped != ctrl.capped:
+                if capped:
+                    warnings.warn(f"an adaptive layer reached max_width={ctrl.max_width}; its width is capped there", MaxWidthReached, stacklevel=2)
+                ctrl.capped = capped
             capped_any |= capped
+            changed |= d != ctrl.width
             targets.append(d)
-        if targets != self.widths:
+        if changed:
             self.set_widths(targets, optimizer)
         return capped_any
 
@@ -563,26 +608,23 @@ class AdaptiveMLP(nn.Module):
             raise ValueError(f"expected {self.hidden_layers} widths, but got {len(widths)}.")
         if any(w < 1 for w in widths):
             raise ValueError(f"widths must be at least 1, but got {widths=}.")
-        old = self.widths
-        for l, ctrl in enumerate(self.widths_ctrl):
-            ctrl.width = widths[l]
+        ctrls = list(self.widths_ctrl)
+        for ctrl, w in zip(ctrls, widths):
+            if ctrl.width != w:
+                _set_plain(ctrl, "width", w)
         dims = [self.in_features] + widths + [self.out_features]
-        limits = [None] + [c.max_width for c in self.widths_ctrl] + [None]
+        limits = [None] + [c.max_width for c in ctrls] + [None]
+        distribution = self.init_distribution
+        with torch.no_grad():
+            self._resize_layers(dims, limits, fill, distribution, optimizer)
+
+    def _resize_layers(self, dims, limits, fill, distribution, optimizer) -> None:
         for l, layer in enumerate(self.layers):
-            if (layer.out_features, layer.in_features) == (dims[l + 1], dims[l]):
+            if layer.out_features == dims[l + 1] and layer.in_features == dims[l]:
                 continue
-            row_std = 1.0 if fill == "normal" else self._layer_std_for(l, dims)
-            col_std = row_std
-            layer.resize(
-                dims[l + 1],
-                dims[l],
-                fill_rows=lambda t, s=row_std: fill_(t, s, self.init_distribution),
-                fill_cols=lambda t, s=col_std: fill_(t, s, self.init_distribution),
-                optimizer=optimizer,
-                out_limit=limits[l + 1],
-                in_limit=limits[l],
-            )
-        del old
+            std = 1.0 if fill == "normal" else self._layer_std_for(l, dims)
+            grow = _grow_filler(std, distribution)
+            layer.resize(dims[l + 1], dims[l], fill_rows=grow, fill_cols=grow, optimizer=optimizer, out_limit=limits[l + 1], in_limit=limits[l])
 
     def _layer_std_for(self, l: int, dims: Sequence[int]) -> float:
         fan_in = dims[l]

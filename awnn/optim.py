@@ -49,36 +49,47 @@ class CapacityBuffer:
 
     Views are made with a single `as_strided` call rather than Python
     slicing (`buf[:r, :c]` dispatches one slice op per dimension, several
-    microseconds each on a CPU) because a width update makes a dozen of them.
+    microseconds each on a CPU) because a width update makes a dozen of them;
+    the buffer's geometry (capacity, row stride, offset, address) is kept in
+    plain Python attributes so that neither a view nor the `owns` check asks
+    the tensor for it again.
     """
 
     def __init__(self, active: torch.Tensor, capacity: Sequence[int]):
         assert active.dim() == len(capacity) and active.dim() in (1, 2)
         assert all(c >= s for c, s in zip(capacity, active.shape))
-        self.buf = active.new_zeros(tuple(capacity))
+        self._set_buf(active.new_zeros(tuple(capacity)))
         self.shape = tuple(active.shape)
+        self.last_view = None  # the view the last `resize` returned
         self.view().copy_(active)
+
+    def _set_buf(self, buf: torch.Tensor) -> None:
+        self.buf = buf
+        self.cap = tuple(buf.shape)
+        self._s0 = buf.stride(0)
+        self._offset = buf.storage_offset()
+        self._ptr = buf.data_ptr()
 
     @property
     def capacity(self) -> tuple[int, ...]:
-        return tuple(self.buf.shape)
+        return self.cap
 
     def region(self, rows: tuple[int, int], cols: tuple[int, int] | None = None) -> torch.Tensor:
         """buf[r0:r1, c0:c1] (or buf[r0:r1] for 1-D) as one as_strided view."""
-        buf = self.buf
-        if buf.dim() == 1:
-            return buf.as_strided((rows[1] - rows[0],), (1,), buf.storage_offset() + rows[0])
-        s0 = buf.stride(0)
-        return buf.as_strided((rows[1] - rows[0], cols[1] - cols[0]), (s0, 1), buf.storage_offset() + rows[0] * s0 + cols[0])
+        if cols is None:
+            return self.buf.as_strided((rows[1] - rows[0],), (1,), self._offset + rows[0])
+        s0 = self._s0
+        return self.buf.as_strided((rows[1] - rows[0], cols[1] - cols[0]), (s0, 1), self._offset + rows[0] * s0 + cols[0])
 
     def view(self) -> torch.Tensor:
-        if self.buf.dim() == 1:
-            return self.region((0, self.shape[0]))
-        return self.region((0, self.shape[0]), (0, self.shape[1]))
+        shape = self.shape
+        if len(shape) == 1:
+            return self.buf.as_strided(shape, (1,), self._offset)
+        return self.buf.as_strided(shape, (self._s0, 1), self._offset)
 
     def owns(self, t: torch.Tensor) -> bool:
         """Whether `t` is (still) the active view of this buffer."""
-        return t.data_ptr() == self.buf.data_ptr() and tuple(t.shape) == self.shape
+        return t.data_ptr() == self._ptr and t.shape == self.shape
 
     def resize(self, shape: Sequence[int], capacity: Sequence[int], fill_rows: Fill, fill_cols: Fill | None = None) -> torch.Tensor:
         """Make the active part `shape`; fill what becomes newly active.
@@ -90,28 +101,33 @@ class CapacityBuffer:
         shape = tuple(shape)
         capacity = tuple(capacity)
         old = self.shape
-        if capacity != self.capacity:
+        if capacity != self.cap:
             new = self.buf.new_zeros(capacity)
             keep = tuple(slice(0, min(a, b)) for a, b in zip(old, shape))
             new[keep] = self.buf[keep]
-            self.buf = new
+            self._set_buf(new)
         self.shape = shape
-        if self.buf.dim() == 1:
+        buf, offset = self.buf, self._offset
+        if len(shape) == 1:
             if shape[0] > old[0]:
-                fill_rows(self.region((old[0], shape[0])))
+                fill_rows(buf.as_strided((shape[0] - old[0],), (1,), offset + old[0]))
+            view = buf.as_strided(shape, (1,), offset)
         else:
-            if shape[0] > old[0]:
-                fill_rows(self.region((old[0], shape[0]), (0, shape[1])))
-            if shape[1] > old[1]:
-                (fill_cols or fill_rows)(self.region((0, min(old[0], shape[0])), (old[1], shape[1])))
-        return self.view()
+            s0 = self._s0
+            if shape[0] > old[0]:  # new rows, all active columns
+                fill_rows(buf.as_strided((shape[0] - old[0], shape[1]), (s0, 1), offset + old[0] * s0))
+            if shape[1] > old[1]:  # new columns of the surviving rows
+                (fill_cols or fill_rows)(buf.as_strided((min(old[0], shape[0]), shape[1] - old[1]), (s0, 1), offset + old[1]))
+            view = buf.as_strided(shape, (s0, 1), offset)
+        self.last_view = view
+        return view
 
 
 def _zero(t: torch.Tensor) -> None:
     t.zero_()
 
 
-# optimizer -> {(id(param), state key): CapacityBuffer}
+# optimizer -> {id(param): [number of state entries, shape, {state key: CapacityBuffer}]}
 _STATE_BUFFERS: "weakref.WeakKeyDictionary[torch.optim.Optimizer, dict]" = weakref.WeakKeyDictionary()
 
 
@@ -127,20 +143,38 @@ def resize_optimizer_state(
     Surviving entries keep their values bit for bit; new entries are zero.
     Scalar state (Adam's `step`) is left alone.  Works whatever the
     optimiser did before (many steps, a `load_state_dict`): a state tensor
-    that is not a view of our buffer is adopted into a new buffer.
+    that is not a view of our buffer is adopted into a new buffer.  When the
+    state still holds exactly the views the last resize handed out (the same
+    objects, no entry added), they are resized without looking at the rest.
     """
     if optimizer is None:
         return
     state = optimizer.state.get(param)
     if not state:
         return  # no step taken yet: the optimiser will create state of the right shape
-    buffers = _STATE_BUFFERS.setdefault(optimizer, {})
+    buffers = _STATE_BUFFERS.get(optimizer)
+    if buffers is None:
+        buffers = _STATE_BUFFERS.setdefault(optimizer, {})
     old_shape = tuple(old_shape)
-    for key, value in list(state.items()):
-        if not torch.is_tensor(value) or tuple(value.shape) != old_shape or value.dim() == 0:
-            continue
-        cb = buffers.get((id(param), key))
-        if cb is None or not cb.owns(value):
-            cb = CapacityBuffer(value.detach(), capacity)
-            buffers[(id(param), key)] = cb
+    new_shape = tuple(new_shape)
+    record = buffers.get(id(param))
+    managed = None
+    if record is not None and record[0] == len(state) and record[1] == old_shape:
+        managed = record[2]
+        for key, cb in managed.items():
+            if state.get(key) is not cb.last_view:
+                managed = None
+                break
+    if managed is None:
+        known = record[2] if record is not None else {}
+        managed = {}
+        for key, value in state.items():
+            if not torch.is_tensor(value) or value.dim() == 0 or tuple(value.shape) != old_shape:
+                continue
+            cb = known.get(key)
+            if cb is None or not cb.owns(value):
+                cb = CapacityBuffer(value.detach(), capacity)
+            managed[key] = cb
+    for key, cb in managed.items():
         state[key] = cb.resize(new_shape, capacity, _zero)
+    buffers[id(param)] = [len(state), new_shape, managed]
