@@ -117,7 +117,7 @@ class AdaptiveWidth(nn.Module):
         themselves cached until the width (or the arange) changes."""
         cache = self._index_cache
         width = self.width
-        if cache is not None and cache[0] == width and cache[1] is self._arange:
+        if cache is not None and cache[0] == width and cache[1] is self._buffers["_arange"]:
             return cache[2]
         if self._arange.numel() < width + 1:
             self._arange = torch.arange(grow_capacity(width + 1, self._arange.numel(), None), dtype=self.rho.dtype, device=self.rho.device)
@@ -377,74 +377,64 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, activation, x, *flat):
-        n = (len(flat) + 1) // 5  # 2 (n + 1) weights/biases + 3 n rho/j/j1 tensors
-        params, rhos, js, j1s = flat[: 2 * n + 2], flat[2 * n + 2 : 3 * n + 2], flat[3 * n + 2 : 4 * n + 2], flat[4 * n + 2 :]
+        n = (len(flat) - 2) // 5  # 2 (n + 1) weights and biases, then n rho, n j and n j1
+        params, rhos, js = flat[: 2 * n + 2], flat[2 * n + 2 : 3 * n + 2], flat[3 * n + 2 : 4 * n + 2]
         act, _, keep_z = _FUSED_ACTIVATIONS[activation]
-        shape = x.shape
-        h = x.reshape(-1, shape[-1]) if x.dim() != 2 else x
-        saved = [h]
-        scale_h = []
-        fs = []
-        for l in range(n + 1):
-            weight, bias = params[2 * l], params[2 * l + 1]
-            if l == 0:
-                z = torch.addmm(bias, h, weight.t())
+        h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
+        z = torch.addmm(params[1], h, params[0].t())  # (B, D_0)
+        # Intermediates live on ctx (they are neither inputs nor outputs, and
+        # unpacking ~4 saved tensors per layer costs more than the arithmetic
+        # they save); the inputs go through save_for_backward, whose version
+        # check catches a weight changed in place before the backward.
+        layers = []  # per adaptive layer l: (f_l, scaled, a_l, z_l or None, scale_h)
+        for l in range(n):
+            a = act(z)  # (B, D_l); may reuse z's memory
+            rho, weight = rhos[l], params[2 * l + 2]
+            f = torch.exp(torch.addcmul(F.logsigmoid(rho), js[l], F.softplus(rho), value=-1.0))  # (D_l,)
+            scale_h = a.shape[0] * a.shape[1] <= weight.numel()
+            if scale_h:
+                scaled = a * f  # (B, D_l)
+                out = torch.addmm(params[2 * l + 3], scaled, weight.t())
             else:
-                rho = rhos[l - 1]
-                f = torch.exp(torch.addcmul(F.logsigmoid(rho), js[l - 1], F.softplus(rho), value=-1.0))  # (D,)
-                fs.append(f)
-                if h.shape[0] * h.shape[1] <= weight.numel():
-                    scaled = h * f  # (B, D)
-                    z = torch.addmm(bias, scaled, weight.t())
-                    scale_h.append(True)
-                else:
-                    scaled = weight * f  # (out, D)
-                    z = torch.addmm(bias, h, scaled.t())
-                    scale_h.append(False)
-                saved.append(scaled)
-            if l < n:
-                zs = z if keep_z else None
-                h = act(z)
-                saved += [zs, h] if keep_z else [h]
-        ctx.save_for_backward(*params, *rhos, *j1s, *fs, *saved)
-        ctx.n, ctx.scale_h, ctx.activation, ctx.shape = n, scale_h, activation, shape
-        return z.reshape(*shape[:-1], z.shape[-1]) if len(shape) != 2 else z
+                scaled = weight * f  # (D_{l+1}, D_l)
+                out = torch.addmm(params[2 * l + 3], a, scaled.t())
+            layers.append((f, scaled, a, z if keep_z else None, scale_h))
+            z = out
+        ctx.save_for_backward(x, *params, *rhos, *flat[4 * n + 2 :])
+        ctx.layers, ctx.activation = layers, activation
+        return z.reshape(*x.shape[:-1], z.shape[-1]) if x.dim() != 2 else z
 
     @staticmethod
     def backward(ctx, grad_out):
-        n, scale_h = ctx.n, ctx.scale_h
-        _, act_backward, keep_z = _FUSED_ACTIVATIONS[ctx.activation]
-        t = ctx.saved_tensors
-        params, rhos, j1s, fs, saved = t[: 2 * n + 2], t[2 * n + 2 : 3 * n + 2], t[3 * n + 2 : 4 * n + 2], t[4 * n + 2 : 5 * n + 2], t[5 * n + 2 :]
-        x2 = saved[0]
-        per = 3 if keep_z else 2  # saved per adaptive layer: [z], a, scaled
-        g = grad_out.reshape(-1, grad_out.shape[-1]) if grad_out.dim() != 2 else grad_out
+        _, act_backward, _ = _FUSED_ACTIVATIONS[ctx.activation]
+        layers = ctx.layers
+        n = len(layers)
+        saved = ctx.saved_tensors
+        x, params, rhos, j1s = saved[0], saved[1 : 2 * n + 3], saved[2 * n + 3 : 3 * n + 3], saved[3 * n + 3 :]
+        g = grad_out.reshape(-1, grad_out.shape[-1]) if grad_out.dim() != 2 else grad_out  # dL/dz, (B, out)
         grads: list = [None] * (2 * n + 2)
         grad_rhos: list = [None] * n
-        for l in range(n, 0, -1):
-            weight = params[2 * l]
-            base = 1 + (l - 1) * per
-            z, a, scaled = (saved[base], saved[base + 1], saved[base + 2]) if keep_z else (None, saved[base], saved[base + 1])
-            f = fs[l - 1]
-            grads[2 * l + 1] = g.sum(0)
-            if scale_h[l - 1]:  # scaled = a * f
-                grad_scaled = g @ weight  # (B, D)
-                grads[2 * l] = g.t() @ scaled
+        one = rhos[0].new_ones(()) if n else None
+        for l in range(n - 1, -1, -1):
+            f, scaled, a, z, scale_h = layers[l]
+            weight = params[2 * l + 2]
+            grads[2 * l + 3] = g.sum(0)
+            if scale_h:  # scaled = a * f
+                grad_scaled = torch.mm(g, weight)  # (B, D)
+                grads[2 * l + 2] = torch.mm(g.t(), scaled)
                 grad_a = grad_scaled * f
-                gf = (grad_scaled * scaled).sum(0)
             else:  # scaled = W * f
-                grad_scaled = g.t() @ a  # (out, D)
-                grad_a = g @ scaled
-                grads[2 * l] = grad_scaled * f
-                gf = (grad_scaled * scaled).sum(0)
-            s = torch.sigmoid(rhos[l - 1])
-            grad_rhos[l - 1] = torch.dot(gf, torch.rsub(j1s[l - 1] * s, 1.0))
+                grad_scaled = torch.mm(g.t(), a)  # (out, D)
+                grad_a = torch.mm(g, scaled)
+                grads[2 * l + 2] = grad_scaled * f
+            gf = (grad_scaled * scaled).sum(0)  # dL/df_j f_j
+            d = torch.addcmul(one, j1s[l], torch.sigmoid(rhos[l]), value=-1.0)  # 1 - s (j + 1)
+            grad_rhos[l] = torch.dot(gf, d)
             g = act_backward(grad_a, z, a)
+        h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
         grads[1] = g.sum(0)
-        grads[0] = g.t() @ x2
-        grad_x = None
-        if ctx.needs_input_grad[1]:
-            grad_x = (g @ params[0]).reshape(ctx.shape)
+        grads[0] = torch.mm(g.t(), h)
+        grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[1] else None
         return (None, grad_x, *grads, *grad_rhos, *([None] * (2 * n)))
 
 
@@ -556,12 +546,19 @@ class AdaptiveMLP(nn.Module):
         # (B x D_l) or the next weight matrix (D_{l+1} x D_l): same function and
         # gradients, far less work for the read-out and for large batches.
         if self.activation in _FUSED_ACTIVATIONS and self._act is ACTIVATIONS[self.activation]:
-            ctrls = self.widths_ctrl
-            params = [p for layer in self.layers for p in (layer.weight, layer.bias)]
+            # (the registries are read directly: nn.Module.__getattr__ costs more
+            # than the rest of this list building, ~20 lookups per step)
+            modules = self._modules
+            args = []
+            for layer in modules["layers"]._modules.values():
+                p = layer._parameters
+                args += (p["weight"], p["bias"])
+            ctrls = modules["widths_ctrl"]._modules.values()
             index_views = [c.index_views() for c in ctrls]
-            return _AdaptiveMLPFunction.apply(
-                self.activation, x, *params, *[c.rho for c in ctrls], *[v[0] for v in index_views], *[v[1] for v in index_views]
-            )
+            args += [c._parameters["rho"] for c in ctrls]
+            args += [v[0] for v in index_views]
+            args += [v[1] for v in index_views]
+            return _AdaptiveMLPFunction.apply(self.activation, x, *args)
         act = self._act
         layers = self.layers
         prev = None  # the adaptive layer feeding the current one
