@@ -71,6 +71,8 @@ __all__ = [
     "projection",
     "problems",
     "repeat_table",
+    "savings_notes",
+    "ordering",
     "arm_family",
     "REFERENCE",
     "REFERENCES",
@@ -203,12 +205,10 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
     # arms in run order (older comparisons have no awnn.arms: one arm per strategy, named after it)
     strategies = [s for s in (tags.get("awnn.arms") or "").split(",") if s] or list(families)
     family_of = {s: arm_family(s) for s in strategies}
-    for r in runs:
+    for r in runs:  # the runs' own tags win: awnn.strategy is the family
         arm = _arm(r.data.tags)
-        if arm and arm not in family_of:
-            family_of[arm] = r.data.tags.get("awnn.strategy") or arm_family(arm)
-        elif arm and r.data.tags.get("awnn.strategy"):
-            family_of[arm] = r.data.tags["awnn.strategy"]
+        if arm:
+            family_of[arm] = r.data.tags.get("awnn.strategy") or family_of.get(arm) or arm_family(arm)
     strategies += sorted(s for s in family_of if s not in strategies)
     families += [f for f in dict.fromkeys(family_of[s] for s in strategies) if f not in families]
     try:
