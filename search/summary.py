@@ -35,12 +35,13 @@ def print_summary(comparison, results, stream=None) -> None:
         print(f"{r.strategy:<{w}} {trials:>7} {sel_h:>10.4f} {ret_h:>13.4f} {fmt_seconds(wall):>8}  {acc:<26} {r.widths():<14} {cfg}", file=out)
     family = {r.strategy: getattr(r, "family", "") or r.strategy.split(".r")[0] for r in results}
     outcomes = [(r.strategy, o) for r in results for ph in (r.selection, r.assessment) if ph for o in ph.outcomes]
-    # ASHA stops trials by design: counted apart from the trials that went wrong
-    early = {s: sum(1 for a, o in outcomes if a == s and o.get("status") == "stopped") for s in family if family[s] == "asha"}
-    if sum(early.values()):
-        print(f"\n{sum(early.values())} trials were stopped early by ASHA (their partial compute is counted above): "
-              + ", ".join(f"{s} {n}" for s, n in early.items()), file=out)
-    problems = [(s, o["key"], o["status"]) for s, o in outcomes if o.get("status") != "ok" and not (o.get("status") == "stopped" and s in early)]
+    # ASHA stops selection trials by design: counted apart from the trials that went wrong
+    by_design = [o for r in results if family[r.strategy] == "asha" for o in r.selection.outcomes if o.get("status") == "stopped"]
+    if by_design:
+        per = {r.strategy: sum(1 for o in r.selection.outcomes if o.get("status") == "stopped") for r in results if family[r.strategy] == "asha"}
+        print(f"\n{len(by_design)} trials were stopped early by ASHA (their partial compute is counted above): "
+              + ", ".join(f"{s} {n}" for s, n in per.items()), file=out)
+    problems = [(s, o["key"], o["status"]) for s, o in outcomes if o.get("status") != "ok" and not any(o is e for e in by_design)]
     if problems:
         print(f"\n{len(problems)} trials did not end ok (their compute is counted above): " + ", ".join(f"{s}:{k}={st}" for s, k, st in problems[:12]) + (" ..." if len(problems) > 12 else ""), file=out)
     print(f"\nMLflow: {comparison.tracking_uri}  (open it with: mlflow ui --backend-store-uri {comparison.tracking_uri})", file=out)

@@ -995,7 +995,7 @@ def problems(data: ComparisonData) -> list[str]:
         out.append(f"{len(est)} runs have no recorded device_hours; their cost is estimated from their last train_seconds.")
     bad = trials[~trials["status"].isin(("ok",))] if len(trials) else trials
     if len(bad):
-        by_design = (bad["status"] == "stopped") & bad["strategy"].map(lambda s: data.family(s) in EARLY_STOPPING)
+        by_design = (bad["status"] == "stopped") & (bad["phase"] == "selection") & bad["strategy"].map(lambda s: data.family(s) in EARLY_STOPPING)
         bad = bad[~by_design]
     for _, r in bad.iterrows():
         what = {"diverged": "diverged (non-finite loss)", "width_capped": "hit max_width (scored, selectable)",
