@@ -33,7 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--epochs", type=int, default=100, help="epochs per trial (spiral's paper budget is 1000)")
     ap.add_argument("--num-cpus", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--report-interval", type=float, default=0.5)
+    ap.add_argument("--report-interval", type=float, default=None, help="default: the CLI's")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="awnn-sweep-bench-"))
     budget = work / "bench-budget.yaml"
@@ -42,7 +42,9 @@ def main() -> None:
     env.pop("RAY_ADDRESS", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     cmd = [sys.executable, "-m", "search.cli", "sweep", "--task", "spiral", "--strategy", "fixed", "--budget", str(budget),
-           "--num-cpus", str(args.num_cpus), "--report-interval", str(args.report_interval)]
+           "--num-cpus", str(args.num_cpus)]
+    if args.report_interval is not None:
+        cmd += ["--report-interval", str(args.report_interval)]
     print(f"running: {' '.join(cmd[2:])} in {work}", file=sys.stderr)
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=work, env=env, text=True, stdout=subprocess.PIPE, stderr=sys.stderr)

@@ -262,7 +262,7 @@ class Comparison:
         sweep_key = f"{result.strategy}/{result.phase}"
         self.writer.log_metrics(sweep_key, [
             ("n_trials", len(result.outcomes), 0), ("n_ok", result.count("ok"), 0), ("n_diverged", result.count("diverged"), 0),
-            ("n_failed", result.count("failed"), 0), ("n_width_capped", result.count("width_capped"), 0),
+            ("n_failed", result.count("failed"), 0), ("n_width_capped", result.count("width_capped"), 0), ("n_stopped", result.count("stopped"), 0),
             ("wall_seconds", result.wall_seconds, 0), ("device_hours", result.total("device_hours"), 0),
             ("gpu_hours", result.total("gpu_hours"), 0), ("compute_seconds", result.total("compute_seconds"), 0),
         ])

@@ -73,7 +73,7 @@ class RunSettings:
     cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0
     max_failures: int = 2
-    report_interval: float = 0.5
+    report_interval: float = 2.0
     checkpoint_interval: float = 10.0
     max_concurrent: int = 0
     num_cpus: int | None = None  # local Ray only; default: all cores
@@ -226,6 +226,7 @@ def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str,
     through `callbacks` (the driver-side tracker) and the searcher."""
     from ray import tune
 
+    _keep_idle_actors()
     resources = {"cpu": settings.cpus_per_trial, "gpu": settings.gpus_per_trial}
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
@@ -249,6 +250,45 @@ def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str,
         ),
     )
     tuner.fit()
+
+
+def _keep_idle_actors() -> None:
+    """Keep every idle trial actor until the search is over.
+
+    When its searcher has nothing to hand out for a moment - the tail of a
+    selection phase, where the selected config cannot be re-trained before
+    the last selection trial ends - Ray Tune keeps at most one idle actor and
+    stops the others; a moment later the re-training trials need new ones,
+    each paying worker start-up and `import torch` again (2-5 s a slot on a
+    2-core machine).  All our trials ask for the same resources, so an idle
+    actor is exactly what the next trial needs.  This swaps Tune's actor
+    cache (private API, checked against Ray 2.60; `tests/test_sweep.py`
+    checks no actor is restarted) for one that evicts only when Tune flushes
+    everything at the end; on a Ray without it, nothing changes."""
+    try:
+        from ray.tune.execution import tune_controller
+        from ray.tune.utils.object_cache import _ObjectCache
+    except ImportError:  # pragma: no cover - another Ray layout: Tune's default behaviour
+        return
+    base = getattr(tune_controller, "_ObjectCache", None)
+    if base is None or getattr(base, "awnn_keeps_idle", False) or not all(
+            hasattr(_ObjectCache, m) for m in ("cache_object", "flush_cached_objects")):
+        return
+
+    class KeepIdleActors(base):
+        awnn_keeps_idle = True
+
+        def cache_object(self, key, obj) -> bool:
+            self._cached_objects[key].append(obj)
+            self._num_cached_objects += 1
+            return True
+
+        def flush_cached_objects(self, force_all: bool = False):
+            if not force_all:
+                return
+            yield from super().flush_cached_objects(force_all=True)
+
+    tune_controller._ObjectCache = KeepIdleActors
 
 
 def _make_silent_reporter():

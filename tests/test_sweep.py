@@ -41,6 +41,19 @@ def test_sweep_smoke_one_child_run_per_config_under_right_parent(smoke_compariso
     assert grid_indices == list(range(30))
 
 
+def test_sweep_reuses_one_actor_per_slot_across_phases(smoke_comparison):
+    """Four phases (two strategies x selection, re-training) on a 2-CPU local
+    Ray: every trial ran in one of exactly two worker processes - no actor
+    was stopped at a phase's tail and started again (search/tune.py,
+    _keep_idle_actors)."""
+    c, runs = _runs(smoke_comparison["tracking_uri"])
+    trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
+    pids = {(t.data.tags["awnn.node_id"], t.data.tags["awnn.pid"]) for t in trials}
+    assert len(pids) == 2, sorted(pids)
+    phases = {(t.data.tags["awnn.strategy"], t.data.tags["awnn.phase"]) for t in trials}
+    assert len(phases) == 4
+
+
 def test_sweep_trial_runs_follow_tracking_contract(smoke_comparison):
     c, runs = _runs(smoke_comparison["tracking_uri"])
     trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]

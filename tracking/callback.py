@@ -17,7 +17,8 @@ Tracking contract (README, "What MLflow holds"):
   awnn.repeat (k; 0 for fixed and awnn), awnn.phase, awnn.comparison,
   awnn.trial_key, awnn.status (ok | diverged | width_capped | failed |
   stopped (by ASHA, before its last epoch) | interrupted), awnn.node_ip / awnn.node_id (node of the last attempt),
-  awnn.nodes (every node it ran on).
+  awnn.nodes (every node it ran on), awnn.pid (worker process of the last
+  attempt).
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ class TrialTracker(Callback):
         self.attempts: dict[str, dict[str, tuple[float, float]]] = {}
         self.nodes: dict[str, list[tuple[str, str]]] = {}  # (node id, node ip) per attempt, in order
         self.retries: dict[str, int] = {}
+        self.pids: dict[str, str] = {}
         self.finals: dict[str, dict] = {}
         self.best_val_acc: dict[str, float] = {}  # per sweep ('<strategy>/<phase>')
         self.t0 = time.monotonic()
@@ -119,6 +121,10 @@ class TrialTracker(Callback):
             if (node or node_id) and (not nodes or nodes[-1] != (node_id, node)):
                 nodes.append((node_id, node))
                 self.writer.set_tags(key, {"awnn.node_ip": node, "awnn.node_id": node_id, "awnn.nodes": ",".join(ip for _, ip in nodes)})
+            pid = str(result.get("pid", ""))
+            if pid and self.pids.get(key) != pid:  # the worker process: shows which actor ran it (and whether actors were reused)
+                self.pids[key] = pid
+                self.writer.set_tags(key, {"awnn.pid": pid})
         rows = []
         for rec in result.get("epochs") or []:
             step = int(rec["epoch"])
