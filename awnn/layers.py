@@ -198,7 +198,8 @@ class ResizableLinear(nn.Module):
     def _resize(self, new, fill_rows, fill_cols, optimizer, out_limit, in_limit) -> None:
         """`resize` to `new` (out, in), under no_grad."""
         old = (self.out_features, self.in_features)
-        weight, bias = self.weight, self.bias
+        params = self._parameters
+        weight, bias = params["weight"], params["bias"]
         wbuf = self._wbuf
         if not wbuf.owns(weight):  # e.g. after .to(device) or load_state_dict
             wbuf = self._wbuf = CapacityBuffer(weight.data, weight.shape)
@@ -576,11 +577,11 @@ class AdaptiveMLP(nn.Module):
         a MaxWidthReached warning is issued once per layer)."""
         if self.frozen:
             return False
-        ctrls = list(self.widths_ctrl)
+        ctrls = list(self._modules["widths_ctrl"]._modules.values())
         capped_any = False
         changed = False
         targets = []
-        for ctrl, rho in zip(ctrls, _read_scalars([c.rho for c in ctrls])):
+        for ctrl, rho in zip(ctrls, _read_scalars([c._parameters["rho"] for c in ctrls])):
             d, capped = ctrl.width_for_rho(rho)
             if capped != ctrl.capped:
                 if capped:
@@ -590,7 +591,7 @@ class AdaptiveMLP(nn.Module):
             changed |= d != ctrl.width
             targets.append(d)
         if changed:
-            self.set_widths(targets, optimizer)
+            self._apply_widths(targets, optimizer, self.grow_init)
         return capped_any
 
     def set_widths(self, widths: Sequence[int], optimizer: torch.optim.Optimizer | None = None, fill: str | None = None) -> None:
@@ -605,23 +606,27 @@ class AdaptiveMLP(nn.Module):
             raise ValueError(f"expected {self.hidden_layers} widths, but got {len(widths)}.")
         if any(w < 1 for w in widths):
             raise ValueError(f"widths must be at least 1, but got {widths=}.")
-        ctrls = list(self.widths_ctrl)
-        for ctrl, w in zip(ctrls, widths):
+        self._apply_widths(widths, optimizer, fill)
+
+    def _apply_widths(self, widths: list[int], optimizer: torch.optim.Optimizer | None, fill: str) -> None:
+        """`set_widths` without its argument checks (`widths`: valid ints), the
+        path of every width update: the registries are read directly and all
+        resizes share one no_grad context."""
+        limits = [None]
+        for ctrl, w in zip(self._modules["widths_ctrl"]._modules.values(), widths):
             if ctrl.width != w:
                 _set_plain(ctrl, "width", w)
-        dims = [self.in_features] + widths + [self.out_features]
-        limits = [None] + [c.max_width for c in ctrls] + [None]
+            limits.append(ctrl.max_width)
+        limits.append(None)
+        dims = [self.in_features, *widths, self.out_features]
         distribution = self.init_distribution
         with torch.no_grad():
-            self._resize_layers(dims, limits, fill, distribution, optimizer)
-
-    def _resize_layers(self, dims, limits, fill, distribution, optimizer) -> None:
-        for l, layer in enumerate(self.layers):
-            if layer.out_features == dims[l + 1] and layer.in_features == dims[l]:
-                continue
-            std = 1.0 if fill == "normal" else self._layer_std_for(l, dims)
-            grow = _grow_filler(std, distribution)
-            layer.resize(dims[l + 1], dims[l], fill_rows=grow, fill_cols=grow, optimizer=optimizer, out_limit=limits[l + 1], in_limit=limits[l])
+            for l, layer in enumerate(self._modules["layers"]._modules.values()):
+                if layer.out_features == dims[l + 1] and layer.in_features == dims[l]:
+                    continue
+                std = 1.0 if fill == "normal" else self._layer_std_for(l, dims)
+                grow = _grow_filler(std, distribution)
+                layer._resize((dims[l + 1], dims[l]), grow, grow, optimizer, limits[l + 1], limits[l])
 
     def _layer_std_for(self, l: int, dims: Sequence[int]) -> float:
         fan_in = dims[l]

@@ -1,11 +1,13 @@
 """The fast paths of an AWNN training step against plain references: the
 whole-network autograd node, the batched width check, the resize shortcuts."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from awnn.distributions import rho_from_rate
-from awnn.layers import ACTIVATIONS, AdaptiveMLP
+from awnn.layers import ACTIVATIONS, AdaptiveMLP, MaxWidthReached
 
 
 def make_mlp(activation="relu", hidden_layers=3, seed=0, in_features=3, rates=(0.25, 0.4, 0.6)):
@@ -81,3 +83,38 @@ def test_fused_forward_follows_width_changes():
         j, j1 = model.widths_ctrl[0].index_views()
         assert torch.equal(j, torch.arange(widths[0], dtype=torch.float64))
         assert torch.equal(j1, torch.arange(1, widths[0] + 1, dtype=torch.float64))
+
+
+def test_update_width_gives_each_layers_target_width_and_cap():
+    """The one-pass width update agrees with AdaptiveWidth.target_width per layer."""
+    torch.manual_seed(0)
+    model = AdaptiveMLP(3, 2, hidden_layers=4, rate=0.3, quantile_k=0.9, max_width=40)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    g = torch.Generator().manual_seed(3)
+    for _ in range(20):
+        with torch.no_grad():
+            for ctrl in model.widths_ctrl:
+                ctrl.rho.fill_(float(torch.empty(()).uniform_(-5.0, 2.0, generator=g)))
+        expected = [ctrl.target_width() for ctrl in model.widths_ctrl]
+        newly_capped = any(c and not ctrl.capped for (_, c), ctrl in zip(expected, model.widths_ctrl))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            capped = model.update_width(opt)
+        assert any(issubclass(w.category, MaxWidthReached) for w in caught) == newly_capped
+        assert model.widths == [d for d, _ in expected]
+        assert capped == any(c for _, c in expected)
+        assert [ctrl.capped for ctrl in model.widths_ctrl] == [c for _, c in expected]
+        assert [tuple(l.weight.shape) for l in model.layers] == list(zip(model.widths + [2], [3] + model.widths))
+
+
+def test_update_width_without_change_touches_nothing():
+    model = make_mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(4, 3, dtype=torch.float64)).sum().backward()
+    opt.step()
+    views = [l.weight.data.data_ptr() for l in model.layers]
+    state = {id(p): {k: v for k, v in opt.state[p].items()} for p in model.parameters()}
+    assert model.update_width(opt) is False
+    assert [l.weight.data.data_ptr() for l in model.layers] == views
+    for p in model.parameters():
+        assert all(opt.state[p][k] is v for k, v in state[id(p)].items())
