@@ -10,7 +10,6 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import run_awnn
 from search.budget import resolve_budget
 from search.grid import find_grid
 from search.protocol import select_best
@@ -188,9 +187,19 @@ def test_asha_milestones_match_ray_brackets():
     (["--strategies", "asha", "--asha-reduction-factor", "1"], "--asha-reduction-factor", "number > 1"),
     (["--strategies", "tpe", "--optuna-storage", "nosuchdb://x"], "--optuna-storage", "cannot open"),
 ])
-def test_bad_strategy_options_exit_2_before_anything_runs(tmp_path, extra, key, expected):
-    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "1", *extra], cwd=tmp_path)
-    assert p.returncode == 2, p.stderr[-2000:]
-    line = p.stderr.strip().splitlines()[-1]
-    assert key in line and expected in line, line
-    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "awnn-results").exists()
+def test_bad_strategy_options_exit_2_before_anything_runs(tmp_path, monkeypatch, capsys, extra, key, expected):
+    """In-process (nothing is launched before validation, so no Ray is needed)."""
+    import signal
+
+    from search.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "1", *extra])
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0] and expected in err[0], err
+    assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())  # no mlflow.db, no results folder, no optuna.db
