@@ -158,8 +158,12 @@ def trainable(config: dict[str, Any]) -> None:
 
     rungs = set(spec.get("report_at") or ())
 
+    last_epoch = cfg.epochs
+
     def on_epoch(record: dict) -> None:
         pending.append(record)
+        if record["epoch"] >= last_epoch:
+            return  # the final report follows at once: a scheduler that stops trials at max_t must see the final one
         # a scheduler's rung epochs are reported when reached, so ASHA compares
         # every trial at the same epoch however the reports are batched
         if time.monotonic() - last_report >= interval or record["epoch"] in rungs:

@@ -203,3 +203,23 @@ def test_bad_strategy_options_exit_2_before_anything_runs(tmp_path, monkeypatch,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and key in err[0] and expected in err[0], err
     assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())  # no mlflow.db, no results folder, no optuna.db
+
+
+def test_asha_with_a_report_every_epoch_lets_trials_finish(tmp_path):
+    """With one report per epoch, the last epoch's report must be the final
+    one: ASHA stops every trial at max_t, and a trial stopped on a report
+    without its final summary would read as stopped early (regression)."""
+    from conftest import run_awnn
+
+    run_awnn(["sweep", "--task", "doublemoon", "--budget", "smoke", "--strategy", "asha", "--num-cpus", "2", "--report-interval", "0"],
+             cwd=tmp_path, check=True)
+    c = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = c.get_experiment_by_name("awnn-doublemoon")
+    sel = [r for r in c.search_runs([exp.experiment_id], max_results=1000)
+           if r.data.tags.get("awnn.kind") == "trial" and r.data.tags["awnn.phase"] == "selection"]
+    assert len(sel) == 30
+    status = Counter(r.data.tags["awnn.status"] for r in sel)
+    assert status["ok"] > 0 and status["stopped"] > 0, status
+    for r in sel:
+        steps = [h.step for h in c.get_metric_history(r.info.run_id, "val_acc")]
+        assert (r.data.tags["awnn.status"], steps) in (("ok", [1, 2]), ("stopped", [1])), (r.data.tags["awnn.status"], steps)
