@@ -83,6 +83,16 @@ def test_fused_forward_follows_width_changes():
         j, j1 = model.widths_ctrl[0].index_views()
         assert torch.equal(j, torch.arange(widths[0], dtype=torch.float64))
         assert torch.equal(j1, torch.arange(1, widths[0] + 1, dtype=torch.float64))
+    # back to earlier widths (the cached index vectors of that combination), then another dtype
+    for widths in ([12, 3, 4], [10, 6, 4]):
+        model.set_widths(widths, opt)
+        params = {n: p.detach().clone() for n, p in model.named_parameters()}
+        torch.testing.assert_close(model(x), plain_forward(model, params, x), rtol=1e-12, atol=1e-14)
+    model.float()
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    out = model(x.float())
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, plain_forward(model, params, x.float()))
 
 
 def test_update_width_gives_each_layers_target_width_and_cap():
