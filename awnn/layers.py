@@ -371,30 +371,16 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         dL/drho = sum_j (dL/df_j) f_j ((1 - s) - s j) = sum_j gf_j (1 - s (j + 1)),
         gf_j = dL/df_j f_j = sum (g W)_j (a * f)_j  or  sum (g^T a)_j (W * f)_j.
 
-    The importances of all layers are computed together, as one vector over
-    the concatenated neuron indices (a handful of ops for the whole network
-    instead of a handful per layer).
-
-    Inputs: (activation name, widths (D_0, .., D_{L-1}), x, W_0, b_0, ..., W_L,
-    b_L, rho_0, .., rho_{L-1}, j, j1, seg): j and j1 hold 0..D_l-1 and 1..D_l
-    (float) of every layer concatenated, seg the layer of each entry (None
-    when L = 1); L is the number of adaptive layers.
+    Inputs: (activation name, x, W_0, b_0, ..., W_L, b_L, rho_0, .., rho_{L-1},
+    j_0, .., j_{L-1}, j1_0, .., j1_{L-1}) with j = 0..D-1 and j1 = 1..D
+    (float), L the number of adaptive layers.
     """
 
     @staticmethod
-    def forward(ctx, activation, widths, x, *flat):
-        n = len(widths)
-        params, rhos = flat[: 2 * n + 2], flat[2 * n + 2 : 3 * n + 2]
-        j, seg = flat[3 * n + 2], flat[3 * n + 4]
+    def forward(ctx, activation, x, *flat):
+        n = (len(flat) - 2) // 5  # 2 (n + 1) weights and biases, then n rho, n j and n j1
+        params, rhos, js = flat[: 2 * n + 2], flat[2 * n + 2 : 3 * n + 2], flat[3 * n + 2 : 4 * n + 2]
         act, _, keep_z = _FUSED_ACTIVATIONS[activation]
-        # f_j = exp(log sigmoid(rho) - softplus(rho) j) for every layer at once, (sum D_l,)
-        if seg is None:
-            r = rhos[0]
-            fs = [torch.exp(torch.addcmul(F.logsigmoid(r), j, F.softplus(r), value=-1.0))]
-        else:
-            r = torch.stack(rhos)  # (L,)
-            logf = torch.addcmul(F.logsigmoid(r).index_select(0, seg), j, F.softplus(r).index_select(0, seg), value=-1.0)
-            fs = torch.exp(logf).split(widths)
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
         z = torch.addmm(params[1], h, params[0].t())  # (B, D_0)
         # Intermediates live on ctx (they are neither inputs nor outputs, and
@@ -404,7 +390,8 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         layers = []  # per adaptive layer l: (f_l, scaled, a_l, z_l or None, scale_h)
         for l in range(n):
             a = act(z)  # (B, D_l); may reuse z's memory
-            weight, f = params[2 * l + 2], fs[l]
+            rho, weight = rhos[l], params[2 * l + 2]
+            f = torch.exp(torch.addcmul(F.logsigmoid(rho), js[l], F.softplus(rho), value=-1.0))  # (D_l,)
             scale_h = a.shape[0] * a.shape[1] <= weight.numel()
             if scale_h:
                 scaled = a * f  # (B, D_l)
@@ -414,27 +401,21 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
                 out = torch.addmm(params[2 * l + 3], a, scaled.t())
             layers.append((f, scaled, a, z if keep_z else None, scale_h))
             z = out
-        ctx.save_for_backward(x, *params, *rhos, flat[3 * n + 3])
-        ctx.layers, ctx.activation, ctx.widths, ctx.seg = layers, activation, widths, seg
-        ctx.r = r if seg is not None else None  # the stacked rates' rho (an intermediate)
+        ctx.save_for_backward(x, *params, *rhos, *flat[4 * n + 2 :])
+        ctx.layers, ctx.activation = layers, activation
         return z.reshape(*x.shape[:-1], z.shape[-1]) if x.dim() != 2 else z
 
     @staticmethod
     def backward(ctx, grad_out):
         _, act_backward, _ = _FUSED_ACTIVATIONS[ctx.activation]
-        layers, seg = ctx.layers, ctx.seg
+        layers = ctx.layers
         n = len(layers)
         saved = ctx.saved_tensors
-        x, params, rhos, j1 = saved[0], saved[1 : 2 * n + 3], saved[2 * n + 3 : 3 * n + 3], saved[3 * n + 3]
-        # d log f_j / d rho = 1 - s (j + 1), s = sigmoid(rho), for every layer at once
-        one = rhos[0].new_ones(())
-        if seg is None:
-            ds = [torch.addcmul(one, j1, torch.sigmoid(rhos[0]), value=-1.0)]
-        else:
-            ds = torch.addcmul(one, torch.sigmoid(ctx.r).index_select(0, seg), j1, value=-1.0).split(ctx.widths)
+        x, params, rhos, j1s = saved[0], saved[1 : 2 * n + 3], saved[2 * n + 3 : 3 * n + 3], saved[3 * n + 3 :]
         g = grad_out.reshape(-1, grad_out.shape[-1]) if grad_out.dim() != 2 else grad_out  # dL/dz, (B, out)
         grads: list = [None] * (2 * n + 2)
         grad_rhos: list = [None] * n
+        one = rhos[0].new_ones(()) if n else None
         for l in range(n - 1, -1, -1):
             f, scaled, a, z, scale_h = layers[l]
             weight = params[2 * l + 2]
@@ -447,16 +428,16 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
                 grad_scaled = torch.mm(g.t(), a)  # (out, D)
                 grad_a = torch.mm(g, scaled)
                 grads[2 * l + 2] = grad_scaled * f
-            grad_rhos[l] = torch.dot((grad_scaled * scaled).sum(0), ds[l])  # sum_j dL/df_j f_j d log f_j/d rho
+            gf = (grad_scaled * scaled).sum(0)  # dL/df_j f_j
+            d = torch.addcmul(one, j1s[l], torch.sigmoid(rhos[l]), value=-1.0)  # 1 - s (j + 1)
+            grad_rhos[l] = torch.dot(gf, d)
             g = act_backward(grad_a, z, a)
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
         grads[1] = g.sum(0)
         grads[0] = torch.mm(g.t(), h)
-        grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[2] else None
-        return (None, None, grad_x, *grads, *grad_rhos, None, None, None)
+        grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[1] else None
+        return (None, grad_x, *grads, *grad_rhos, *([None] * (2 * n)))
 
-
-_INDEX_CACHE_SIZE = 64  # width combinations whose index vectors an AdaptiveMLP keeps
 
 _DTYPE_TOGGLE: dict = {}
 
@@ -532,7 +513,6 @@ class AdaptiveMLP(nn.Module):
         self.widths_ctrl = nn.ModuleList(AdaptiveWidth(rate, quantile_k, max_width) for _ in range(hidden_layers))
         dims = [in_features] + [w.width for w in self.widths_ctrl] + [out_features]
         self.layers = nn.ModuleList(ResizableLinear(dims[i], dims[i + 1]) for i in range(len(dims) - 1))
-        self._index_cache = None  # (arange, {widths: _concat_indices' result})
         self.reset_parameters()
 
     # ----------------------------------------------------------------- basics
@@ -574,10 +554,12 @@ class AdaptiveMLP(nn.Module):
             for layer in modules["layers"]._modules.values():
                 p = layer._parameters
                 args += (p["weight"], p["bias"])
-            ctrls = list(modules["widths_ctrl"]._modules.values())
+            ctrls = modules["widths_ctrl"]._modules.values()
+            index_views = [c.index_views() for c in ctrls]
             args += [c._parameters["rho"] for c in ctrls]
-            widths, j, j1, seg = self._concat_indices(ctrls)
-            return _AdaptiveMLPFunction.apply(self.activation, widths, x, *args, j, j1, seg)
+            args += [v[0] for v in index_views]
+            args += [v[1] for v in index_views]
+            return _AdaptiveMLPFunction.apply(self.activation, x, *args)
         act = self._act
         layers = self.layers
         prev = None  # the adaptive layer feeding the current one
@@ -586,34 +568,6 @@ class AdaptiveMLP(nn.Module):
             h = act(_scaled_linear(h, layers[l], prev))
             prev = ctrl
         return _scaled_linear(h, layers[-1], prev)
-
-    def _concat_indices(self, ctrls: list[AdaptiveWidth]) -> tuple[tuple[int, ...], torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """(widths, j, j + 1, layer of each entry) over all adaptive layers, the
-        index vectors concatenated (seg None for one layer).  Widths move back
-        and forth by a neuron or two, so the last few width combinations are
-        kept (building one costs more than the rest of the forward pass's
-        Python); dropped when the layers' aranges change (e.g. after .to())."""
-        widths = tuple(c.width for c in ctrls)
-        arange = ctrls[0]._buffers["_arange"]
-        cache = self._index_cache
-        if cache is None or cache[0] is not arange:
-            cache = self._index_cache = (arange, {})
-        out = cache[1].get(widths)
-        if out is not None:
-            return out
-        views = [c.index_views() for c in ctrls]
-        if len(ctrls) == 1:
-            out = (widths, views[0][0], views[0][1], None)
-        else:
-            counts = torch.tensor(widths, device=arange.device)
-            seg = torch.repeat_interleave(torch.arange(len(widths), device=arange.device), counts)
-            out = (widths, torch.cat([v[0] for v in views]), torch.cat([v[1] for v in views]), seg)
-        if ctrls[0]._buffers["_arange"] is not arange:  # index_views grew it: start afresh
-            cache = self._index_cache = (ctrls[0]._buffers["_arange"], {})
-        if len(cache[1]) >= _INDEX_CACHE_SIZE:
-            del cache[1][next(iter(cache[1]))]  # the oldest
-        cache[1][widths] = out
-        return out
 
     # ---------------------------------------------------------------- widths
     def update_width(self, optimizer: torch.optim.Optimizer | None = None) -> bool:
