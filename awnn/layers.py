@@ -72,7 +72,7 @@ class AdaptiveWidth(nn.Module):
         self.width = 1
         self.capped = False  # the last update wanted more than max_width
         self.register_buffer("_arange", torch.arange(16, dtype=torch.float32), persistent=False)
-        self._index_cache = None  # (width, arange, (j, j + 1)) of index_views
+        self._index_cache = None  # (arange, {width: (j, j + 1)}) of index_views
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -113,17 +113,24 @@ class AdaptiveWidth(nn.Module):
         return self._arange[:width]
 
     def index_views(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(j, j + 1) for j = 0..width-1 as floats: two views of a cached arange,
-        themselves cached until the width (or the arange) changes."""
+        """(j, j + 1) for j = 0..width-1 as floats: two views of a cached arange.
+        A width moves back and forth by a neuron or two, so the views of the
+        last few widths are kept (making them costs two slicing ops); dropped
+        when the arange changes (grown, or converted by .to())."""
+        arange = self._buffers["_arange"]
         cache = self._index_cache
+        if cache is not None and cache[0] is arange:
+            views = cache[1].get(self.width)
+            if views is not None:
+                return views
         width = self.width
-        if cache is not None and cache[0] == width and cache[1] is self._buffers["_arange"]:
-            return cache[2]
-        if self._arange.numel() < width + 1:
-            self._arange = torch.arange(grow_capacity(width + 1, self._arange.numel(), None), dtype=self.rho.dtype, device=self.rho.device)
-        arange = self._arange
-        views = (arange[:width], arange[1 : width + 1])
-        self._index_cache = (width, arange, views)
+        if arange.numel() < width + 1:
+            arange = self._arange = torch.arange(grow_capacity(width + 1, arange.numel(), None), dtype=self.rho.dtype, device=self.rho.device)
+        if cache is None or cache[0] is not arange:
+            cache = self._index_cache = (arange, {})
+        elif len(cache[1]) >= 16:
+            del cache[1][next(iter(cache[1]))]  # the oldest
+        views = cache[1][width] = (arange[:width], arange[1 : width + 1])
         return views
 
     def importance(self, width: int | None = None) -> torch.Tensor:
