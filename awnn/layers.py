@@ -255,13 +255,13 @@ def _set_plain(module: nn.Module, name: str, value) -> None:
     module.__dict__[name] = value
 
 
-def _read_scalars(tensors: list[torch.Tensor]) -> list[float]:
+def _read_scalars(tensors: list[torch.Tensor], stacked: bool | None = None) -> list[float]:
     """The values of 0-d tensors as Python floats, with one device-to-host
-    transfer on an accelerator (one `.item()` each on a CPU, where that is cheaper
-    than stacking them)."""
+    transfer on an accelerator (`stacked`; one `.item()` each on a CPU, where
+    that is cheaper than stacking them)."""
     if not tensors:
         return []
-    if tensors[0].device.type == "cpu":
+    if not (stacked if stacked is not None else tensors[0].device.type != "cpu"):
         return [t.item() for t in tensors]
     return torch.stack([t.detach() for t in tensors]).tolist()
 
