@@ -378,15 +378,18 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         dL/drho = sum_j (dL/df_j) f_j ((1 - s) - s j) = sum_j gf_j (1 - s (j + 1)),
         gf_j = dL/df_j f_j = sum (g W)_j (a * f)_j  or  sum (g^T a)_j (W * f)_j.
 
+    The importances come from log f_j = log s - softplus(rho) j with
+    log s = logsigmoid(rho) = rho - softplus(rho), i.e.
+        log f_j = rho - softplus(rho) (j + 1):  one op less than logsigmoid.
+
     Inputs: (activation name, x, W_0, b_0, ..., W_L, b_L, rho_0, .., rho_{L-1},
-    j_0, .., j_{L-1}, j1_0, .., j1_{L-1}) with j = 0..D-1 and j1 = 1..D
-    (float), L the number of adaptive layers.
+    j1_0, .., j1_{L-1}) with j1 = 1..D (float), L the number of adaptive layers.
     """
 
     @staticmethod
     def forward(ctx, activation, x, *flat):
-        n = (len(flat) - 2) // 5  # 2 (n + 1) weights and biases, then n rho, n j and n j1
-        params, rhos, js = flat[: 2 * n + 2], flat[2 * n + 2 : 3 * n + 2], flat[3 * n + 2 : 4 * n + 2]
+        n = (len(flat) - 2) // 4  # 2 (n + 1) weights and biases, then n rho and n j1
+        params, rhos, j1s = flat[: 2 * n + 2], flat[2 * n + 2 : 3 * n + 2], flat[3 * n + 2 :]
         act, _, keep_z = _FUSED_ACTIVATIONS[activation]
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
         z = torch.addmm(params[1], h, params[0].t())  # (B, D_0)
@@ -398,7 +401,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         for l in range(n):
             a = act(z)  # (B, D_l); may reuse z's memory
             rho, weight = rhos[l], params[2 * l + 2]
-            f = torch.exp(torch.addcmul(F.logsigmoid(rho), js[l], F.softplus(rho), value=-1.0))  # (D_l,)
+            f = torch.exp(torch.addcmul(rho, j1s[l], F.softplus(rho), value=-1.0))  # (D_l,)
             scale_h = a.shape[0] * a.shape[1] <= weight.numel()
             if scale_h:
                 scaled = a * f  # (B, D_l)
@@ -408,7 +411,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
                 out = torch.addmm(params[2 * l + 3], a, scaled.t())
             layers.append((f, scaled, a, z if keep_z else None, scale_h))
             z = out
-        ctx.save_for_backward(x, *params, *rhos, *flat[4 * n + 2 :])
+        ctx.save_for_backward(x, *params, *rhos, *j1s)
         ctx.layers, ctx.activation = layers, activation
         return z.reshape(*x.shape[:-1], z.shape[-1]) if x.dim() != 2 else z
 
@@ -562,10 +565,8 @@ class AdaptiveMLP(nn.Module):
                 p = layer._parameters
                 args += (p["weight"], p["bias"])
             ctrls = modules["widths_ctrl"]._modules.values()
-            index_views = [c.index_views() for c in ctrls]
             args += [c._parameters["rho"] for c in ctrls]
-            args += [v[0] for v in index_views]
-            args += [v[1] for v in index_views]
+            args += [c.index_views()[1] for c in ctrls]
             return _AdaptiveMLPFunction.apply(self.activation, x, *args)
         act = self._act
         layers = self.layers

@@ -140,3 +140,25 @@ def test_read_scalars_stacked_and_one_by_one_agree(dtype):
     one_by_one = _read_scalars(rhos, stacked=False)
     assert one_by_one == _read_scalars(rhos, stacked=True) == _read_scalars(rhos) == [r.item() for r in rhos]
     assert _read_scalars([]) == []
+
+
+def test_fused_importances_at_extreme_rates_match_plain_autograd():
+    """log f_j = rho - softplus(rho) (j + 1) stays accurate for a rate of 40
+    (one neuron, f_0 ~ 1) and for a tiny rate capped at max_width."""
+    torch.manual_seed(0)
+    model = AdaptiveMLP(3, 2, hidden_layers=2, rate=0.3, quantile_k=0.9, max_width=60).double()
+    with torch.no_grad():
+        model.widths_ctrl[0].rho.fill_(rho_from_rate(40.0))
+        model.widths_ctrl[1].rho.fill_(rho_from_rate(1e-3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MaxWidthReached)
+        model.update_width()
+    assert model.widths == [1, 60]
+    x = torch.randn(5, 3, dtype=torch.float64)
+    model(x).sum().backward()
+    leaves = {n: p.detach().clone().requires_grad_() for n, p in model.named_parameters()}
+    ref = plain_forward(model, leaves, x)
+    ref.sum().backward()
+    torch.testing.assert_close(model(x), ref, rtol=1e-12, atol=1e-14)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, leaves[name].grad, rtol=1e-9, atol=1e-13, msg=name)
