@@ -261,7 +261,7 @@ def _read_scalars(tensors: list[torch.Tensor], stacked: bool | None = None) -> l
     that is cheaper than stacking them)."""
     if not tensors:
         return []
-    if not (stacked if stacked is not None else tensors[0].device.type != "cpu"):
+    if not (stacked if stacked is not None else not tensors[0].is_cpu):
         return [t.item() for t in tensors]
     return torch.stack([t.detach() for t in tensors]).tolist()
 
@@ -331,10 +331,6 @@ def _scaled_linear(h: torch.Tensor, layer: "ResizableLinear", ctrl: "AdaptiveWid
     return _ImportanceScaledLinear.apply(h, layer.weight, layer.bias, ctrl.rho, ctrl.indices())
 
 
-def _relu_(z):
-    return z.relu_()
-
-
 def _leaky_relu_(z):
     return F.leaky_relu(z, 0.01, inplace=True)
 
@@ -343,20 +339,16 @@ def _relu6_(z):
     return F.relu6(z, inplace=True)
 
 
-def _tanh_(z):
-    return z.tanh_()
-
-
 # activation name -> (forward: pre-activation z -> output (may reuse z's memory),
 #                     backward: (grad of the output, z or None, output) -> grad of z,
 #                     whether the backward needs z itself).
 # The backward ops are those PyTorch's own autograd formulas call, so the
 # gradients are bit for bit those of F.relu & co.
 _FUSED_ACTIVATIONS: dict[str, tuple[Callable, Callable, bool]] = {
-    "relu": (_relu_, lambda g, z, a: torch.ops.aten.threshold_backward(g, a, 0), False),
+    "relu": (torch.Tensor.relu_, lambda g, z, a: torch.ops.aten.threshold_backward(g, a, 0), False),
     "leaky_relu": (_leaky_relu_, lambda g, z, a: torch.ops.aten.leaky_relu_backward(g, a, 0.01, True), False),
     "relu6": (_relu6_, lambda g, z, a: torch.ops.aten.hardtanh_backward(g, a, 0.0, 6.0), False),
-    "tanh": (_tanh_, lambda g, z, a: torch.ops.aten.tanh_backward(g, a), False),
+    "tanh": (torch.Tensor.tanh_, lambda g, z, a: torch.ops.aten.tanh_backward(g, a), False),
     "gelu": (F.gelu, lambda g, z, a: torch.ops.aten.gelu_backward(g, z), True),
 }
 
@@ -411,8 +403,8 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
                 out = torch.addmm(params[2 * l + 3], a, scaled.t())
             layers.append((f, scaled, a, z if keep_z else None, scale_h))
             z = out
-        ctx.save_for_backward(x, *params, *rhos, *j1s)
-        ctx.layers, ctx.activation = layers, activation
+        ctx.save_for_backward(x, *params, *rhos)
+        ctx.layers, ctx.activation, ctx.j1s = layers, activation, j1s  # j1s: views of constant aranges
         return z.reshape(*x.shape[:-1], z.shape[-1]) if x.dim() != 2 else z
 
     @staticmethod
@@ -421,11 +413,11 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         layers = ctx.layers
         n = len(layers)
         saved = ctx.saved_tensors
-        x, params, rhos, j1s = saved[0], saved[1 : 2 * n + 3], saved[2 * n + 3 : 3 * n + 3], saved[3 * n + 3 :]
+        x, params, rhos, j1s = saved[0], saved[1 : 2 * n + 3], saved[2 * n + 3 :], ctx.j1s
         g = grad_out.reshape(-1, grad_out.shape[-1]) if grad_out.dim() != 2 else grad_out  # dL/dz, (B, out)
         grads: list = [None] * (2 * n + 2)
         grad_rhos: list = [None] * n
-        one = rhos[0].new_ones(()) if n else None
+        one = _one_like(rhos[0])
         for l in range(n - 1, -1, -1):
             f, scaled, a, z, scale_h = layers[l]
             weight = params[2 * l + 2]
@@ -446,7 +438,19 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         grads[1] = g.sum(0)
         grads[0] = torch.mm(g.t(), h)
         grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[1] else None
-        return (None, grad_x, *grads, *grad_rhos, *([None] * (2 * n)))
+        return (None, grad_x, *grads, *grad_rhos, *([None] * n))
+
+
+_ONES: dict = {}
+
+
+def _one_like(t: torch.Tensor) -> torch.Tensor:
+    """A shared, never written 0-d tensor 1 of t's dtype and device."""
+    key = (t.dtype, t.device)
+    one = _ONES.get(key)
+    if one is None:
+        one = _ONES[key] = torch.ones((), dtype=t.dtype, device=t.device)
+    return one
 
 
 _DTYPE_TOGGLE: dict = {}
