@@ -10,10 +10,23 @@ where wall is the time the sweep's phases ran on Ray (from the first trial
 start, actor start-up included, to the last result logged; Ray's own
 start-up and MLflow's database creation are excluded and reported apart as
 `startup_seconds`) and slots = concurrent trials = CPUs / cpus_per_trial.
-`per_trial_overhead_seconds` = (wall x slots - training) / trials.  Prints one
-JSON object as its last line.
+`per_trial_overhead_seconds` = (wall x slots - training) / trials.
 
-Usage:  python benchmarks/sweep_overhead.py [--epochs 100] [--num-cpus 2]
+Where the overhead goes (from the trial runs' driver-side start/end times,
+their `train_seconds` and the worker process that ran them, `awnn.pid`):
+
+    startup_slot_seconds      per worker process: phase start -> its first
+                              trial's start, plus that trial's life minus its
+                              training (worker start, import torch, ray.tune,
+                              torch._dynamo on the first optimiser)
+    steady_trial_overhead_s   median over the other trials of (life - training)
+                              plus the median gap between a process's trials
+    steady_overhead_fraction  overhead_fraction with the start-up slot-seconds
+                              taken out of both wall x slots and the overhead
+
+Prints one JSON object as its last line.
+
+Usage:  python benchmarks/sweep_overhead.py [--epochs 100] [--num-cpus 2] [--task spiral]
 """
 from __future__ import annotations
 
@@ -34,6 +47,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=100, help="epochs per trial (spiral's paper budget is 1000)")
     ap.add_argument("--num-cpus", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--report-interval", type=float, default=None, help="default: the CLI's")
+    ap.add_argument("--task", default="spiral", help="whose fixed grid to sweep (spiral: 60 configs; spiralhard: 180)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="awnn-sweep-bench-"))
     budget = work / "bench-budget.yaml"
@@ -41,7 +55,7 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
     env.pop("MLFLOW_TRACKING_URI", None)
-    cmd = [sys.executable, "-m", "search.cli", "sweep", "--task", "spiral", "--strategy", "fixed", "--budget", str(budget),
+    cmd = [sys.executable, "-m", "search.cli", "sweep", "--task", args.task, "--strategy", "fixed", "--budget", str(budget),
            "--num-cpus", str(args.num_cpus)]
     if args.report_interval is not None:
         cmd += ["--report-interval", str(args.report_interval)]
@@ -56,13 +70,14 @@ def main() -> None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("awnn-spiral")
+    exp = client.get_experiment_by_name(f"awnn-{args.task}")
     runs = client.search_runs([exp.experiment_id], max_results=10000)
     sweeps = [r for r in runs if r.data.tags.get("awnn.kind") == "sweep"]
     trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
     wall = sum(r.data.metrics["wall_seconds"] for r in sweeps)
     train = sum(r.data.metrics["train_seconds"] for r in trials)
     slots = args.num_cpus  # 1 CPU per trial
+    startup, steady, steady_gap = breakdown(sweeps, trials)
     out = {
         "trials": len(trials),
         "epochs_per_trial": args.epochs,
@@ -75,8 +90,33 @@ def main() -> None:
         "end_to_end_seconds": round(end_to_end, 2),
         "startup_seconds": round(end_to_end - wall, 2),
         "report_interval": args.report_interval,
+        "startup_slot_seconds": round(startup, 2),
+        "steady_trial_overhead_seconds": round(steady + steady_gap, 4),
+        "steady_overhead_fraction": round(1 - train / (wall * slots - startup), 4),
+        "task": args.task,
     }
     print(json.dumps(out))
+
+
+def breakdown(sweeps, trials) -> tuple[float, float, float]:
+    """(start-up slot-seconds, median life - training of the other trials,
+    median gap between consecutive trials of one process); see the docstring."""
+    import statistics
+
+    first_phase_start = min(r.info.start_time for r in sweeps) / 1000
+    by_pid: dict[str, list] = {}
+    for r in sorted(trials, key=lambda r: r.info.start_time):
+        by_pid.setdefault(r.data.tags.get("awnn.pid", "?"), []).append(r)
+    startup = 0.0
+    rest, gaps = [], []
+    for runs in by_pid.values():
+        first = runs[0]
+        life = (first.info.end_time - first.info.start_time) / 1000
+        startup += (first.info.start_time / 1000 - first_phase_start) + (life - first.data.metrics["train_seconds"])
+        for r in runs[1:]:
+            rest.append((r.info.end_time - r.info.start_time) / 1000 - r.data.metrics["train_seconds"])
+        gaps += [(b.info.start_time - a.info.end_time) / 1000 for a, b in zip(runs, runs[1:])]
+    return startup, statistics.median(rest) if rest else 0.0, statistics.median(gaps) if gaps else 0.0
 
 
 if __name__ == "__main__":
