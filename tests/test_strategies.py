@@ -109,12 +109,15 @@ def test_asha_stops_trials_early_and_their_compute_counts(all_strategies_compari
         for t in sel:
             m = t.data.metrics
             assert m["device_hours"] > 0 and m["compute_seconds"] > 0
+            steps = [h.step for h in c.get_metric_history(t.info.run_id, "val_acc")]
             if t.data.tags["awnn.status"] == "stopped":
                 # stopped at the rung (epoch 1 of 2): one epoch logged, no final epoch count
-                assert [h.step for h in c.get_metric_history(t.info.run_id, "val_acc")] == [1]
+                assert steps == [1]
                 assert t.info.status == "FINISHED"
             else:
-                assert m["epochs_run"] == 2
+                # with a report every epoch (the fixture's --report-interval 0), a trial that
+                # ran to the end is ok, not stopped by ASHA's max_t rule on its last report
+                assert m["epochs_run"] == 2 and steps == [1, 2]
         # the selected config is one that ran to the end
         sweep = next(r for r in runs if r.data.tags.get("awnn.kind") == "sweep" and r.data.tags["awnn.arm"] == arm and r.data.tags["awnn.phase"] == "selection")
         chosen = sweep.data.tags["awnn.selected_key"]
@@ -204,22 +207,3 @@ def test_bad_strategy_options_exit_2_before_anything_runs(tmp_path, monkeypatch,
     assert len(err) == 1 and key in err[0] and expected in err[0], err
     assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())  # no mlflow.db, no results folder, no optuna.db
 
-
-def test_asha_with_a_report_every_epoch_lets_trials_finish(tmp_path):
-    """With one report per epoch, the last epoch's report must be the final
-    one: ASHA stops every trial at max_t, and a trial stopped on a report
-    without its final summary would read as stopped early (regression)."""
-    from conftest import run_awnn
-
-    run_awnn(["sweep", "--task", "doublemoon", "--budget", "smoke", "--strategy", "asha", "--num-cpus", "2", "--report-interval", "0"],
-             cwd=tmp_path, check=True)
-    c = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    exp = c.get_experiment_by_name("awnn-doublemoon")
-    sel = [r for r in c.search_runs([exp.experiment_id], max_results=1000)
-           if r.data.tags.get("awnn.kind") == "trial" and r.data.tags["awnn.phase"] == "selection"]
-    assert len(sel) == 30
-    status = Counter(r.data.tags["awnn.status"] for r in sel)
-    assert status["ok"] > 0 and status["stopped"] > 0, status
-    for r in sel:
-        steps = [h.step for h in c.get_metric_history(r.info.run_id, "val_acc")]
-        assert (r.data.tags["awnn.status"], steps) in (("ok", [1, 2]), ("stopped", [1])), (r.data.tags["awnn.status"], steps)
