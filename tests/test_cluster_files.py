@@ -366,6 +366,7 @@ def test_kuberay_manifests_use_token_auth_and_the_shared_volume():
 
 def test_rayjob_runs_awnn_compare_with_shared_storage():
     from search.grid import find_grid
+    from search.strategies import GRID_OF
 
     job = kuberay_docs()["RayJob"]["spec"]
     args = awnn_args(job["entrypoint"])
@@ -373,7 +374,7 @@ def test_rayjob_runs_awnn_compare_with_shared_storage():
     assert args.storage == STORAGE
     assert 0 < args.gpus_per_trial <= 1
     for strategy in args.strategies.split(","):
-        find_grid(args.task, strategy)  # raises when the task or strategy has no grid
+        find_grid(args.task, GRID_OF[strategy])  # raises when the task or strategy has no grid (tpe/asha/random search the fixed grid)
     assert job["shutdownAfterJobFinishes"] is True
 
 
@@ -391,11 +392,12 @@ def test_docs_commands_parse_with_the_real_cli():
                 commands.append(m.group(1))
     assert len(commands) >= 3, "README's cluster section should show the sweep command of each launch path"
     from search.grid import find_grid
+    from search.strategies import GRID_OF
 
     for cmd in commands:
         args = awnn_args(cmd)
         strategies = args.strategies.split(",") if args.command == "compare" else [args.strategy]
         for strategy in strategies:
-            find_grid(args.task, strategy)  # raises when the task or strategy has no grid
+            find_grid(args.task, GRID_OF[strategy])  # raises when the task or strategy has no grid (tpe/asha/random search the fixed grid)
         if args.storage:
             assert args.storage == STORAGE or args.storage.startswith("s3://"), cmd
