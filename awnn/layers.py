@@ -57,7 +57,12 @@ class MaxWidthReached(RuntimeWarning):
 
 
 class AdaptiveWidth(nn.Module):
-    """The width of one adaptive layer: rate = softplus(rho), D, f(j)."""
+    """The width of one adaptive layer: rate = softplus(rho), D, f(j).
+
+    On its own it owns its `rho` parameter.  Inside an AdaptiveMLP the rho's
+    of all layers are one vector parameter of the MLP (`AdaptiveMLP.rho`, one
+    tensor for the optimiser instead of one per layer) and `ctrl.rho` is a
+    view of this layer's entry."""
 
     def __init__(self, rate: float, quantile_k: float, max_width: int):
         super().__init__()
@@ -74,6 +79,19 @@ class AdaptiveWidth(nn.Module):
         self.register_buffer("_arange", torch.arange(16, dtype=torch.float32), persistent=False)
         self._index_cache = None  # (arange, {width: (j, j + 1)}) of index_views
         self.reset_parameters()
+
+    def __getattr__(self, name: str):
+        if name == "rho":
+            owner = self.__dict__.get("_owner")
+            if owner is not None:  # adopted by an AdaptiveMLP: a view of its rho vector
+                return owner._parameters["rho"][self.__dict__["_slot"]]
+        return super().__getattr__(name)
+
+    def _adopt(self, owner: nn.Module, slot: int) -> None:
+        """Hand this layer's rho over to entry `slot` of `owner.rho`."""
+        del self._parameters["rho"]
+        self.__dict__["_owner"] = owner  # not a submodule: kept out of nn.Module's registries
+        self.__dict__["_slot"] = slot
 
     def reset_parameters(self) -> None:
         with torch.no_grad():
@@ -255,17 +273,6 @@ def _set_plain(module: nn.Module, name: str, value) -> None:
     module.__dict__[name] = value
 
 
-def _read_scalars(tensors: list[torch.Tensor], stacked: bool | None = None) -> list[float]:
-    """The values of 0-d tensors as Python floats, with one device-to-host
-    transfer on an accelerator (`stacked`; one `.item()` each on a CPU, where
-    that is cheaper than stacking them)."""
-    if not tensors:
-        return []
-    if not (stacked if stacked is not None else not tensors[0].is_cpu):
-        return [t.item() for t in tensors]
-    return torch.stack([t.detach() for t in tensors]).tolist()
-
-
 class _ImportanceScaledLinear(torch.autograd.Function):
     """y = (h * f) W^T + b with f = f(j; softplus(rho)), as one autograd node.
 
@@ -374,14 +381,15 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
     log s = logsigmoid(rho) = rho - softplus(rho), i.e.
         log f_j = rho - softplus(rho) (j + 1):  one op less than logsigmoid.
 
-    Inputs: (activation name, x, W_0, b_0, ..., W_L, b_L, rho_0, .., rho_{L-1},
-    j1_0, .., j1_{L-1}) with j1 = 1..D (float), L the number of adaptive layers.
+    Inputs: (activation name, x, rho (L,), W_0, b_0, ..., W_L, b_L, j1_0, ..,
+    j1_{L-1}) with j1 = 1..D (float), L the number of adaptive layers.
     """
 
     @staticmethod
-    def forward(ctx, activation, x, *flat):
-        n = (len(flat) - 2) // 4  # 2 (n + 1) weights and biases, then n rho and n j1
-        params, rhos, j1s = flat[: 2 * n + 2], flat[2 * n + 2 : 3 * n + 2], flat[3 * n + 2 :]
+    def forward(ctx, activation, x, rho_vec, *flat):
+        n = (len(flat) - 2) // 3  # 2 (n + 1) weights and biases, then n j1
+        params, j1s = flat[: 2 * n + 2], flat[2 * n + 2 :]
+        rhos, softplus = rho_vec.unbind(), F.softplus(rho_vec).unbind()
         act, _, keep_z = _FUSED_ACTIVATIONS[activation]
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
         z = torch.addmm(params[1], h, params[0].t())  # (B, D_0)
@@ -393,7 +401,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         for l in range(n):
             a = act(z)  # (B, D_l); may reuse z's memory
             rho, weight = rhos[l], params[2 * l + 2]
-            f = torch.exp(torch.addcmul(rho, j1s[l], F.softplus(rho), value=-1.0))  # (D_l,)
+            f = torch.exp(torch.addcmul(rho, j1s[l], softplus[l], value=-1.0))  # (D_l,)
             scale_h = a.shape[0] * a.shape[1] <= weight.numel()
             if scale_h:
                 scaled = a * f  # (B, D_l)
@@ -403,7 +411,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
                 out = torch.addmm(params[2 * l + 3], a, scaled.t())
             layers.append((f, scaled, a, z if keep_z else None, scale_h))
             z = out
-        ctx.save_for_backward(x, *params, *rhos)
+        ctx.save_for_backward(x, rho_vec, *params)
         ctx.layers, ctx.activation, ctx.j1s = layers, activation, j1s  # j1s: views of constant aranges
         return z.reshape(*x.shape[:-1], z.shape[-1]) if x.dim() != 2 else z
 
@@ -413,11 +421,12 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         layers = ctx.layers
         n = len(layers)
         saved = ctx.saved_tensors
-        x, params, rhos, j1s = saved[0], saved[1 : 2 * n + 3], saved[2 * n + 3 :], ctx.j1s
+        x, rho_vec, params, j1s = saved[0], saved[1], saved[2:], ctx.j1s
+        sig = torch.sigmoid(rho_vec).unbind()
         g = grad_out.reshape(-1, grad_out.shape[-1]) if grad_out.dim() != 2 else grad_out  # dL/dz, (B, out)
         grads: list = [None] * (2 * n + 2)
         grad_rhos: list = [None] * n
-        one = _one_like(rhos[0])
+        one = _one_like(rho_vec)
         for l in range(n - 1, -1, -1):
             f, scaled, a, z, scale_h = layers[l]
             weight = params[2 * l + 2]
@@ -431,14 +440,14 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
                 grad_a = torch.mm(g, scaled)
                 grads[2 * l + 2] = grad_scaled * f
             gf = (grad_scaled * scaled).sum(0)  # dL/df_j f_j
-            d = torch.addcmul(one, j1s[l], torch.sigmoid(rhos[l]), value=-1.0)  # 1 - s (j + 1)
+            d = torch.addcmul(one, j1s[l], sig[l], value=-1.0)  # 1 - s (j + 1)
             grad_rhos[l] = torch.dot(gf, d)
             g = act_backward(grad_a, z, a)
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
         grads[1] = g.sum(0)
         grads[0] = torch.mm(g.t(), h)
         grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[1] else None
-        return (None, grad_x, *grads, *grad_rhos, *([None] * n))
+        return (None, grad_x, torch.stack(grad_rhos), *grads, *([None] * n))
 
 
 _ONES: dict = {}
@@ -525,6 +534,11 @@ class AdaptiveMLP(nn.Module):
         self.frozen = False  # a truncated copy never changes width
         self.prior_on_readout = prior_on_readout
         self.widths_ctrl = nn.ModuleList(AdaptiveWidth(rate, quantile_k, max_width) for _ in range(hidden_layers))
+        # every layer's rho in one parameter: one tensor for the optimiser's
+        # multi-tensor step, not one per layer (each costs ~10 us a step on a CPU)
+        self.rho = nn.Parameter(torch.stack([c.rho.detach() for c in self.widths_ctrl]))
+        for l, ctrl in enumerate(self.widths_ctrl):
+            ctrl._adopt(self, l)
         dims = [in_features] + [w.width for w in self.widths_ctrl] + [out_features]
         self.layers = nn.ModuleList(ResizableLinear(dims[i], dims[i + 1]) for i in range(len(dims) - 1))
         self.reset_parameters()
@@ -568,10 +582,8 @@ class AdaptiveMLP(nn.Module):
             for layer in modules["layers"]._modules.values():
                 p = layer._parameters
                 args += (p["weight"], p["bias"])
-            ctrls = modules["widths_ctrl"]._modules.values()
-            args += [c._parameters["rho"] for c in ctrls]
-            args += [c.index_views()[1] for c in ctrls]
-            return _AdaptiveMLPFunction.apply(self.activation, x, *args)
+            args += [c.index_views()[1] for c in modules["widths_ctrl"]._modules.values()]
+            return _AdaptiveMLPFunction.apply(self.activation, x, self._parameters["rho"], *args)
         act = self._act
         layers = self.layers
         prev = None  # the adaptive layer feeding the current one
@@ -593,7 +605,7 @@ class AdaptiveMLP(nn.Module):
         capped_any = False
         changed = False
         targets = []
-        for ctrl, rho in zip(ctrls, _read_scalars([c._parameters["rho"] for c in ctrls])):
+        for ctrl, rho in zip(ctrls, self._parameters["rho"].tolist()):  # one read (one transfer on a GPU)
             d, capped = ctrl.width_for_rho(rho)
             if capped != ctrl.capped:
                 if capped:
@@ -666,6 +678,10 @@ class AdaptiveMLP(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
         # The widths travel with a state dict (the layers resize to it), but the
         # tensors must agree with them and with the fixed input/output sizes.
+        old = [f"{prefix}widths_ctrl.{l}.rho" for l in range(self.hidden_layers)]
+        if f"{prefix}rho" not in state_dict and all(k in state_dict for k in old):
+            # saved before the rho's were packed into one vector (one per layer)
+            state_dict[f"{prefix}rho"] = torch.stack([state_dict.pop(k).reshape(()) for k in old])
         widths = [state_dict.get(f"{prefix}widths_ctrl.{l}._extra_state", {"width": w})["width"] for l, w in enumerate(self.widths)]
         dims = [self.in_features] + widths + [self.out_features]
         for l in range(len(self.layers)):
@@ -684,7 +700,7 @@ class AdaptiveMLP(nn.Module):
         return [p for layer in layers for p in (layer.weight, layer.bias)]
 
     def rates(self) -> list[torch.Tensor]:
-        return [c.rate() for c in self.widths_ctrl]
+        return list(F.softplus(self.rho).unbind())
 
     def extra_repr(self) -> str:
         return f"widths={self.widths}, activation={self.activation!r}, init={self.init!r}, grow_init={self.grow_init!r}"

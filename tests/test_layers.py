@@ -195,6 +195,28 @@ def test_adaptive_mlp_state_dict_carries_widths():
     assert torch.equal(dst(x), src(x))
 
 
+
+def test_adaptive_mlp_rho_is_one_parameter_and_old_state_dicts_still_load():
+    """The layers' rho's are one vector parameter (one optimiser tensor);
+    `ctrl.rho` is a writable view of its entry; a state dict saved with one
+    rho per layer (before the packing) loads into it."""
+    src = make_mlp(rate=0.2)
+    names = [n for n, _ in src.named_parameters()]
+    assert "rho" in names and not any(n.startswith("widths_ctrl.") for n in names)
+    assert src.rho.shape == (2,)
+    with torch.no_grad():
+        src.widths_ctrl[1].rho.fill_(rho_from_rate(0.1))
+    assert src.rho[1].item() == pytest.approx(rho_from_rate(0.1))
+    assert src.widths_ctrl[1].target_width()[0] == width_from_rate(0.1, src.widths_ctrl[1].quantile_k)
+    old = dict(src.state_dict())
+    packed = old.pop("rho")
+    old.update({f"widths_ctrl.{l}.rho": packed[l].clone() for l in range(2)})
+    dst = make_mlp(rate=0.05, seed=3)
+    dst.load_state_dict(old)
+    assert torch.equal(dst.rho, src.rho)
+    x = torch.randn(6, 2)
+    assert torch.equal(dst(x), src(x))
+
 @pytest.mark.parametrize(
     "key, shape",
     [("layers.0.weight", (12, 5)), ("layers.0.weight", (15, 2)), ("layers.1.bias", (4,)), ("layers.2.weight", (4, 12))],

@@ -132,7 +132,7 @@ def _corrupt(state: dict, how: str) -> object:
     elif how == "missing-epoch":
         del s["epoch"]
     elif how == "rho-shape":
-        s["model"] = {**s["model"], "widths_ctrl.0.rho": torch.zeros(3)}
+        s["model"] = {**s["model"], "rho": torch.zeros(3)}
     elif how == "input-columns":
         s["model"] = {**s["model"], "layers.0.weight": torch.zeros(s["model"]["layers.0.weight"].shape[0], 5)}
     elif how == "width-mismatch":  # the layer's rows disagree with the recorded width
