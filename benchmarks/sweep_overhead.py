@@ -7,10 +7,15 @@ MLflow back:
     overhead_fraction = 1 - sum(in-trial training seconds) / (wall seconds x slots)
 
 where wall is the time the sweep's phases ran on Ray (from the first trial
-start, actor start-up included, to the last result logged; Ray's own
-start-up and MLflow's database creation are excluded and reported apart as
-`startup_seconds`) and slots = concurrent trials = CPUs / cpus_per_trial.
+request, actor start-up included, to the last result logged; Ray's own
+start-up, MLflow's database creation and - since the local Ray's workers are
+warmed while the driver sets up (search/tune.py, init_ray) - whatever is left
+of that warm-up are excluded and reported apart as `startup_seconds`) and
+slots = concurrent trials = CPUs / cpus_per_trial.
 `per_trial_overhead_seconds` = (wall x slots - training) / trials.
+`end_to_end_overhead_fraction` is the same ratio over the whole command's
+wall time (Python and Ray start-up, MLflow set-up and shutdown included):
+compare it, not overhead_fraction, across changes to the set-up.
 
 Where the overhead goes (from the trial runs' driver-side start/end times,
 their `train_seconds` and the worker process that ran them, `awnn.pid`):
@@ -89,6 +94,7 @@ def main() -> None:
         "per_trial_overhead_seconds": round((wall * slots - train) / len(trials), 4),
         "end_to_end_seconds": round(end_to_end, 2),
         "startup_seconds": round(end_to_end - wall, 2),
+        "end_to_end_overhead_fraction": round(1 - train / (end_to_end * slots), 4),
         "report_interval": args.report_interval,
         "startup_slot_seconds": round(startup, 2),
         "steady_trial_overhead_seconds": round(steady + steady_gap, 4),

@@ -37,7 +37,7 @@ from .grid import Grid, GridError
 from .progress import ProgressLine, fmt_seconds
 from .protocol import assessment_specs, select_best, summarize_assessment
 from .strategies import FAMILIES, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
-from .tune import RunSettings, TrialSpec, init_ray, run_plan, trial_settings
+from .tune import RunSettings, TrialSpec, init_ray, run_plan, trial_settings, wait_for_warm_workers
 
 try:  # Ray is a hard dependency; the alias keeps the class definition readable
     from ray.tune.search import Searcher as _SearcherBase
@@ -191,6 +191,9 @@ class Comparison:
             if searcher.pending_trials():
                 attempt = self._attempt_number()
                 name = f"{self.id}" + (f"-r{attempt}" if attempt else "")
+                warm = wait_for_warm_workers()  # the local Ray's workers importing torch & co. since init_ray
+                if warm:
+                    self.writer.set_tags("cmp", {"awnn.warm_pids": ",".join(map(str, warm))})
                 run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker],
                          scheduler=make_scheduler(self.arms, self.budget))
             searcher.finish_all()

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["TrialSpec", "RunSettings", "trainable", "init_ray", "run_plan", "trial_settings"]
+__all__ = ["TrialSpec", "RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers"]
 
 # keep Ray quiet and light on a laptop: no per-trial CSV/JSON/TensorBoard files
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
@@ -194,7 +194,77 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
             raise connect_error(address, e) from None
         return
     num_cpus = settings.num_cpus or os.cpu_count() or 1
-    ray.init(num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, **kwargs)
+    system_config = {}
+    if _warm_workers(settings):
+        # Ray starts one idle worker process per CPU with the node.  Have them
+        # import what a trial needs (torch, Ray Tune, the trainer) while the
+        # driver still sets up MLflow and the Tuner, and let Tune's trial
+        # actors use them (`_use_prestarted_workers`): each slot's first trial
+        # then skips ~4 s of process start and imports on a 2-core machine.
+        system_config["preload_python_modules"] = ["search.warm"]
+        # A worker counts as idle from its registration, before the imports:
+        # with Ray's 1 s threshold the node sometimes stopped a warm worker the
+        # moment it was ready and started a cold one for the trial instead.
+        system_config["idle_worker_killing_time_threshold_ms"] = 60_000
+        warm_dir = tempfile.mkdtemp(prefix="awnn-warm-")
+        os.environ["AWNN_WARM_DIR"] = warm_dir  # the node and its workers inherit the driver's environment
+        os.environ.setdefault("PL_DISABLE_FORK", "1")  # likewise: see _use_prestarted_workers
+    ray.init(num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
+    if system_config:
+        _use_prestarted_workers()
+        _WARMING.update(dir=warm_dir, workers=num_cpus)
+
+
+_WARMING: dict[str, Any] = {}  # the local node's workers still warming up (init_ray -> run_plan)
+
+
+def wait_for_warm_workers(timeout: float = 20.0) -> list[int]:
+    """Wait (at most `timeout` s) until the local node's prestarted workers
+    have imported what a trial needs (search/warm.py marks each); returns
+    their process ids ([] when init_ray did not warm any).  Starting Tune
+    earlier gains nothing: Ray would start fresh processes for the trial
+    actors next to the busy ones, and all of them would share the CPUs."""
+    if not _WARMING:
+        return []
+    warm_dir, n = _WARMING.pop("dir"), _WARMING.pop("workers")
+    deadline = time.monotonic() + timeout
+    try:
+        while len(os.listdir(warm_dir)) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return sorted(int(f) for f in os.listdir(warm_dir) if f.isdigit())
+    finally:
+        shutil.rmtree(warm_dir, ignore_errors=True)
+
+
+def _warm_workers(settings: RunSettings) -> bool:
+    """Warm the local Ray's prestarted workers?  They are one per CPU: worth
+    it when each trial takes one CPU and no GPU (the default), so that every
+    warm worker becomes a trial slot; AWNN_WARM_WORKERS=0/1 overrides."""
+    flag = os.environ.get("AWNN_WARM_WORKERS", "")
+    if flag in ("0", "1"):
+        return flag == "1"
+    return settings.cpus_per_trial == 1 and settings.gpus_per_trial == 0
+
+
+def _use_prestarted_workers() -> None:
+    """Let Ray Tune's trial actors run in the node's prestarted workers.
+
+    Tune gives its actors a runtime environment with PL_DISABLE_FORK=1 (for
+    PyTorch Lightning), and Ray only hands a prestarted worker (started with
+    the node, empty runtime environment) to an actor whose environment is
+    empty too; otherwise it starts new processes and kills the idle ones.
+    When the local node was started with PL_DISABLE_FORK=1 in its own
+    environment, every worker has it already, and Tune's copy can go.
+    (Private Ray Tune API, checked against Ray 2.60; on another layout,
+    nothing changes.  Environment variables Tune propagates from the driver,
+    such as AWS credentials, still make its actors start fresh workers.)"""
+    try:
+        from ray.tune.execution import class_cache
+    except ImportError:  # pragma: no cover
+        return
+    env = getattr(class_cache, "DEFAULT_ENV_VARS", None)
+    if isinstance(env, dict) and env.get("PL_DISABLE_FORK") == os.environ.get("PL_DISABLE_FORK") == "1":
+        env.pop("PL_DISABLE_FORK")
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

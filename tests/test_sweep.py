@@ -45,11 +45,16 @@ def test_sweep_reuses_one_actor_per_slot_across_phases(smoke_comparison):
     """Four phases (two strategies x selection, re-training) on a 2-CPU local
     Ray: every trial ran in one of exactly two worker processes - no actor
     was stopped at a phase's tail and started again (search/tune.py,
-    _keep_idle_actors)."""
+    _keep_idle_actors), and both were warm before the first trial (init_ray)."""
     c, runs = _runs(smoke_comparison["tracking_uri"])
     trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
     pids = {(t.data.tags["awnn.node_id"], t.data.tags["awnn.pid"]) for t in trials}
     assert len(pids) == 2, sorted(pids)
+    # ... and those two are the workers the local Ray started with the node and
+    # warmed (torch & co. imported) while the driver set up MLflow (init_ray)
+    (cmp,) = [r for r in runs if r.data.tags.get("awnn.kind") == "comparison"]
+    warm = set(cmp.data.tags["awnn.warm_pids"].split(","))
+    assert len(warm) == 2 and {pid for _, pid in pids} == warm, (sorted(pids), warm)
     phases = {(t.data.tags["awnn.strategy"], t.data.tags["awnn.phase"]) for t in trials}
     assert len(phases) == 4
 
