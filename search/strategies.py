@@ -187,6 +187,9 @@ def default_optuna_storage(tracking_uri: str) -> str:
     return f"sqlite:///{(Path.cwd() / 'optuna.db').resolve()}"
 
 
+KEY_ATTR = "awnn_trial_key"  # user attribute of a study trial: the trial key it was asked for
+
+
 class TpeSource:
     """Optuna TPE through Ray Tune's OptunaSearch, one study per arm.
 
@@ -214,24 +217,44 @@ class TpeSource:
             sampler=optuna.samplers.TPESampler(seed=arm.seed),
             study_name=study_name, storage=optuna.storages.RDBStorage(storage_url),
         )
-        self.pending: dict[str, dict] = {}  # Ray trial id -> config, for re-runs told after the fact
+        self.pending: dict[str, tuple[dict, int | None]] = {}  # Ray trial id -> (config, open study trial) of re-runs
 
     def fill(self, spec: TrialSpec, trial_id: str) -> None:
         sampled = self.search.suggest(trial_id)
+        # the trial key travels with the study's trial, so that a resumed driver
+        # can tell which of them the dead one had already told (see told_later)
+        self.search._ot_trials[trial_id].set_user_attr(KEY_ATTR, spec.key)
         cfg = {"task": self.arm.grid.task, **self.arm.grid.fixed, **{k: sampled[k] for k in self.keys}}
         spec.index = self.index[tuple(repr(cfg[k]) for k in self.keys)]
         spec.config = {**_scale_milestones(cfg, self.arm.grid, self.budget), **_protocol_values(self.arm.grid, self.budget, "inner", 0)}
 
     def told_later(self, spec: TrialSpec, trial_id: str) -> None:
         """A trial re-run after a resume: its config came from the earlier
-        driver; its score is added to the study when it ends."""
-        self.pending[trial_id] = {k: spec.config[k] for k in self.keys}
+        driver.  The study trial the earlier driver asked for it is told the
+        re-run's score when it ends - unless that driver had told it already
+        (it died after telling Optuna but before MLflow's writer recorded the
+        run as finished): one study trial per trial key, never two."""
+        import optuna
+
+        opened = None
+        for t in self.search._ot_study.get_trials(deepcopy=False):
+            if t.user_attrs.get(KEY_ATTR) != spec.key:
+                continue
+            if t.state.is_finished():
+                return  # told already: the re-run only completes MLflow's record
+            opened = t.number if t.state == optuna.trial.TrialState.RUNNING else opened
+        self.pending[trial_id] = ({k: spec.config[k] for k in self.keys}, opened)
 
     def complete(self, trial_id: str, status: str | None, value: float | None) -> None:
         usable = status in ("ok", "width_capped") and value is not None and math.isfinite(value)
         if trial_id in self.pending:
-            params = self.pending.pop(trial_id)
-            if usable:
+            params, opened = self.pending.pop(trial_id)
+            if opened is not None:
+                import optuna
+
+                state = optuna.trial.TrialState.COMPLETE if usable else optuna.trial.TrialState.FAIL
+                self.search._ot_study.tell(opened, value if usable else None, state=state)
+            elif usable:
                 self.search.add_evaluated_point(params, value)
             return
         if trial_id not in self.search._ot_trials:
