@@ -15,6 +15,7 @@ from it: the epoch counter goes on, it does not start over.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -207,6 +208,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
         # moment it was ready and started a cold one for the trial instead.
         system_config["idle_worker_killing_time_threshold_ms"] = 60_000
         warm_dir = tempfile.mkdtemp(prefix="awnn-warm-")
+        atexit.register(shutil.rmtree, warm_dir, True)  # also when no sweep gets to wait_for_warm_workers
         os.environ["AWNN_WARM_DIR"] = warm_dir  # the node and its workers inherit the driver's environment
         os.environ.setdefault("PL_DISABLE_FORK", "1")  # likewise: see _use_prestarted_workers
     ray.init(num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
