@@ -74,10 +74,16 @@ def resolve_budget(name_or_path: str) -> Budget:
     path = Path(name_or_path)
     if not path.suffix in (".yaml", ".yml") and not path.exists():
         raise GridError(f"--budget: expected one of {sorted(BUDGETS)} or a YAML file, found {name_or_path!r}")
+    if path.is_dir():
+        raise GridError(f"--budget {name_or_path}: expected a YAML file, found a folder")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise GridError(f"{path}: no such budget file") from None
+    except UnicodeDecodeError as e:
+        raise GridError(f"{path}: not a UTF-8 text file (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
+    except OSError as e:
+        raise GridError(f"{path}: cannot read the budget file ({e.strerror or type(e).__name__})") from None
     except yaml.YAMLError as e:
         raise GridError(f"{path}: malformed YAML: {getattr(e, 'problem', e)}") from None
     if not isinstance(data, dict):
@@ -87,8 +93,9 @@ def resolve_budget(name_or_path: str) -> Budget:
         if key not in _KEYS:
             raise GridError(f"{path}: unknown key {key!r}; expected one of {list(_KEYS)}")
         typ, expected = _KEYS[key]
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (typ is float or float(value).is_integer())
-        if not ok or value < (0 if typ is float else 1):
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+              and (typ is float or float(value).is_integer()))
+        if not ok or value < (0 if typ is float else 1):  # NaN and infinities are never ok
             raise GridError(f"{path}: key {key!r}: expected {expected}, found {value!r}")
         values[key] = typ(value)
     if values.get("min_epochs", 1) > values.get("max_epochs", 1_000_000):

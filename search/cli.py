@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import signal
 import sys
 
 COMMANDS = ["train", "grids", "sweep", "compare", "report", "env"]
 
 
+from . import signals
 from .errors import UsageError  # noqa: F401 - re-exported for the commands
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: cleanly,
     # with pending tracking writes flushed, resumable with --resume.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signals.enable()
     try:
         return int(args.func(args) or 0)
     except (UsageError, ConfigError) as e:
@@ -43,10 +43,6 @@ def main(argv: list[str] | None = None) -> int:
         hint = "; run the same command with --resume to continue" if args.command in ("sweep", "compare") else ""
         print(f"awnn {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":  # python -m search.cli: run the package's module, not a copy

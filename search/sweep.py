@@ -12,10 +12,21 @@ is validated before Ray starts or MLflow is written: grid files, the budget,
 the tracking store, the Ray address.
 
 Resuming (`--resume`, same arguments): the newest unfinished comparison
-with the same task, strategies, budget and grid contents is continued.
-Trials that finished (any terminal status) are not run again; trials the
-dead driver left open are closed with awnn.status=interrupted (their
-compute still counts) and run again from their last checkpoint.
+with the same task, strategies, budget and grid contents is continued
+(search/resume.py reads what the earlier drivers did).  Trials that finished
+(any terminal status) are not run again; trials an earlier driver left open
+are closed with awnn.status=interrupted (their compute still counts) and run
+again from their last checkpoint.  When the newest such comparison finished
+already, nothing runs (`awnn compare` rebuilds its report).
+
+Every way a driver ends leaves MLflow in a state `--resume` continues:
+finished (FINISHED, awnn.state=finished); interrupted by Ctrl-C or SIGTERM
+(the open trial runs, sweeps and the comparison KILLED, awnn.state=
+interrupted); failed (FAILED, awnn.state=failed); killed (runs left RUNNING,
+closed by the next --resume).  Wall time (`wall_seconds` of sweeps and of
+the comparison) is the time the drivers spent, summed over their attempts:
+each driver logs its running total as it goes, so a killed one loses at most
+the seconds since its last record (WALL_RECORD_SECONDS).
 """
 from __future__ import annotations
 
@@ -30,12 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tracking.store import TrackingWriter, check_tracking, default_tracking_uri, experiment_name, replay_spool
+from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, default_tracking_uri,
+                            experiment_name, folder_lock, init_tracking, replay_spool)
 
 from .budget import Budget, resolve_budget
 from .grid import Grid, GridError
 from .progress import ProgressLine, fmt_seconds
 from .protocol import assessment_specs, select_best, summarize_assessment
+from .resume import TERMINAL, PriorAttempts, find_checkpoint, read_prior_attempts
 from .strategies import FAMILIES, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
 from .tune import RunSettings, TrialSpec, init_ray, run_plan, trial_settings, wait_for_warm_workers
 
@@ -44,11 +57,10 @@ try:  # Ray is a hard dependency; the alias keeps the class definition readable
 except ImportError:  # pragma: no cover
     _SearcherBase = object
 
-TERMINAL = ("ok", "diverged", "width_capped", "failed", "stopped")
-
 __all__ = ["Comparison", "PhaseResult", "StrategyResult", "STRATEGIES"]
 
 STRATEGIES = FAMILIES
+WALL_RECORD_SECONDS = 5.0  # how often a driver records its running wall time
 
 
 @dataclass
@@ -129,6 +141,9 @@ class Comparison:
         check_tracking(self.tracking_uri)
         if settings.cpus_per_trial <= 0 or settings.gpus_per_trial < 0:
             raise GridError(f"--cpus-per-trial must be > 0 and --gpus-per-trial >= 0, found {settings.cpus_per_trial} and {settings.gpus_per_trial}")
+        storage = settings.storage_path()
+        if "://" not in storage:  # a local or mounted folder: it must be (or become) a writable folder
+            check_writable(Path(storage), f"--storage {storage}")
         self.optuna_storage = None
         if "tpe" in self.strategies:
             self.optuna_storage = self.options.optuna_storage or default_optuna_storage(self.tracking_uri)
@@ -171,17 +186,23 @@ class Comparison:
     def run(self) -> list[StrategyResult]:
         from tracking.callback import TrialTracker
 
+        init_tracking(self.tracking_uri)  # a new SQLite store's schema, created by one driver at a time
         init_ray(self.settings, log=self.log)
         self.writer = TrackingWriter(self.tracking_uri, experiment_name(self.task), spool_path=self._spool_path())
-        done: dict[str, Any] = {}
+        self.open_sweeps: set[str] = set()
+        self.tracker = None
+        self.searcher = None
+        prior = PriorAttempts()
         try:
+            self.t_attempt = time.monotonic()  # this driver's share of the wall time starts here
             if self.resume:
-                done = self._resume_state()
+                prior = self._resume_state()
             if self.already_finished:
                 return self.results
+            self.wall_before = prior.wall("cmp")
             if self.id is None:
                 self._start_comparison()
-            searcher = PhasedSearcher(self, done)
+            searcher = self.searcher = PhasedSearcher(self, prior)
             self.tracker = TrialTracker(
                 self.writer, tags={"awnn.comparison": self.id, "awnn.task": self.task},
                 cpus_per_trial=self.settings.cpus_per_trial, gpus_per_trial=self.settings.gpus_per_trial,
@@ -197,14 +218,54 @@ class Comparison:
                 run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker],
                          scheduler=make_scheduler(self.arms, self.budget))
             searcher.finish_all()
-            self.writer.log_metrics("cmp", [("wall_seconds", time.time() - self.t0, 0)])
+            self.writer.log_metrics("cmp", [("wall_seconds", self.wall_seconds(), 0)])
             self.writer.set_tags("cmp", {"awnn.state": "finished"})
             self.writer.end_run("cmp")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (search/cli.py): resumable, and visibly not running
+            self._close_open("interrupted", "KILLED")
+            raise
+        except BaseException:
+            self._close_open("failed", "FAILED")
+            raise
         finally:
             leftover = self.writer.close(timeout=float(os.environ.get("AWNN_TRACKING_FLUSH_TIMEOUT", "120")))
             if leftover:
                 self.log(f"warning: MLflow was unreachable; {len(leftover)} runs have writes saved to {self._spool_path()}; rerun with --resume to apply them")
         return self.results
+
+    def wall_seconds(self) -> float:
+        """The comparison's wall time: every driver's time on it, this one's included."""
+        return self.wall_before + time.monotonic() - self.t_attempt
+
+    def record_wall(self, sweep: str | None, sweep_seconds: float) -> None:
+        """Log the running wall time of the comparison and of the sweep in progress."""
+        if sweep is not None and sweep in self.open_sweeps:
+            self.writer.log_metrics(sweep, [("wall_seconds", sweep_seconds, 0)])
+        self.writer.log_metrics("cmp", [("wall_seconds", self.wall_seconds(), 0)])
+
+    def _close_open(self, state: str, status: str) -> None:
+        """Close what this driver has open after an interrupt (`interrupted`,
+        KILLED) or an error (`failed`, FAILED): its trial runs as
+        interrupted, its sweeps and the comparison with their wall time so
+        far.  `--resume` reopens them."""
+        if self.id is None:
+            return  # nothing was started
+        try:
+            if self.tracker is not None:
+                self.tracker.interrupt_open()
+            current = self.searcher.current_sweep() if self.searcher is not None else (None, 0.0)
+            for sweep in sorted(self.open_sweeps):
+                if sweep == current[0]:
+                    self.writer.log_metrics(sweep, [("wall_seconds", current[1], 0)])
+                self.writer.set_tags(sweep, {"awnn.state": state})
+                self.writer.end_run(sweep, status)
+            self.open_sweeps.clear()
+            if self.id is not None:
+                self.writer.log_metrics("cmp", [("wall_seconds", self.wall_seconds(), 0)])
+                self.writer.set_tags("cmp", {"awnn.state": state})
+                self.writer.end_run("cmp", status)
+        except Exception as e:  # noqa: BLE001 - closing must not hide why the driver stopped
+            self.log(f"warning: could not mark the open runs as {state}: {type(e).__name__}: {e}")
 
     def _attempt_number(self) -> int:
         storage = self.settings.storage_path()
@@ -218,7 +279,6 @@ class Comparison:
 
     def _start_comparison(self) -> None:
         self.id = f"{self.task}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-        self.t0 = time.time()
         tags = {
             "awnn.kind": "comparison",
             "awnn.comparison": self.id,
@@ -246,6 +306,7 @@ class Comparison:
         sweep_key = f"{strategy}/{phase}"
         if sweep_key in self.writer.run_ids:
             return
+        self.open_sweeps.add(sweep_key)
         arm = self.arm[strategy]
         tags = {"awnn.kind": "sweep", "awnn.strategy": arm.family, "awnn.arm": arm.name, "awnn.repeat": str(arm.repeat),
                 "awnn.phase": phase, "awnn.comparison": self.id, "awnn.task": self.task, "awnn.state": "running"}
@@ -271,19 +332,18 @@ class Comparison:
         ])
         self.writer.set_tags(sweep_key, {"awnn.state": "finished"})
         self.writer.end_run(sweep_key)
+        self.open_sweeps.discard(sweep_key)
 
     def study_name(self, arm: Arm) -> str:
         return f"{self.id}-{arm.name}"
 
     # ------------------------------------------------------------- resume
-    def _resume_state(self) -> dict[str, dict[str, Any]]:
-        """Adopt the newest unfinished comparison with the same key; return the
-        trials it finished, keyed by writer key.  Open trial runs are closed as
-        interrupted; their checkpoints are found for the re-run."""
+    def _resume_state(self) -> PriorAttempts:
+        """Adopt the newest unfinished comparison with the same key and read
+        back what its earlier drivers did (search/resume.py)."""
         from mlflow.tracking import MlflowClient
 
         spool = self._spool_path()
-        replayed = 0
         if spool.exists():
             replayed = replay_spool(spool, self.tracking_uri, experiment_name(self.task))
             self.log(f"resume: applied {replayed} tracking writes saved by the previous driver")
@@ -291,65 +351,23 @@ class Comparison:
         exp = self.writer.experiment_id
         roots = client.search_runs([exp], filter_string=f"tags.`awnn.comparison_key` = '{self.key}' and tags.`awnn.kind` = 'comparison'", order_by=["attributes.start_time DESC"], max_results=20)
         root = next((r for r in roots if r.data.tags.get("awnn.state") != "finished"), None)
-        if root is None and replayed and roots:
-            # the previous driver had finished; only its last writes were missing, and now they are in
+        if root is None and roots:
+            # the newest comparison with these arguments is complete (its driver may have died while writing the report)
             self.id = roots[0].data.tags["awnn.comparison"]
             self.already_finished = True
-            self.log(f"resume: comparison {self.id} is complete in MLflow now; nothing to run")
-            return {}
+            self.log(f"resume: comparison {self.id} is complete in MLflow; nothing to run (run without --resume to repeat it)")
+            return PriorAttempts()
         if root is None:
             self.log("resume: no unfinished comparison with these arguments; starting a new one")
-            return {}
+            return PriorAttempts()
         self.id = root.data.tags["awnn.comparison"]
-        self.t0 = root.info.start_time / 1000.0
         self.writer.adopt("cmp", root.info.run_id)
-        runs = client.search_runs([exp], filter_string=f"tags.`awnn.comparison` = '{self.id}'", max_results=50000)
-        done: dict[str, dict[str, Any]] = {}
-        reopened = interrupted = 0
-        for run in runs:
-            tags = run.data.tags
-            key = tags.get("awnn.key")
-            if not key or tags.get("awnn.kind") == "comparison":
-                continue
-            if tags.get("awnn.kind") == "sweep":
-                self.writer.adopt(key, run.info.run_id)
-                if tags.get("awnn.state") != "finished":
-                    reopened += 1
-                elif "wall_seconds" in run.data.metrics:
-                    done[f"{key}#wall"] = run.data.metrics["wall_seconds"]
-                continue
-            status = tags.get("awnn.status", "running")
-            if status in ("ok", "diverged", "width_capped", "failed", "stopped"):
-                m = run.data.metrics
-                done[key] = {
-                    "key": tags.get("awnn.trial_key"), "status": status, "index": int(float(run.data.params.get("grid_index", -1))),
-                    "config": _config_from_params(run.data.params), **{k: m[k] for k in m},
-                    "widths": json.loads(tags["awnn.widths"]) if "awnn.widths" in tags else None,
-                    "widths_at_best": json.loads(tags["awnn.widths_at_best"]) if "awnn.widths_at_best" in tags else None,
-                }
-            else:
-                # left open by the dead driver: close it, remember its checkpoint for the re-run
-                client.set_tag(run.info.run_id, "awnn.status", "interrupted")
-                client.set_terminated(run.info.run_id, status="KILLED")
-                interrupted += 1
-                # re-run with the same config (a TPE trial's config is not in any grid order)
-                done[key] = {"key": tags.get("awnn.trial_key"), "status": "interrupted", "checkpoint": self._find_checkpoint(key),
-                             "config": _config_from_params(run.data.params), "index": int(float(run.data.params.get("grid_index", -1)))}
-        self.log(f"resume: comparison {self.id}: {sum(1 for v in done.values() if v['status'] != 'interrupted')} trials already finished, {interrupted} interrupted trials to re-run")
-        return done
-
-    def _find_checkpoint(self, writer_key: str) -> str | None:
+        self.writer.reopen_run("cmp")
+        self.writer.set_tags("cmp", {"awnn.state": "running"})
         storage = self.settings.storage_path()
-        if "://" in storage:
-            return None
-        strategy, phase, trial = writer_key.split("/", 2)
-        best = None
-        # <storage>/<comparison id>[-r<attempt>]/<strategy>-<trial key>/checkpoint_* (see search.tune.run_plan)
-        for d in Path(storage).glob(f"{self.id}*/{strategy}-{trial}/checkpoint_*"):
-            if (d / "trainer.pt").exists() and (best is None or d.stat().st_mtime > best.stat().st_mtime):
-                best = d
-        return str(best) if best else None
-
+        prior = read_prior_attempts(client, exp, self.id, self.writer, lambda key: find_checkpoint(storage, self.id, key), self.log)
+        self.open_sweeps |= prior.reopened_sweeps
+        return prior
 
 class PhasedSearcher(_SearcherBase):
     """Feeds Ray Tune the comparison's trials phase by phase.
@@ -360,10 +378,11 @@ class PhasedSearcher(_SearcherBase):
     outcome in the tracker (Ray calls `suggest` again after its callbacks
     ran), so one Tuner, with its warm actors, serves the whole comparison."""
 
-    def __init__(self, comparison: "Comparison", done: dict[str, Any]):
+    def __init__(self, comparison: "Comparison", prior: PriorAttempts):
         super().__init__(metric="best_val_acc", mode="max")
         self.c = comparison
-        self.done = done
+        self.prior = prior
+        self.last_wall_record = 0.0
         self.tracker = None
         self.phases = [(a.name, ph) for a in comparison.arms for ph in ("selection", "assessment")]
         self.tpe: dict[str, TpeSource] = {}  # arm -> its Optuna study
@@ -375,6 +394,7 @@ class PhasedSearcher(_SearcherBase):
         self.strategy_result: StrategyResult | None = None
         self.progress: ProgressLine | None = None
         self.t0 = 0.0
+        self.runs_here = False
         self.finished = False
 
     def __getstate__(self):
@@ -387,8 +407,7 @@ class PhasedSearcher(_SearcherBase):
         return sum(a.trials + self.c.budget.runs(a.grid) for a in self.c.arms)
 
     def pending_trials(self) -> bool:
-        finished = sum(1 for k, v in self.done.items() if isinstance(v, dict) and v.get("status") in TERMINAL)
-        return finished < self.max_trials()
+        return len(self.prior.finished) < self.max_trials()
 
     # --- Searcher API
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
@@ -459,10 +478,25 @@ class PhasedSearcher(_SearcherBase):
         if best == best:
             text += f"  best val_acc {best:.4f}"
         self.progress.update(text)
+        now = time.monotonic()
+        if key in tracker.outcomes or now - self.last_wall_record >= WALL_RECORD_SECONDS:
+            self.last_wall_record = now
+            self.c.record_wall(f"{self.result.strategy}/{self.result.phase}", self.sweep_wall())
+
+    def sweep_wall(self) -> float:
+        """Wall time of the phase in progress: earlier drivers' and this one's."""
+        r = self.result
+        before = self.prior.wall(f"{r.strategy}/{r.phase}")
+        return before + (time.monotonic() - self.t0 if self.runs_here else 0.0)
+
+    def current_sweep(self) -> tuple[str | None, float]:
+        if self.result is None:
+            return None, 0.0
+        return f"{self.result.strategy}/{self.result.phase}", self.sweep_wall()
 
     # --- phases
     def _done_keys(self) -> set[str]:
-        return {k for k, v in self.done.items() if isinstance(v, dict) and v.get("status") in TERMINAL}
+        return set(self.prior.finished)
 
     def _start_next(self) -> None:
         while True:
@@ -500,19 +534,20 @@ class PhasedSearcher(_SearcherBase):
             sweep = f"{strategy}/{phase}"
             self.keys = {f"{sweep}/{sp.key}" for sp in specs}
             done_here = self._done_keys() & self.keys
-            self.result.outcomes = [self.done[k] for k in sorted(done_here)]
+            self.result.outcomes = [self.prior.finished[k] for k in sorted(done_here)]
             self.queue = []
             for sp in specs:
                 k = f"{sweep}/{sp.key}"
                 if k in done_here:
                     continue
-                prev = self.done.get(k)
-                if isinstance(prev, dict) and prev.get("checkpoint"):
-                    sp.resume_from = prev["checkpoint"]
-                if isinstance(prev, dict) and prev.get("config") and not sp.config:  # an interrupted TPE trial
-                    sp.config, sp.index = prev["config"], prev.get("index", -1)
+                rerun = self.prior.reruns.get(k)
+                if rerun is not None and rerun.checkpoint:
+                    sp.resume_from = rerun.checkpoint
+                if rerun is not None and rerun.config and not sp.config:  # an interrupted TPE trial
+                    sp.config, sp.index = rerun.config, rerun.index
                 self.queue.append(sp)
             self.t0 = time.monotonic()
+            self.runs_here = bool(self.queue)  # has this driver anything to run in this phase?
             self.progress = ProgressLine(self.c.stream)
             if self.tracker is not None:
                 self.on_update(self.tracker, "")
@@ -525,9 +560,7 @@ class PhasedSearcher(_SearcherBase):
         sweep = f"{r.strategy}/{r.phase}"
         for k in sorted(self.keys & set(self.tracker.outcomes)):
             r.outcomes.append(self.tracker.outcomes[k])
-        ran = bool(self.keys - self._done_keys())
-        previous = float(self.done.get(f"{sweep}#wall", 0.0))
-        r.wall_seconds = previous + (time.monotonic() - self.t0 if ran else 0.0)
+        r.wall_seconds = self.sweep_wall()
         self.progress.close(
             f"{r.strategy} {r.phase}: {len(r.outcomes)}/{len(self.keys)} trials in {fmt_seconds(r.wall_seconds)}  "
             f"({r.count('ok')} ok, {r.count('diverged')} diverged, {r.count('failed')} failed)  "
@@ -552,28 +585,26 @@ def _final_of(result: dict | None) -> dict | None:
 
 
 def _check_optuna_storage(url: str) -> None:
-    """Open (create) the Optuna RDB storage now: a bad URL fails before Ray starts."""
+    """Open (create) the Optuna RDB storage now: a bad URL fails before Ray
+    starts.  A SQLite file is checked like the MLflow store (an unwritable
+    folder, a file that is not an Optuna database) and created under a lock
+    on its folder (drivers started together on a new file)."""
+    import contextlib
+
     import optuna
 
+    lock = contextlib.nullcontext()
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///"):])
+        what = f"--optuna-storage {url}"
+        if not path.parent.is_dir():
+            raise TrackingUnavailable(f"{what}: folder {path.parent} does not exist")
+        check_writable(path.parent, what)
+        if path.is_file() and path.stat().st_size > 0:
+            check_sqlite_store(path, what, tables={"studies", "trials"}, kind="an Optuna SQLite storage")
+        lock = folder_lock(path.parent)
     try:
-        optuna.storages.RDBStorage(url)
+        with lock:
+            optuna.storages.RDBStorage(url)
     except Exception as e:  # noqa: BLE001 - one readable line whatever the driver raises
         raise GridError(f"--optuna-storage: cannot open {url!r} as an Optuna RDB storage: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
-
-
-def _config_from_params(params: dict[str, str]) -> dict[str, Any]:
-    from awnn.config import TrainConfig
-
-    keys = set(TrainConfig.keys())
-    return {k: _parse(v) for k, v in params.items() if k in keys}
-
-
-def _parse(v: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(v)
-        except ValueError:
-            pass
-    if v in ("True", "False"):
-        return v == "True"
-    return v

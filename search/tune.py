@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from . import signals
+
 __all__ = ["TrialSpec", "RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers"]
 
 # keep Ray quiet and light on a laptop: no per-trial CSV/JSON/TensorBoard files
@@ -193,6 +195,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
             ray.init(address=address, **kwargs)
         except Exception as e:  # noqa: BLE001 - one readable line for any connection failure
             raise connect_error(address, e) from None
+        signals.restore()  # ray.init replaced our SIGTERM handler
         return
     num_cpus = settings.num_cpus or os.cpu_count() or 1
     system_config = {}
@@ -212,6 +215,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
         os.environ["AWNN_WARM_DIR"] = warm_dir  # the node and its workers inherit the driver's environment
         os.environ.setdefault("PL_DISABLE_FORK", "1")  # likewise: see _use_prestarted_workers
     ray.init(num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
+    signals.restore()  # ray.init replaced our SIGTERM handler
     if system_config:
         _use_prestarted_workers()
         _WARMING.update(dir=warm_dir, workers=num_cpus)

@@ -160,6 +160,18 @@ class TrialTracker(Callback):
         key = self._key(trial)
         self._finish(key, {"status": "failed"}, error=_error_text(trial), trial=trial)
 
+    def interrupt_open(self) -> None:
+        """The driver is stopping (Ctrl-C, SIGTERM, an error): close the runs
+        of the trials still in flight as `interrupted` (MLflow KILLED) with
+        the compute they did so far; `--resume` runs those trials again."""
+        for key in sorted(self.started - set(self.outcomes)):
+            compute = self.compute_seconds(key)
+            dev_h, gpu_h = self.device_hours(compute)
+            self.writer.log_metrics(key, [("compute_seconds", compute, 0), ("device_hours", dev_h, 0), ("gpu_hours", gpu_h, 0),
+                                          ("attempts", len(self.attempts.get(key, {})), 0)])
+            self.writer.set_tags(key, {"awnn.status": "interrupted"})
+            self.writer.end_run(key, "KILLED")
+
     # ------------------------------------------------------------ finishing
     def _finish(self, key: str, final: dict, error: str | None, trial) -> None:
         if key in self.outcomes:

@@ -67,6 +67,10 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
         results = comparison.run()
     except (GridError, SearchError, TrackingUnavailable) as e:
         raise UsageError(str(e)) from None
+    if comparison.already_finished:  # --resume of a finished comparison: only its report may be missing
+        if kind == "compare":
+            write_comparison_report(comparison)
+        return 0
     print_summary(comparison, results)
     if kind == "compare":
         write_comparison_report(comparison)

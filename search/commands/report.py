@@ -28,13 +28,8 @@ def run(args) -> int:
     from tracking.store import TrackingUnavailable, check_tracking, default_tracking_uri
 
     uri = args.tracking_uri or default_tracking_uri()
-    if uri.startswith("sqlite:///"):
-        from pathlib import Path
-
-        if not Path(uri[len("sqlite:///"):]).is_file():
-            raise UsageError(f"--tracking-uri {uri}: no such SQLite file; pass the store `awnn compare` wrote (its summary prints it)")
     try:
-        check_tracking(uri)
+        check_tracking(uri, write=False)  # a read-only command: a missing, empty or corrupt store is one line, and is never written
         paths = write_report(uri, args.out, comparison=args.comparison, experiment=args.experiment, margin=args.target_margin)
         if args.log_artifact:
             log_report(uri, paths["summary"]["comparison"], paths["out_dir"])
