@@ -361,6 +361,9 @@ class Trainer:
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "generator": self.generator.get_state(),
             "torch_rng": torch.get_rng_state(),
+            # (#19) on a GPU, new neurons of a growing layer are drawn by the CUDA
+            # generator: without its state a resumed run would draw other weights
+            "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
             "epoch": self.epoch,
             "step": self.step,
             "train_seconds": self.train_seconds,
@@ -391,6 +394,8 @@ class Trainer:
         try:
             self.generator.set_state(state["generator"])
             torch.set_rng_state(state["torch_rng"])
+            if self.device.type == "cuda" and state.get("cuda_rng") is not None:  # (#19) absent in older or CPU checkpoints
+                torch.cuda.set_rng_state(state["cuda_rng"], self.device)
         except (RuntimeError, TypeError) as e:
             raise CheckpointError(f"checkpoint has an unusable random-number-generator state: {' '.join(str(e).split())}") from e
         self.epoch = int(state["epoch"])

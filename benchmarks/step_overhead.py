@@ -9,9 +9,19 @@ machine noise hits both alike).  Prints one JSON object as its last line:
 
     ratio_1_layer, ratio_4_layers            AWNN median step / fixed median step (CPU)
     awnn_us_*, fixed_us_*, width_*           the raw medians (microseconds) and widths
-    gpu: {...}                               the same on CUDA, when a GPU is present
+    gpu: {...}                               the same on CUDA, when a GPU is present,
+                                             for every --batch (suffix _b<batch>), with
+                                             kernel launches and host syncs per step
 
-Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all]
+On CUDA a step's time is its share of a window of consecutive steps timed
+between two synchronisations (throughput, as in training: the host queues
+kernels ahead of the GPU, and a host read of the rate stalls that queue),
+not the latency of one step between synchronisations, which would hide
+the cost of host syncs.  Launches per step come from the torch profiler
+(`--profile`): CUDA kernels, memory copies and sets recorded on the device,
+and on the host the runtime calls that launch them or wait for the device.
+
+Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all] [--batch 128,1024] [--profile]
 """
 from __future__ import annotations
 
@@ -46,9 +56,9 @@ def make_stepper(trainer: Trainer):
 
 def batches(x, y, batch, device, gen):
     while True:
-        perm = torch.randperm(len(y), generator=gen)
+        perm = torch.randperm(len(y), generator=gen).to(device)  # one copy per pass, as the trainer does
         for s in range(0, len(y) - batch + 1, batch):
-            idx = perm[s : s + batch].to(device)
+            idx = perm[s : s + batch]
             yield x[idx], y[idx]
 
 
@@ -72,59 +82,156 @@ def timed(step, it, n, device) -> list[float]:
     return out
 
 
-def measure(layers: int, device: torch.device, steps: int, windows: int = 8) -> dict:
+def timed_window(step, it, n, device, on_step=None) -> float:
+    """Mean time per step of `n` consecutive steps between two synchronisations
+    (CUDA: the GPU path's throughput; see the module docstring)."""
+    batches_ = [next(it) for _ in range(n)]
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for x, y in batches_:
+        step(x, y)
+        if on_step is not None:
+            on_step()
+    torch.cuda.synchronize(device)
+    return (time.perf_counter() - t0) / n
+
+
+def measure(layers: int, device: torch.device, steps: int, windows: int = 8, batch: int = 128) -> dict:
     """AWNN steps in windows; after each window, a fixed MLP with that window's
     mean AWNN width per layer runs as many steps.  The AWNN width drifts while
-    it trains, so each window is compared with a fixed MLP of its own width."""
+    it trains, so each window is compared with a fixed MLP of its own width.
+    On CUDA each window is timed as a whole (and more, shorter windows are used)."""
     task = load_task("spiralhard")
     x, y = task.tensors("inner", "train", device)
-    base = {"task": "spiralhard", "split": "inner", "hidden_layers": layers, "activation": "relu", "batch_size": 128,
+    base = {"task": "spiralhard", "split": "inner", "hidden_layers": layers, "activation": "relu", "batch_size": batch,
             "optimizer": "adam", "lr": 0.01, "device": device.type}
     awnn = Trainer(TrainConfig.from_dict({**base, "model": "awnn", "rate": 0.01, "quantile_k": 0.9, "sigma_theta": 1.0}))
     a_step = make_stepper(awnn)
-    it = batches(x, y, 128, device, torch.Generator().manual_seed(0))
+    it = batches(x, y, batch, device, torch.Generator().manual_seed(0))
     timed(a_step, it, 300, device)  # warm-up: capacity buffers, allocator, first width moves
+    cuda = device.type == "cuda"
+    if cuda:
+        windows = max(windows, 4 * windows)
     per_window = max(50, steps // windows)
     a_times: list[float] = []
     f_times: list[float] = []
     widths: list[float] = []
     changes = 0
+    n_a = 0
     for _ in range(windows):
         seen = []
         before = list(awnn.model.widths)
-        for _ in range(per_window):
-            a_times += timed(a_step, it, 1, device)
-            seen.append(sum(awnn.model.widths) / layers)
-            changes += awnn.model.widths != before
-            before = list(awnn.model.widths)
+
+        def track():
+            nonlocal before, changes
+            w = awnn.model.widths
+            seen.append(sum(w) / layers)
+            changes += w != before
+            before = list(w)
+
+        if cuda:
+            a_times.append(timed_window(a_step, it, per_window, device, track))
+        else:
+            for _ in range(per_window):
+                a_times += timed(a_step, it, 1, device)
+                track()
+        n_a += per_window
         width = max(1, round(statistics.fmean(seen)))
         widths.append(width)
         fixed = Trainer(TrainConfig.from_dict({**base, "model": "fixed", "width": width}))
         f_step = make_stepper(fixed)
         timed(f_step, it, 30, device)  # warm-up
-        f_times += timed(f_step, it, per_window, device)
+        if cuda:
+            f_times.append(timed_window(f_step, it, per_window, device))
+        else:
+            f_times += timed(f_step, it, per_window, device)
     a, f = statistics.median(a_times), statistics.median(f_times)
-    return {
+    out = {
         "awnn_us": round(a * 1e6, 1),
         "fixed_us": round(f * 1e6, 1),
         "ratio": round(a / f, 3),
         "mean_width": round(statistics.fmean(widths), 1),
-        "width_change_fraction": round(changes / len(a_times), 3),
+        "width_change_fraction": round(changes / n_a, 3),
     }
+    out["_trainers"] = (awnn, fixed, it)
+    return out
 
 
-def measure_device(device: torch.device, steps: int) -> dict:
-    """ratio_/awnn_us_/fixed_us_/width_/width_change_fraction_ for 1 and 4 layers."""
+# host-side CUDA runtime/driver calls that launch work or wait for the device
+_LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaMemcpyAsync", "cudaMemsetAsync",
+                 "cudaGraphLaunch")
+_SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+
+
+def profile_launches(awnn: Trainer, fixed: Trainer, it, device: torch.device, n: int = 50) -> dict:
+    """Per step, for the AWNN (at its current width) and the last window's fixed
+    MLP: device activities (kernels, copies, sets), host launch calls and host
+    syncs, counted by the torch profiler over `n` steps, and the names of the
+    AWNN's extra kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out = {}
+    names = {}
+    for label, trainer in (("awnn", awnn), ("fixed", fixed)):
+        step = make_stepper(trainer)
+        for _ in range(10):
+            step(*next(it))
+        torch.cuda.synchronize(device)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                step(*next(it))
+            torch.cuda.synchronize(device)
+        kernels = launches = syncs = 0
+        counts: dict[str, int] = {}
+        runtime: dict[str, int] = {}
+        for e in prof.events():
+            dev = str(getattr(e, "device_type", "")).endswith("CUDA")
+            if dev:
+                kernels += 1
+                counts[e.name] = counts.get(e.name, 0) + 1
+                continue
+            if e.name.startswith("cu"):
+                runtime[e.name] = runtime.get(e.name, 0) + 1
+            if e.name in _LAUNCH_CALLS:
+                launches += 1
+            elif e.name in _SYNC_CALLS:
+                syncs += 1
+        out[f"{label}_runtime_calls_per_step"] = {k: round(v / n, 2) for k, v in sorted(runtime.items(), key=lambda kv: -kv[1])[:12]}
+        # the closing synchronize of the profiled window is not a step's
+        out[f"{label}_device_ops_per_step"] = round(kernels / n, 2)
+        out[f"{label}_launch_calls_per_step"] = round(launches / n, 2)
+        out[f"{label}_host_syncs_per_step"] = round(max(0, syncs - 1) / n, 2)
+        names[label] = counts
+    extra = {k: round((v - names["fixed"].get(k, 0)) / n, 2) for k, v in names["awnn"].items() if v > names["fixed"].get(k, 0)}
+    out["awnn_extra_device_ops"] = dict(sorted(extra.items(), key=lambda kv: -kv[1])[:25])
+    return out
+
+
+def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] = (128,), profile: bool = False) -> dict:
+    """ratio_/awnn_us_/fixed_us_/width_/width_change_fraction_ for 1 and 4 layers
+    (suffixed _b<batch> for batches other than 128, or for every batch when
+    several are measured)."""
     out: dict = {}
-    for layers, name in ((1, "1_layer"), (4, "4_layers")):
-        r = measure(layers, device, steps)
-        print(f"{device.type} {name}: awnn {r['awnn_us']} us, fixed {r['fixed_us']} us (mean width {r['mean_width']}, "
-              f"width changed at {100 * r['width_change_fraction']:.0f}% of steps), ratio {r['ratio']}", file=sys.stderr)
-        out[f"ratio_{name}"] = r["ratio"]
-        out[f"awnn_us_{name}"] = r["awnn_us"]
-        out[f"fixed_us_{name}"] = r["fixed_us"]
-        out[f"width_{name}"] = r["mean_width"]
-        out[f"width_change_fraction_{name}"] = r["width_change_fraction"]
+    for batch in batches_:
+        suffix = "" if batches_ == (128,) else f"_b{batch}"
+        for layers, name in ((1, "1_layer"), (4, "4_layers")):
+            r = measure(layers, device, steps, batch=batch)
+            awnn, fixed, it = r.pop("_trainers")
+            print(f"{device.type} batch {batch} {name}: awnn {r['awnn_us']} us, fixed {r['fixed_us']} us (mean width {r['mean_width']}, "
+                  f"width changed at {100 * r['width_change_fraction']:.0f}% of steps), ratio {r['ratio']}", file=sys.stderr)
+            key = f"{name}{suffix}"
+            out[f"ratio_{key}"] = r["ratio"]
+            out[f"awnn_us_{key}"] = r["awnn_us"]
+            out[f"fixed_us_{key}"] = r["fixed_us"]
+            out[f"width_{key}"] = r["mean_width"]
+            out[f"width_change_fraction_{key}"] = r["width_change_fraction"]
+            if profile and device.type == "cuda":
+                try:
+                    p = profile_launches(awnn, fixed, it, device)
+                except Exception as e:  # noqa: BLE001 - the timings above still count
+                    p = {"error": f"{type(e).__name__}: {e}"}
+                print(f"  launches per step: {json.dumps(p)}", file=sys.stderr)
+                out[f"profile_{key}"] = p
     return out
 
 
@@ -132,13 +239,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
+    ap.add_argument("--batch", default="128", help="comma-separated batch sizes (default 128)")
+    ap.add_argument("--profile", action="store_true", help="CUDA: count kernel launches and host syncs per step (torch profiler)")
     args = ap.parse_args()
+    batches_ = tuple(int(b) for b in args.batch.split(","))
     torch.set_num_threads(1)
-    out: dict = {"batch": 128, "threads": 1, "steps": args.steps, "torch": torch.__version__}
+    out: dict = {"batch": batches_[0] if len(batches_) == 1 else list(batches_), "threads": 1, "steps": args.steps, "torch": torch.__version__}
     if args.device in ("cpu", "all"):
-        out.update(measure_device(torch.device("cpu"), args.steps))
+        out.update(measure_device(torch.device("cpu"), args.steps, batches_))
     if args.device in ("cuda", "all") and torch.cuda.is_available():
-        out["gpu"] = {"name": torch.cuda.get_device_name(0), **measure_device(torch.device("cuda"), args.steps)}
+        out["gpu"] = {"name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
+                      **measure_device(torch.device("cuda"), args.steps, batches_, args.profile)}
     elif args.device == "cuda":
         out["gpu"] = None
         print("no CUDA device: GPU figures skipped", file=sys.stderr)

@@ -1,0 +1,206 @@
+"""The GPU path (#19): width moves keep optimiser state bit for bit on CUDA,
+checkpoints resume bit-identically on CUDA (the CUDA generator draws new
+neurons), the training step's host syncs, and GPU-hours of a real sweep.
+
+Every test here needs a CUDA device and is skipped cleanly without one
+(CI has none); run them with `pytest -m gpu` on a GPU machine."""
+from __future__ import annotations
+
+import io
+import json
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from awnn.config import TrainConfig
+from awnn.layers import AdaptiveMLP
+from awnn.train import Trainer
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+CUDA = torch.device("cuda")
+STATE_KEYS = {"adam": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
+
+
+def _model_and_optimizer(optimizer: str):
+    torch.manual_seed(0)
+    model = AdaptiveMLP(2, 3, hidden_layers=2, rate=0.3, quantile_k=0.9).to(CUDA)  # widths [8, 8]
+    if optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2, foreach=True)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9, foreach=True)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        x = torch.randn(16, 2, generator=g).to(CUDA)
+        y = torch.randint(0, 3, (16,), generator=g).to(CUDA)
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    return model, opt
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+@pytest.mark.parametrize("new_widths", [[12, 10], [5, 3], [11, 4]], ids=["grow", "shrink", "mixed"])
+def test_cuda_width_move_keeps_weights_and_optimizer_state_bit_for_bit(optimizer, new_widths):
+    model, opt = _model_and_optimizer(optimizer)
+    keys = STATE_KEYS[optimizer]
+    before = {n: (p.detach().clone(), {k: opt.state[p][k].clone() for k in keys}) for n, p in model.named_parameters() if "rho" not in n}
+    model.set_widths(new_widths, opt)
+    assert model.widths == new_widths
+    for name, p in model.named_parameters():
+        if "rho" in name:
+            continue
+        assert p.is_cuda
+        old_w, old_state = before[name]
+        keep = tuple(slice(0, min(a, b)) for a, b in zip(old_w.shape, p.shape))
+        assert torch.equal(p.detach()[keep], old_w[keep]), name
+        for k in keys:
+            state = opt.state[p][k]
+            assert state.is_cuda and state.shape == p.shape, (name, k)
+            assert torch.equal(state[keep], old_state[k][keep]), (name, k)
+            fresh = torch.ones_like(state, dtype=torch.bool)
+            fresh[keep] = False
+            assert not state[fresh].any(), (name, k)  # new entries start from zero state
+    # and the optimiser still steps the resized parameters on the GPU
+    x, y = torch.randn(16, 2, device=CUDA), torch.randint(0, 3, (16,), device=CUDA)
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def _tiny_task():
+    import numpy as np
+
+    from awnn.data import TensorTask, outer_inner_splits
+    from awnn.data.tabular import make_tabular
+
+    x, y = make_tabular("spiral", 0)
+    rng = np.random.default_rng(0)
+    idx = np.concatenate([rng.choice(np.flatnonzero(y == c), 120, replace=False) for c in (0, 1)])
+    x, y = x[idx], y[idx]
+    outer, inner = outer_inner_splits(y, seed=0)
+    return TensorTask("spiral", torch.from_numpy(x), torch.from_numpy(y).long(), outer, inner)
+
+
+def _config(**changes) -> TrainConfig:
+    # grow_init normal: new neurons are drawn by the CUDA generator at every growth
+    return TrainConfig.from_dict({"task": "spiral", "batch_size": 32, "rate": 0.05, "epochs": 3, "device": "cuda", **changes})
+
+
+@pytest.mark.parametrize("changes", [{}, {"optimizer": "sgd", "hidden_layers": 2}], ids=["adam", "sgd-2-layers"])
+def test_cuda_checkpoint_resume_is_bit_identical_to_uninterrupted_run(changes):
+    task = _tiny_task()
+    full = Trainer(_config(epochs=6, **changes), task)
+    full.run()
+    first = Trainer(_config(epochs=3, **changes), task)
+    first.run()
+    buf = io.BytesIO()
+    torch.save(first.state_dict(), buf)
+    buf.seek(0)
+    state = torch.load(buf, weights_only=True)
+    torch.cuda.manual_seed(12345)  # another process would start from another CUDA generator state
+    resumed = Trainer(_config(epochs=6, **changes), task)
+    resumed.load_state_dict(state)
+    resumed.run()
+    grew = any(b["width_total"] > a["width_total"] for a, b in zip(full.history[2:], full.history[3:]))
+    strip = lambda h: [{k: v for k, v in r.items() if k != "train_seconds"} for r in h]  # noqa: E731
+    assert strip(resumed.history) == strip(full.history), f"widths grew after the checkpoint: {grew}"
+    for k, v in full.model.state_dict().items():
+        if torch.is_tensor(v):
+            assert torch.equal(resumed.model.state_dict()[k], v), k
+
+
+def _count_syncs(fn) -> int:
+    """Host-device synchronisations `fn` makes (CUDA sync debug mode, 'warn')."""
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message).lower() for w in caught)
+
+
+@pytest.mark.parametrize("model", ["fixed", "awnn"])
+def test_cuda_training_step_makes_no_host_sync_besides_the_width_read(model):
+    """The step (forward, ELBO, backward, weight prior, Adam) never waits for the
+    GPU; an AWNN's width update reads its rates once (one sync), which exact
+    width-at-every-step semantics need (see README, GPU)."""
+    task = _tiny_task()
+    trainer = Trainer(_config(model=model, hidden_layers=2, width=16, epochs=1), task)
+    prior = trainer.rate_prior(1)
+    x, y = next(trainer.task.batches("inner", "train", 32, CUDA, torch.Generator().manual_seed(0)))
+    for _ in range(3):  # warm-up: lazy state, capacity buffers
+        trainer.update_widths()
+        trainer.train_step(x, y, prior)
+    assert _count_syncs(lambda: trainer.train_step(x, y, prior)) == 0
+    widths = _count_syncs(trainer.update_widths)
+    assert widths == (1 if model == "awnn" else 0)
+
+
+def test_cuda_tabular_data_stays_on_the_device():
+    """Tabular tasks copy their data to the GPU once; batches are slices of it."""
+    task = _tiny_task()
+    gen = torch.Generator().manual_seed(0)
+    batches = list(task.batches("inner", "train", 32, CUDA, gen))
+    assert all(x.is_cuda and y.is_cuda for x, y in batches)
+    x_all, _ = task.tensors("inner", "train", CUDA)
+    assert task.tensors("inner", "train", CUDA)[0] is x_all  # cached, not copied again
+
+
+GRID = """\
+task: doublemoon
+strategy: {strategy}
+epochs: 100
+retrain_runs: 1
+fixed: {{model: {model}, batch_size: 32, hidden_layers: 1, lr: 0.01, {extra}}}
+grid:
+  activation: [relu, leaky_relu]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", [0.5, 0.0], ids=["gpu-half", "cpu-only"])
+def test_sweep_gpu_hours_are_training_seconds_times_gpu_share(tmp_path, share):
+    """A GPU trial's gpu_hours = its compute seconds x its GPU share / 3600 and
+    device_hours the same; a CPU-only trial logs gpu_hours 0 and device_hours =
+    compute seconds x its CPUs / 3600.  The GPU grid asks for device 'cuda',
+    which fails a trial that got no GPU, so 'ok' trials ran on the GPU."""
+    from conftest import run_awnn
+    from mlflow.tracking import MlflowClient
+
+    grids = tmp_path / "grids"
+    grids.mkdir()
+    device = "device: cuda" if share else "device: cpu"
+    (grids / "doublemoon-fixed.yaml").write_text(GRID.format(strategy="fixed", model="fixed", extra=f"width: 16, {device}"))
+    budget = tmp_path / "budget.yaml"
+    budget.write_text("epoch_scale: 0\nmin_epochs: 5\nmax_epochs: 5\nretrain_runs: 1\n")
+    args = ["sweep", "--task", "doublemoon", "--strategy", "fixed", "--budget", str(budget), "--grid-dir", str(grids),
+            "--storage", str(tmp_path / "results"), "--num-cpus", "4", "--cpus-per-trial", "2"]
+    if share:
+        args += ["--gpus-per-trial", str(share)]
+    run_awnn(args, cwd=tmp_path, check=True, timeout=300)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("awnn-doublemoon")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
+    assert len(trials) == 3  # 2 selection + 1 re-training run
+    for t in trials:
+        m = t.data.metrics
+        assert t.data.tags["awnn.status"] == "ok", t.data.tags.get("awnn.error")
+        assert m["compute_seconds"] == pytest.approx(m["train_seconds"], rel=1e-6)  # one attempt: its training time
+        assert m["gpu_hours"] == pytest.approx(m["compute_seconds"] * share / 3600, rel=1e-9, abs=0.0)
+        per = share if share else 2.0
+        assert m["device_hours"] == pytest.approx(m["compute_seconds"] * per / 3600, rel=1e-9)
+        assert t.data.params["device"] == ("cuda" if share else "cpu")
+    sweeps = [r for r in runs if r.data.tags.get("awnn.kind") == "sweep"]
+    total = sum(t.data.metrics["gpu_hours"] for t in trials)
+    assert sum(s.data.metrics["gpu_hours"] for s in sweeps) == pytest.approx(total, rel=1e-9, abs=0.0)
+    if share:
+        assert total > 0
+    print(json.dumps({"share": share, "gpu_hours": total}))
