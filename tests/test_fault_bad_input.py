@@ -62,3 +62,62 @@ def test_fault_bad_input_broken_budget_file_exits_2(tmp_path, text, fragments):
     p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", str(budget)], cwd=tmp_path, timeout=120)
     _one_line_error(p, *fragments)
     _nothing_launched(tmp_path)
+
+
+# ---------------------------------------------------------------- found by trying it: inputs that used to get past
+# validation, start Ray and end in a traceback with the comparison run left RUNNING
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize(
+    "content, fragments",
+    [
+        (b"epoch_scale: .nan\n", ["b.yaml: key 'epoch_scale': expected a number >= 0, found nan"]),
+        (b"retrain_runs: 2\npatience_scale: .inf\n", ["b.yaml: key 'patience_scale': expected a number >= 0, found inf"]),
+        (b"epoch_scale: 0.1 # \xff\xfe latin-1\n", ["b.yaml: not a UTF-8 text file (byte "]),
+        (None, ["--budget ", "b.yaml: expected a YAML file, found a folder"]),
+    ],
+    ids=["nan", "inf", "not-utf8", "folder"],
+)
+def test_fault_bad_input_budget_file_checked_like_grid_files(tmp_path, content, fragments):
+    budget = tmp_path / "b.yaml"
+    if content is None:
+        budget.mkdir()
+    else:
+        budget.write_bytes(content)
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", str(budget)], cwd=tmp_path, timeout=120)
+    _one_line_error(p, *fragments)
+    _nothing_launched(tmp_path)
+
+
+@pytest.mark.fault
+def test_fault_bad_input_storage_under_a_file_exits_2(tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--storage", str(tmp_path / "afile" / "results")], cwd=tmp_path, timeout=120)
+    _one_line_error(p, f"--storage {tmp_path / 'afile' / 'results'}: {tmp_path / 'afile'} is a file, not a folder")
+    _nothing_launched(tmp_path)
+
+
+@pytest.mark.fault
+def test_fault_bad_input_unwritable_tracking_folder_fails_before_ray(tmp_path):
+    """A SQLite store on a read-only mount (/sys is one, even for root): one
+    line in seconds, not ~115 s of Ray start-up and tracebacks."""
+    import os
+
+    if os.access("/sys", os.W_OK) and _can_write("/sys"):
+        pytest.skip("/sys is writable here; no read-only mount to test with")
+    t0 = time.monotonic()
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--tracking-uri", "sqlite:////sys/awnn-mlflow.db"], cwd=tmp_path, timeout=120)
+    _one_line_error(p, "--tracking-uri sqlite:////sys/awnn-mlflow.db: cannot write in /sys (")
+    assert time.monotonic() - t0 < 60
+    assert not (tmp_path / "awnn-results").exists()
+
+
+def _can_write(folder: str) -> bool:
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,125 @@
+"""Broken and shared tracking stores: a corrupt SQLite file (garbage bytes,
+or a real store cut in half) is one line and exit 2 for every command that
+opens it, before Ray starts; a read-only command never writes to a store;
+drivers that open a new SQLite store at the same moment all succeed (its
+schema is created under a lock on the folder)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import ROOT, run_awnn
+
+
+def _one_line(p) -> str:
+    assert p.returncode == 2, (p.returncode, p.stderr[-3000:])
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def half_store(tmp_path_factory):
+    """A real MLflow SQLite store with a run in it, cut in half."""
+    from mlflow.tracking import MlflowClient
+
+    d = tmp_path_factory.mktemp("half")
+    path = d / "whole.db"
+    c = MlflowClient(f"sqlite:///{path}")
+    exp = c.create_experiment("awnn-doublemoon")
+    run = c.create_run(exp)
+    for i in range(200):
+        c.log_param(run.info.run_id, f"p{i}", "x" * 200)
+    data = path.read_bytes()
+    half = d / "half.db"
+    half.write_bytes(data[: len(data) // 2])
+    return half
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("command", ["compare", "report"])
+@pytest.mark.parametrize("kind", ["garbage", "cut-in-half"])
+def test_fault_stores_corrupt_sqlite_is_one_line_for_every_command(tmp_path, half_store, command, kind):
+    store = tmp_path / "mlflow.db"
+    if kind == "garbage":
+        store.write_bytes(os.urandom(4096))
+    else:
+        store.write_bytes(half_store.read_bytes())
+    before = store.read_bytes()
+    uri = f"sqlite:///{store}"
+    args = {"compare": ["compare", "--task", "doublemoon", "--budget", "smoke", "--tracking-uri", uri],
+            "report": ["report", "--tracking-uri", uri, "--out", str(tmp_path / "rep")]}[command]
+    t0 = time.monotonic()
+    p = run_awnn(args, cwd=tmp_path, timeout=120)
+    line = _one_line(p)
+    assert f"--tracking-uri {uri}: {store} is not an MLflow SQLite store: " in line, line
+    assert ("file is not a database" in line) if kind == "garbage" else ("malformed" in line or "not a database" in line), line
+    assert time.monotonic() - t0 < 60  # before Ray starts
+    assert store.read_bytes() == before  # untouched
+    assert not (tmp_path / "awnn-results").exists() and not (tmp_path / "rep").exists()
+
+
+@pytest.mark.fault
+def test_fault_stores_report_never_writes_to_a_store(tmp_path):
+    """`awnn report` (read-only) on an empty file used to write MLflow's schema into it."""
+    store = tmp_path / "empty.db"
+    store.write_bytes(b"")
+    p = run_awnn(["report", "--tracking-uri", f"sqlite:///{store}", "--out", str(tmp_path / "rep")], cwd=tmp_path, timeout=120)
+    line = _one_line(p)
+    assert f"--tracking-uri sqlite:///{store}: an empty file, not an MLflow store" in line
+    assert store.stat().st_size == 0
+    other = tmp_path / "not-mlflow.db"
+    import sqlite3
+
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    p = run_awnn(["report", "--tracking-uri", f"sqlite:///{other}", "--out", str(tmp_path / "rep")], cwd=tmp_path, timeout=120)
+    assert "is a SQLite database but not an MLflow SQLite store (no table alembic_version, experiments, runs)" in _one_line(p)
+    assert other.read_bytes() == before
+
+
+DRIVER_START = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from tracking.store import TrackingWriter, init_tracking
+    uri, go, name = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+    while time.time() < go:
+        time.sleep(0.001)
+    # exactly what a driver does with its store before the first trial (search/sweep.py, Comparison.run)
+    init_tracking(uri)
+    w = TrackingWriter(uri, "awnn-doublemoon")
+    w.start_run("cmp", name=name, tags={{"awnn.kind": "comparison"}})
+    w.end_run("cmp")
+    assert not w.close(timeout=60)
+    print("ok", name)
+""")
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_fault_stores_drivers_starting_together_on_a_new_sqlite_file(tmp_path, attempt):
+    """Three driver processes open a new SQLite store at the same instant.
+    Without the lock, MLflow's migrations ran in each and all but one crashed
+    (alembic 'expected to match one row', 'duplicate column name')."""
+    store = tmp_path / "mlflow.db"
+    script = tmp_path / "driver_start.py"
+    script.write_text(DRIVER_START.format(root=str(ROOT)))
+    go = time.time() + 8.0  # every process has imported MLflow by then
+    procs = [subprocess.Popen([sys.executable, str(script), f"sqlite:///{store}", str(go), f"d{i}"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(3)]
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:]
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(f"sqlite:///{store}")
+    exp = c.get_experiment_by_name("awnn-doublemoon")
+    assert sorted(r.info.run_name for r in c.search_runs([exp.experiment_id])) == ["d0", "d1", "d2"]
