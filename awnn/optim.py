@@ -22,6 +22,18 @@ New entries of the parameter are filled by an init function; new entries
 of every optimiser state are zero ("a new weight has no history").
 Shrinking just takes a smaller view: the dropped entries are not read again
 and are re-initialised if the neuron is grown back later.
+
+On a GPU the active part is laid out *densely* instead (`DENSE_VIEWS`, #19):
+a view `buf[:rows, :cols]` of a wider buffer is not contiguous, and
+PyTorch's multi-tensor optimiser kernels take their fast route (one launch
+for all tensors) only when every tensor is dense; one strided tensor sends
+the whole list to a per-tensor loop (Adam: ~5 launches per tensor per step,
+measured 4-7 extra Adam launches per AWNN layer on an H100).  A dense buffer
+keeps the active (rows, cols) block contiguous at the start of its storage;
+a change of columns moves the kept block to its new row stride (one copy,
+only on steps where a width moves).  New entries are drawn exactly as the
+strided layout draws them (through a scratch view with the same strides),
+so both layouts give the same numbers; tests/test_optim.py checks it.
 """
 from __future__ import annotations
 
@@ -34,6 +46,11 @@ import torch
 __all__ = ["CapacityBuffer", "grow_capacity", "resize_optimizer_state"]
 
 Fill = Callable[[torch.Tensor], None]
+
+# Lay 2-D capacity buffers out densely (see the module docstring)?  "auto":
+# on CUDA tensors only (the CPU keeps the strided reference layout); True or
+# False force it for every buffer made from then on (tests compare the two).
+DENSE_VIEWS: "str | bool" = "auto"
 
 
 def grow_capacity(needed: int, current: int, limit: int | None) -> int:
@@ -58,6 +75,8 @@ class CapacityBuffer:
     def __init__(self, active: torch.Tensor, capacity: Sequence[int]):
         assert active.dim() == len(capacity) and active.dim() in (1, 2)
         assert all(c >= s for c, s in zip(capacity, active.shape))
+        # (#19) 1-D active parts are dense in either layout
+        self.dense = active.dim() == 2 and (active.is_cuda if DENSE_VIEWS == "auto" else bool(DENSE_VIEWS))
         self._set_buf(active.new_zeros(tuple(capacity)))
         self.shape = tuple(active.shape)
         self.last_view = None  # the view the last `resize` returned
@@ -78,14 +97,14 @@ class CapacityBuffer:
         """buf[r0:r1, c0:c1] (or buf[r0:r1] for 1-D) as one as_strided view."""
         if cols is None:
             return self.buf.as_strided((rows[1] - rows[0],), (1,), self._offset + rows[0])
-        s0 = self._s0
+        s0 = self.shape[1] if self.dense else self._s0
         return self.buf.as_strided((rows[1] - rows[0], cols[1] - cols[0]), (s0, 1), self._offset + rows[0] * s0 + cols[0])
 
     def view(self) -> torch.Tensor:
         shape = self.shape
         if len(shape) == 1:
             return self.buf.as_strided(shape, (1,), self._offset)
-        return self.buf.as_strided(shape, (self._s0, 1), self._offset)
+        return self.buf.as_strided(shape, (shape[1] if self.dense else self._s0, 1), self._offset)
 
     def owns(self, t: torch.Tensor) -> bool:
         """Whether `t` is (still) the active view of this buffer."""
@@ -101,6 +120,8 @@ class CapacityBuffer:
         shape = tuple(shape)
         capacity = tuple(capacity)
         old = self.shape
+        if self.dense and (shape[1] != old[1] or capacity != self.cap):
+            return self._resize_dense(shape, capacity, fill_rows, fill_cols)
         if capacity != self.cap:
             new = self.buf.new_zeros(capacity)
             keep = tuple(slice(0, min(a, b)) for a, b in zip(old, shape))
@@ -113,12 +134,51 @@ class CapacityBuffer:
                 fill_rows(buf.as_strided((shape[0] - old[0],), (1,), offset + old[0]))
             view = buf.as_strided(shape, (1,), offset)
         else:
-            s0 = self._s0
+            s0 = shape[1] if self.dense else self._s0  # (dense: only rows change here)
+            if self.dense:
+                fill_rows = self._as_strided_fill(fill_rows)
             if shape[0] > old[0]:  # new rows, all active columns
                 fill_rows(buf.as_strided((shape[0] - old[0], shape[1]), (s0, 1), offset + old[0] * s0))
             if shape[1] > old[1]:  # new columns of the surviving rows
                 (fill_cols or fill_rows)(buf.as_strided((min(old[0], shape[0]), shape[1] - old[1]), (s0, 1), offset + old[1]))
             view = buf.as_strided(shape, (s0, 1), offset)
+        self.last_view = view
+        return view
+
+    # ------------------------------------------------ dense layout (#19)
+    def _as_strided_fill(self, fill: Fill) -> Fill:
+        """`fill` applied to a dense region as the strided layout applies it: to a
+        scratch view with the strided layout's row stride (the buffer's column
+        capacity), then copied in.  Random fills (normal_, uniform_) take other
+        code paths on contiguous and strided tensors, so drawing straight into
+        the dense region could give other numbers than the reference layout."""
+        if fill is _zero:
+            return fill
+        cap_cols = self.cap[1]
+
+        def fill_like_strided(region: torch.Tensor) -> None:
+            rows, cols = region.shape
+            scratch = region.new_empty((rows, cap_cols)).as_strided((rows, cols), (cap_cols, 1))
+            fill(scratch)
+            region.copy_(scratch)
+
+        return fill_like_strided
+
+    def _resize_dense(self, shape, capacity, fill_rows: Fill, fill_cols: Fill | None) -> torch.Tensor:
+        """`resize` of a dense 2-D buffer whose columns (row stride) or capacity
+        change: the kept block moves to a new buffer with the new row stride."""
+        old = self.shape
+        keep_r, keep_c = min(old[0], shape[0]), min(old[1], shape[1])
+        new = self.buf.new_empty(capacity)
+        new.as_strided((keep_r, keep_c), (shape[1], 1)).copy_(self.buf.as_strided((keep_r, keep_c), (old[1], 1), self._offset))
+        self._set_buf(new)
+        self.shape = shape
+        cols = shape[1]
+        if shape[0] > old[0]:  # new rows, all active columns
+            self._as_strided_fill(fill_rows)(new.as_strided((shape[0] - old[0], cols), (cols, 1), old[0] * cols))
+        if cols > old[1]:  # new columns of the surviving rows
+            self._as_strided_fill(fill_cols or fill_rows)(new.as_strided((keep_r, cols - old[1]), (cols, 1), old[1]))
+        view = new.as_strided(shape, (cols, 1), 0)
         self.last_view = view
         return view
 

@@ -326,6 +326,8 @@ class Trainer:
             "status": self.status,
             "width_capped": capped,
         }
+        if self.device.type == "cuda":  # (#19) peak GPU memory so far: shows a trial ran on the GPU, and how much of it it needs
+            record["gpu_mem_mib"] = torch.cuda.max_memory_allocated(self.device) / 2**20
         if self.blocks:
             for i, r in enumerate(r for b in self.blocks for r in b.rates()):
                 record[f"rate_l{i}"] = float(r.detach())

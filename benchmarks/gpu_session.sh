@@ -53,7 +53,7 @@ step_packing() {
 
 step_suite() {
   # the whole suite but the GPU tests run above; fault/slow included unless SUITE_ARGS says otherwise
-  $PY -m pytest tests -q -p no:cacheprovider --timeout 300 -x ${SUITE_ARGS:-}
+  timeout "${SUITE_TIMEOUT:-330}" $PY -m pytest tests -q -p no:cacheprovider --timeout 300 -m "not gpu" ${SUITE_ARGS:-}
 }
 
 step_demo() {

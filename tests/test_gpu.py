@@ -106,15 +106,16 @@ def test_cuda_checkpoint_resume_is_bit_identical_to_uninterrupted_run(changes):
     resumed.load_state_dict(state)
     resumed.run()
     grew = any(b["width_total"] > a["width_total"] for a, b in zip(full.history[2:], full.history[3:]))
-    strip = lambda h: [{k: v for k, v in r.items() if k != "train_seconds"} for r in h]  # noqa: E731
+    strip = lambda h: [{k: v for k, v in r.items() if k not in ("train_seconds", "gpu_mem_mib")} for r in h]  # noqa: E731
     assert strip(resumed.history) == strip(full.history), f"widths grew after the checkpoint: {grew}"
     for k, v in full.model.state_dict().items():
         if torch.is_tensor(v):
             assert torch.equal(resumed.model.state_dict()[k], v), k
 
 
-def _count_syncs(fn) -> int:
-    """Host-device synchronisations `fn` makes (CUDA sync debug mode, 'warn')."""
+def _syncs(fn) -> list[str]:
+    """Host-device synchronisations `fn` makes (CUDA sync debug mode, 'warn'):
+    where each was called from."""
     torch.cuda.synchronize()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -123,7 +124,7 @@ def _count_syncs(fn) -> int:
             fn()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message).lower() for w in caught)
+    return [f"{w.filename}:{w.lineno}: {w.message}" for w in caught if "synchroniz" in str(w.message).lower()]
 
 
 @pytest.mark.parametrize("model", ["fixed", "awnn"])
@@ -138,9 +139,8 @@ def test_cuda_training_step_makes_no_host_sync_besides_the_width_read(model):
     for _ in range(3):  # warm-up: lazy state, capacity buffers
         trainer.update_widths()
         trainer.train_step(x, y, prior)
-    assert _count_syncs(lambda: trainer.train_step(x, y, prior)) == 0
-    widths = _count_syncs(trainer.update_widths)
-    assert widths == (1 if model == "awnn" else 0)
+    assert _syncs(lambda: trainer.train_step(x, y, prior)) == []
+    assert len(_syncs(trainer.update_widths)) == (1 if model == "awnn" else 0)
 
 
 def test_cuda_tabular_data_stays_on_the_device():
@@ -158,7 +158,7 @@ task: doublemoon
 strategy: {strategy}
 epochs: 100
 retrain_runs: 1
-fixed: {{model: {model}, batch_size: 32, hidden_layers: 1, lr: 0.01, {extra}}}
+fixed: {{model: {model}, batch_size: 32, hidden_layers: 1, lr: 0.01, width: 16}}
 grid:
   activation: [relu, leaky_relu]
 """
@@ -169,15 +169,14 @@ grid:
 def test_sweep_gpu_hours_are_training_seconds_times_gpu_share(tmp_path, share):
     """A GPU trial's gpu_hours = its compute seconds x its GPU share / 3600 and
     device_hours the same; a CPU-only trial logs gpu_hours 0 and device_hours =
-    compute seconds x its CPUs / 3600.  The GPU grid asks for device 'cuda',
-    which fails a trial that got no GPU, so 'ok' trials ran on the GPU."""
+    compute seconds x its CPUs / 3600.  A trial that trains on the GPU records
+    its peak GPU memory every epoch (`gpu_mem_mib`), one on the CPU does not."""
     from conftest import run_awnn
     from mlflow.tracking import MlflowClient
 
     grids = tmp_path / "grids"
     grids.mkdir()
-    device = "device: cuda" if share else "device: cpu"
-    (grids / "doublemoon-fixed.yaml").write_text(GRID.format(strategy="fixed", model="fixed", extra=f"width: 16, {device}"))
+    (grids / "doublemoon-fixed.yaml").write_text(GRID.format(strategy="fixed", model="fixed"))
     budget = tmp_path / "budget.yaml"
     budget.write_text("epoch_scale: 0\nmin_epochs: 5\nmax_epochs: 5\nretrain_runs: 1\n")
     args = ["sweep", "--task", "doublemoon", "--strategy", "fixed", "--budget", str(budget), "--grid-dir", str(grids),
@@ -197,10 +196,35 @@ def test_sweep_gpu_hours_are_training_seconds_times_gpu_share(tmp_path, share):
         assert m["gpu_hours"] == pytest.approx(m["compute_seconds"] * share / 3600, rel=1e-9, abs=0.0)
         per = share if share else 2.0
         assert m["device_hours"] == pytest.approx(m["compute_seconds"] * per / 3600, rel=1e-9)
-        assert t.data.params["device"] == ("cuda" if share else "cpu")
+        assert (m.get("gpu_mem_mib", 0.0) > 0) == bool(share), m.get("gpu_mem_mib")
     sweeps = [r for r in runs if r.data.tags.get("awnn.kind") == "sweep"]
     total = sum(t.data.metrics["gpu_hours"] for t in trials)
     assert sum(s.data.metrics["gpu_hours"] for s in sweeps) == pytest.approx(total, rel=1e-9, abs=0.0)
     if share:
         assert total > 0
     print(json.dumps({"share": share, "gpu_hours": total}))
+
+
+@pytest.mark.parametrize("changes", [{}, {"hidden_layers": 3}, {"optimizer": "sgd", "hidden_layers": 2}], ids=["adam-1-layer", "adam-3-layers", "sgd-2-layers"])
+def test_cuda_dense_buffers_give_the_reference_trajectory_and_fast_optimizer_route(monkeypatch, changes):
+    """On CUDA the capacity buffers are dense (awnn/optim.py, DENSE_VIEWS 'auto'),
+    so Adam's multi-tensor kernels take their fast route; the run must be
+    bit for bit the run with the strided reference layout."""
+    import awnn.optim as optim
+
+    task = _tiny_task()
+    runs = []
+    for dense in (False, "auto"):
+        monkeypatch.setattr(optim, "DENSE_VIEWS", dense)
+        t = Trainer(_config(epochs=4, **changes), task)
+        t.run()
+        runs.append(t)
+    ref, fast = runs
+    assert len({r["width_total"] for r in ref.history}) > 1
+    assert all(p.is_contiguous() for p in fast.model.parameters())
+    assert not all(p.is_contiguous() for p in ref.model.parameters())
+    strip = lambda h: [{k: v for k, v in r.items() if k not in ("train_seconds", "gpu_mem_mib")} for r in h]  # noqa: E731
+    assert strip(fast.history) == strip(ref.history)
+    for (k, a), b in zip(ref.model.state_dict().items(), fast.model.state_dict().values()):
+        if torch.is_tensor(a):
+            assert torch.equal(a, b), k

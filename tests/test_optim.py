@@ -157,3 +157,38 @@ def test_capacity_buffer_grow_and_shrink_keep_leading_slice():
 )
 def test_grow_capacity_is_geometric_and_respects_limit(needed, current, limit, expected):
     assert grow_capacity(needed, current, limit) == expected
+
+
+@pytest.mark.parametrize("changes", [{}, {"hidden_layers": 3, "grow_init": "kaiming+", "init_distribution": "uniform"}, {"optimizer": "sgd", "hidden_layers": 2}],
+                         ids=["adam-1-layer", "adam-3-layers-kaiming-uniform", "sgd-2-layers"])
+def test_dense_capacity_buffers_give_the_strided_layouts_trajectory(monkeypatch, changes):
+    """The GPU layout (dense active blocks, #19) against the reference (strided
+    views of wider buffers): the same training run, bit for bit, while widths
+    grow and shrink.  On CPU here; tests/test_gpu.py runs it on CUDA."""
+    import awnn.optim as optim
+    from test_train import config, tiny_task
+
+    task = tiny_task()
+    runs = []
+    for dense in (False, True):
+        monkeypatch.setattr(optim, "DENSE_VIEWS", dense)
+        from awnn.train import Trainer
+
+        t = Trainer(config(epochs=4, **changes), task)
+        t.run()
+        weights = [m for m in t.model.modules() if hasattr(m, "_wbuf")]
+        assert all(m._wbuf.dense == dense for m in weights if m.weight.dim() == 2 and hasattr(m._wbuf, "dense"))
+        runs.append(t)
+    ref, dense = runs
+    assert len({r["width_total"] for r in ref.history}) > 1  # widths moved
+    assert all(p.is_contiguous() for p in dense.model.parameters())  # what the multi-tensor kernels' fast route needs
+    assert not all(p.is_contiguous() for p in ref.model.parameters())  # the reference layout really is the strided one
+    strip = lambda h: [{k: v for k, v in r.items() if k != "train_seconds"} for r in h]  # noqa: E731
+    assert strip(dense.history) == strip(ref.history)
+    for (k, a), b in zip(ref.model.state_dict().items(), dense.model.state_dict().values()):
+        if torch.is_tensor(a):
+            assert torch.equal(a, b), k
+    sa, sb = ref.optimizer.state_dict()["state"], dense.optimizer.state_dict()["state"]
+    for i in sa:
+        for k in sa[i]:
+            assert torch.equal(sa[i][k], sb[i][k]), (i, k)

@@ -16,7 +16,7 @@ from awnn.train import Trainer
 @pytest.mark.parametrize("prior_on_readout", [False, True])
 def test_trainer_prior_as_decay_matches_full_elbo(optimizer, prior_on_readout):
     torch.manual_seed(0)
-    cfg = TrainConfig.from_dict({"task": "doublemoon", "model": "awnn", "hidden_layers": 2, "optimizer": optimizer, "lr": 0.01,
+    cfg = TrainConfig.from_dict({"task": "doublemoon", "model": "awnn", "hidden_layers": 2, "optimizer": optimizer, "lr": 0.01, "device": "cpu",
                                  "sigma_theta": 0.5, "prior_on_readout": prior_on_readout, "split": "inner"})
     fast = Trainer(cfg)
     ref_model = copy.deepcopy(fast.model)
@@ -37,7 +37,7 @@ def test_trainer_prior_as_decay_matches_full_elbo(optimizer, prior_on_readout):
 
 
 def test_trainer_reports_weight_prior_in_train_loss():
-    cfg = TrainConfig.from_dict({"task": "doublemoon", "model": "awnn", "epochs": 1, "sigma_theta": 0.1, "split": "inner"})
+    cfg = TrainConfig.from_dict({"task": "doublemoon", "model": "awnn", "epochs": 1, "sigma_theta": 0.1, "split": "inner", "device": "cpu"})
     t = Trainer(cfg)
     value = t.neg_log_weight_prior()
     params = [p for b in t.blocks for p in b.prior_parameters()]
