@@ -89,7 +89,7 @@ def read_prior_attempts(client, experiment_id: str, comparison: str, writer: Tra
                 continue
             prior.finished[key] = {
                 "key": tags.get("awnn.trial_key"), "status": status, "index": _index(run.data.params),
-                "config": config_from_params(run.data.params), **dict(metrics),
+                "config": _config(run), **dict(metrics),
                 "widths": _json_tag(tags, "awnn.widths"), "widths_at_best": _json_tag(tags, "awnn.widths_at_best"),
             }
             continue
@@ -100,7 +100,7 @@ def read_prior_attempts(client, experiment_id: str, comparison: str, writer: Tra
             writer.end_run(stale, "KILLED")
             closed += 1
         # run again with the same config (a TPE trial's config is in no grid order), from its newest checkpoint
-        prior.reruns[key] = Rerun(config=config_from_params(run.data.params), index=_index(run.data.params), checkpoint=find_checkpoint(key))
+        prior.reruns[key] = Rerun(config=_config(run), index=_index(run.data.params), checkpoint=find_checkpoint(key))
     for key in prior.finished:  # a trial interrupted once and finished later needs no re-run
         prior.reruns.pop(key, None)
     log(f"resume: comparison {comparison}: {len(prior.finished)} trials already finished, "
@@ -119,6 +119,15 @@ def find_checkpoint(storage: str, comparison: str, writer_key: str) -> str | Non
         if (d / "trainer.pt").exists() and (best is None or d.stat().st_mtime > best.stat().st_mtime):
             best = d
     return str(best) if best else None
+
+
+def _config(run) -> dict[str, Any]:
+    """The trial's config as the search gave it (tag awnn.config), so that a
+    resumed comparison selects and records exactly what an uninterrupted one
+    does; runs logged before that tag existed: from the params."""
+    if "awnn.config" in run.data.tags:
+        return json.loads(run.data.tags["awnn.config"])
+    return config_from_params(run.data.params)
 
 
 def config_from_params(params: dict[str, str]) -> dict[str, Any]:

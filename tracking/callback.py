@@ -18,7 +18,8 @@ Tracking contract (README, "What MLflow holds"):
   awnn.trial_key, awnn.status (ok | diverged | width_capped | failed |
   stopped (by ASHA, before its last epoch) | interrupted), awnn.node_ip / awnn.node_id (node of the last attempt),
   awnn.nodes (every node it ran on), awnn.pid (worker process of the last
-  attempt).
+  attempt), awnn.config (the config as the search gave it, JSON; params
+  hold it with every default filled in).
 """
 from __future__ import annotations
 
@@ -105,7 +106,9 @@ class TrialTracker(Callback):
         params = TrainConfig.from_dict(spec["config"]).to_dict()  # every key, defaults included
         params.update({"trial_key": spec["key"], "phase": spec["phase"], "grid_index": spec["index"]})
         tags = {**self.tags, "awnn.kind": "trial", "awnn.strategy": spec.get("family") or spec["strategy"], "awnn.arm": spec["strategy"],
-                "awnn.repeat": str(spec.get("repeat", 0)), "awnn.phase": spec["phase"], "awnn.trial_key": spec["key"], "awnn.status": "running"}
+                "awnn.repeat": str(spec.get("repeat", 0)), "awnn.phase": spec["phase"], "awnn.trial_key": spec["key"], "awnn.status": "running",
+                # the config as the search gave it (params hold it with every default filled in): --resume reads it back
+                "awnn.config": json.dumps(spec["config"], sort_keys=True)}
         if spec.get("resume_from"):
             tags["awnn.resumed_from"] = spec["resume_from"]
         self.writer.start_run(key, name=f"{spec['strategy']}-{spec['key']}", parent=self.sweep_of(spec), tags=tags, params=params)
