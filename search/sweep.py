@@ -186,8 +186,8 @@ class Comparison:
     def run(self) -> list[StrategyResult]:
         from tracking.callback import TrialTracker
 
-        init_tracking(self.tracking_uri)  # a new SQLite store's schema, created by one driver at a time
         init_ray(self.settings, log=self.log)
+        init_tracking(self.tracking_uri)  # a new SQLite store's schema, created by one driver at a time
         self.writer = TrackingWriter(self.tracking_uri, experiment_name(self.task), spool_path=self._spool_path())
         self.open_sweeps: set[str] = set()
         self.tracker = None
