@@ -24,6 +24,9 @@ step_setup() {
   if [ ! -f /tmp/site/.done ] && [ -f .whl/site.tar.xz ]; then
     mkdir -p /tmp/site && tar xJf .whl/site.tar.xz -C /tmp/site && touch /tmp/site/.done
   fi
+  # the wheels were unpacked with Python's zipfile, which drops the executable bits
+  # (Ray's gcs_server and raylet then fail with "Permission denied")
+  chmod -R a+x /tmp/site/ray/core 2>/dev/null; find /tmp/site -name "*.so" -exec chmod a+x {} + 2>/dev/null
   mkdir -p /tmp/bin
   printf '#!/bin/sh\nexec python3 -m ray.scripts.scripts "$@"\n' >/tmp/bin/ray
   printf '#!/bin/sh\nexec python3 -m mlflow "$@"\n' >/tmp/bin/mlflow
