@@ -123,3 +123,26 @@ def test_fault_stores_drivers_starting_together_on_a_new_sqlite_file(tmp_path, a
     c = MlflowClient(f"sqlite:///{store}")
     exp = c.get_experiment_by_name("awnn-doublemoon")
     assert sorted(r.info.run_name for r in c.search_runs([exp.experiment_id])) == ["d0", "d1", "d2"]
+
+
+@pytest.mark.fault
+def test_fault_stores_spool_cut_short_by_a_kill_is_still_applied(tmp_path):
+    """A driver killed while saving its unwritten MLflow operations leaves a
+    last line cut short; --resume applies the complete lines and goes on."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from tracking.store import replay_spool
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spool = tmp_path / "pending-mlflow-x.jsonl"
+    start = {"kind": "start", "key": "cmp", "data": {"name": "c", "parent": None, "tags": {"awnn.kind": "comparison"}, "params": {}, "time": 1}}
+    metrics = {"kind": "metrics", "key": "cmp", "data": {"rows": [["wall_seconds", 3.0, 0, 2]]}}
+    spool.write_text(json.dumps({"kind": "run_ids", "key": "", "data": {}}) + "\n" + json.dumps(start) + "\n" + json.dumps(metrics) + "\n"
+                     + json.dumps({"kind": "end", "key": "cmp", "data": {"status": "FINISHED", "time": 3}})[:20])
+    assert replay_spool(spool, uri, "awnn-doublemoon") == 2
+    assert not spool.exists()
+    c = MlflowClient(uri)
+    (run,) = c.search_runs([c.get_experiment_by_name("awnn-doublemoon").experiment_id])
+    assert run.data.metrics["wall_seconds"] == 3.0

@@ -463,10 +463,14 @@ def replay_spool(path: str | Path, tracking_uri: str, experiment: str) -> int:
         return 0
     writer = TrackingWriter(tracking_uri, experiment)
     n = 0
-    for line in path.read_text().splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         if not line.strip():
             continue
-        rec = json.loads(line)
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a driver killed while saving: the rest still counts
+            log.warning("%s: skipped a line that is not complete JSON (%d characters)", path, len(line))
+            continue
         if rec["kind"] == "run_ids":
             for k, v in rec["data"].items():
                 writer.adopt(k, v)
