@@ -1,6 +1,8 @@
-"""SIGTERM (a job scheduler, `kill`) ends an `awnn` command the way Ctrl-C
-does: a KeyboardInterrupt in the main thread, so the driver closes its
-MLflow runs as interrupted, flushes its writes and exits 130.
+"""SIGTERM (a job scheduler, `kill`) and SIGHUP (the terminal was closed)
+end an `awnn` command the way Ctrl-C does: a KeyboardInterrupt in the main
+thread, so the driver closes its MLflow runs as interrupted, flushes its
+writes and exits 130.  A SIGHUP that was ignored when the command started
+(`nohup awnn ...`) stays ignored.
 
 Ray's core worker installs its own SIGTERM handler in `ray.init` (it dumps
 a C++ stack trace and aborts: exit 134, runs left RUNNING), so `init_ray`
@@ -14,6 +16,7 @@ import threading
 __all__ = ["enable", "restore"]
 
 _enabled = False
+_signals: list[int] = []
 
 
 def _raise_interrupt(signum, frame):
@@ -22,10 +25,16 @@ def _raise_interrupt(signum, frame):
 
 def enable() -> None:
     global _enabled
+    if threading.current_thread() is not threading.main_thread():
+        return
     _enabled = True
+    _signals[:] = [signal.SIGTERM]
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        _signals.append(signal.SIGHUP)
     restore()
 
 
 def restore() -> None:
     if _enabled and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        for sig in _signals:
+            signal.signal(sig, _raise_interrupt)

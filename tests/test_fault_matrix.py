@@ -5,8 +5,8 @@ an uninterrupted run of the same command gives.
 Each row of a table names a point, found by an event in MLflow (never by a
 sleep): after the first trial of each phase of each arm, between arms, and
 after the comparison was finished while its report is written; and the
-signal that stops the driver there: SIGKILL (an OOM killer, a lost login),
-SIGINT (Ctrl-C) or SIGTERM (a job scheduler).  The rows run one after the
+signal that stops the driver there: SIGKILL (an OOM killer), SIGINT
+(Ctrl-C), SIGTERM (a job scheduler) or SIGHUP (its terminal was closed).  The rows run one after the
 other on the same comparison (stop, resume, stop the resumed driver, ...),
 so a resume of a resumed comparison is covered too.  Then the invariants:
 
@@ -117,7 +117,7 @@ SEARCH_ARMS = [  # tpe, asha and random, twice each
     ("tpe.r1 selection", signal.SIGKILL, first_trial("tpe.r1", "selection")),
     ("between tpe repeats", signal.SIGINT, sweep_finished("tpe.r1", "assessment")),
     ("asha.r2 selection", signal.SIGTERM, first_trial("asha.r2", "selection")),
-    ("random.r1 assessment", signal.SIGKILL, first_trial("random.r1", "assessment")),
+    ("random.r1 assessment", signal.SIGHUP, first_trial("random.r1", "assessment")),  # the terminal was closed
 ]
 
 
