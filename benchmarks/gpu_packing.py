@@ -16,7 +16,8 @@ Per run, from MLflow and the sampler:
     whole command), trials_per_gpu_hour = trials / (wall_seconds / 3600) for
     the one GPU (end-to-end too), gpu_hours (recorded: sum of train seconds x
     share / 3600), train_seconds, gpu_util_mean / _p90 (percent, sampled every
-    0.2 s while the sweep ran), gpu_mem_used_mib_max.
+    0.2 s while the command ran; gpu_util_mean_phases: only while the sweep's
+    phases ran, Ray's start-up left out), gpu_mem_used_mib_max.
 `batched_bound`: the step time of G same-shape configs trained as one batched
 model (stacked weights, batched matrix products, one Adam), against one
 config's step: the bound on what packing configs into one process could give.
@@ -59,7 +60,7 @@ class GpuSampler(threading.Thread):
 
     def __init__(self, period: float = 0.2):
         super().__init__(daemon=True)
-        self.period, self.util, self.mem = period, [], []
+        self.period, self.util, self.mem, self.times = period, [], [], []
         self.stop_event = threading.Event()
         self.source = None
         try:
@@ -94,13 +95,20 @@ class GpuSampler(threading.Thread):
                 continue
             self.util.append(u)
             self.mem.append(m)
+            self.times.append(time.time())
 
-    def summary(self) -> dict:
+    def summary(self, start: float | None = None, end: float | None = None) -> dict:
+        """Over all samples, and (`_phases`) over those taken between `start`
+        and `end` (epoch seconds: the sweep's phases, Ray's start-up left out)."""
         if not self.util:
             return {"gpu_util_mean": None, "gpu_util_p90": None, "gpu_mem_used_mib_max": None, "gpu_samples": 0}
         q = sorted(self.util)
-        return {"gpu_util_mean": round(statistics.fmean(q), 1), "gpu_util_p90": q[int(0.9 * (len(q) - 1))],
-                "gpu_mem_used_mib_max": round(max(self.mem)), "gpu_samples": len(q), "gpu_sampler": self.source}
+        out = {"gpu_util_mean": round(statistics.fmean(q), 1), "gpu_util_p90": q[int(0.9 * (len(q) - 1))],
+               "gpu_mem_used_mib_max": round(max(self.mem)), "gpu_samples": len(q), "gpu_sampler": self.source}
+        if start is not None and end is not None:
+            inside = [u for u, t in zip(self.util, self.times) if start <= t <= end]
+            out["gpu_util_mean_phases"] = round(statistics.fmean(inside), 1) if inside else None
+        return out
 
 
 def run_sweep(share: float, grid: str, epochs: int, num_cpus: int, work: Path) -> dict:
@@ -135,6 +143,7 @@ def run_sweep(share: float, grid: str, epochs: int, num_cpus: int, work: Path) -
     sweeps = [r for r in runs if r.data.tags.get("awnn.kind") == "sweep"]
     trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
     wall = sum(r.data.metrics["wall_seconds"] for r in sweeps)
+    phases = (min(r.info.start_time for r in sweeps) / 1000, max((r.info.end_time or 0) for r in sweeps) / 1000)
     train = sum(r.data.metrics["train_seconds"] for r in trials)
     out = {
         "share": share,
@@ -147,7 +156,7 @@ def run_sweep(share: float, grid: str, epochs: int, num_cpus: int, work: Path) -
         "mean_trial_train_seconds": round(train / max(1, len(trials)), 3),
         "gpu_hours": round(sum(t.data.metrics.get("gpu_hours", 0.0) for t in trials), 6),
         "device_hours": round(sum(t.data.metrics.get("device_hours", 0.0) for t in trials), 6),
-        **sampler.summary(),
+        **sampler.summary(*phases),
     }
     if share:
         out["trials_per_gpu_hour"] = round(len(trials) / (wall / 3600), 1)
