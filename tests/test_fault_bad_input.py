@@ -121,3 +121,26 @@ def _can_write(folder: str) -> bool:
             return True
     except OSError:
         return False
+
+
+@pytest.mark.parametrize(
+    "flag, value, expected",
+    [
+        ("--cpus-per-trial", "nan", "--cpus-per-trial: expected a number > 0, found nan"),
+        ("--gpus-per-trial", "-1", "--gpus-per-trial: expected a number >= 0, found -1.0"),
+        ("--gpus-per-trial", "inf", "--gpus-per-trial: expected a number >= 0, found inf"),
+        ("--report-interval", "nan", "--report-interval: expected a number of seconds >= 0, found nan"),
+        ("--checkpoint-interval", "-1", "--checkpoint-interval: expected a number of seconds >= 0 (0: at every report), found -1.0"),
+        ("--num-cpus", "0", "--num-cpus: expected an integer >= 1, found 0"),
+        ("--max-failures", "-2", "--max-failures: expected an integer >= -1 (-1: retry without end), found -2"),
+    ],
+)
+def test_bad_input_numeric_run_flags_fail_before_anything_starts(tmp_path, monkeypatch, capsys, flag, value, expected):
+    """Numbers argparse accepts (nan, inf, negatives) used to reach Ray."""
+    from search.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["compare", "--task", "doublemoon", "--budget", "smoke", flag, value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"awnn compare: error: {expected}"]
+    _nothing_launched(tmp_path)

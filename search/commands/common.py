@@ -26,6 +26,32 @@ def add_run_flags(p) -> None:
     g.add_argument("--optuna-storage", default=None, help="Optuna RDB storage URL for TPE's study (default: optuna.db beside the MLflow SQLite file, else ./optuna.db)")
 
 
+# flag -> (lowest allowed value, is the lowest value itself allowed, what to say)
+_NUMERIC_FLAGS = {
+    "cpus_per_trial": (0, False, "a number > 0"),
+    "gpus_per_trial": (0, True, "a number >= 0"),
+    "max_failures": (-1, True, "an integer >= -1 (-1: retry without end)"),
+    "report_interval": (0, True, "a number of seconds >= 0"),
+    "checkpoint_interval": (0, True, "a number of seconds >= 0 (0: at every report)"),
+    "num_cpus": (1, True, "an integer >= 1"),
+}
+
+
+def check_run_flags(args) -> None:
+    """Numbers that argparse lets through (nan, inf, negatives) fail here, before anything starts."""
+    import math
+
+    from ..errors import UsageError
+
+    for name, (low, inclusive, expected) in _NUMERIC_FLAGS.items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        ok = math.isfinite(value) and (value >= low if inclusive else value > low)
+        if not ok:
+            raise UsageError(f"--{name.replace('_', '-')}: expected {expected}, found {value}")
+
+
 def settings_from(args):
     from ..tune import RunSettings
 
@@ -57,10 +83,7 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
     from ..summary import print_summary
     from tracking.store import TrackingUnavailable
 
-    if args.cpus_per_trial <= 0:
-        raise UsageError(f"--cpus-per-trial: expected a number > 0, found {args.cpus_per_trial}")
-    if args.gpus_per_trial < 0:
-        raise UsageError(f"--gpus-per-trial: expected a number >= 0, found {args.gpus_per_trial}")
+    check_run_flags(args)
     try:
         comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
                                 resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args))
