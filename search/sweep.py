@@ -193,6 +193,7 @@ class Comparison:
         self.tracker = None
         self.searcher = None
         prior = PriorAttempts()
+        self.wall_before = 0.0
         try:
             self.t_attempt = time.monotonic()  # this driver's share of the wall time starts here
             if self.resume:
@@ -260,10 +261,9 @@ class Comparison:
                 self.writer.set_tags(sweep, {"awnn.state": state})
                 self.writer.end_run(sweep, status)
             self.open_sweeps.clear()
-            if self.id is not None:
-                self.writer.log_metrics("cmp", [("wall_seconds", self.wall_seconds(), 0)])
-                self.writer.set_tags("cmp", {"awnn.state": state})
-                self.writer.end_run("cmp", status)
+            self.writer.log_metrics("cmp", [("wall_seconds", self.wall_seconds(), 0)])
+            self.writer.set_tags("cmp", {"awnn.state": state})
+            self.writer.end_run("cmp", status)
         except Exception as e:  # noqa: BLE001 - closing must not hide why the driver stopped
             self.log(f"warning: could not mark the open runs as {state}: {type(e).__name__}: {e}")
 
