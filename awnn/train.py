@@ -7,7 +7,8 @@ the adaptive blocks update their widths (keeping optimiser state), then the
 forward pass, the ELBO (Eq. 13), backward and the optimiser step.  After
 each epoch the validation split is scored without touching the widths; the
 best epoch is the one with the highest validation accuracy (ties: the lower
-validation loss, then the earlier epoch; `select_metric=loss` selects the
+validation loss, then the earlier epoch; with `best_epoch_ties=later`, the
+`authors` profile's rule, the later epoch; `select_metric=loss` selects the
 lowest validation loss instead, as for the text task), and the test
 accuracy and loss reported are those measured at that epoch (test is scored
 only when a new best epoch appears).
@@ -120,6 +121,9 @@ class Trainer:
         self.model = build_model(config, self.task).to(self.device)
         self.blocks = adaptive_modules(self.model)
         self.n_train = self.task.n_train(config.split)
+        # N of the prior terms of the ELBO: the training-set size, or the
+        # config's n_obs (the authors fix 2000 on the synthetic tasks)
+        self.n_obs = config.n_obs or self.n_train
         self.optimizer = self._make_optimizer()
         self.scheduler = self._make_scheduler()
         self.generator = torch.Generator().manual_seed(config.seed)
@@ -145,7 +149,7 @@ class Trainer:
         c = self.config
         if not self.blocks or c.weight_prior != "gaussian":
             return 0.0
-        return 1.0 / (c.sigma_theta * c.sigma_theta * self.n_train)
+        return 1.0 / (c.sigma_theta * c.sigma_theta * self.n_obs)
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c = self.config
@@ -209,7 +213,7 @@ class Trainer:
         out = self.model(x)
         padded = out.dim() > 2  # sequence outputs: padding targets are not scored
         out, y = flatten_outputs(out, y)
-        loss, _ = elbo_loss(out, y, self.blocks, self.n_train, None, prior, ignore_index=IGNORE_INDEX)
+        loss, _ = elbo_loss(out, y, self.blocks, self.n_obs, None, prior, ignore_index=IGNORE_INDEX)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -237,7 +241,7 @@ class Trainer:
         params = [p for b in self.blocks for p in b.prior_parameters()]
         sq = float(sum(p.detach().pow(2).sum() for p in params))
         count = sum(p.numel() for p in params)
-        return -float(gaussian_log_prob_sum(torch.tensor(sq), count, c.sigma_theta)) / self.n_train
+        return -float(gaussian_log_prob_sum(torch.tensor(sq), count, c.sigma_theta)) / self.n_obs
 
     def run(self, on_epoch: EpochCallback | None = None) -> RunResult:
         c = self.config
@@ -303,10 +307,11 @@ class Trainer:
             else:
                 self.scheduler.step()
         widths = model_widths(self.model)
-        if c.select_metric == "loss":  # lowest val loss; ties: the higher val accuracy
-            better = val_loss < self.best["val_loss"] or (val_loss == self.best["val_loss"] and val_acc > self.best["val_acc"])
+        later = c.best_epoch_ties == "later"  # the authors: an equal score moves the best epoch forward
+        if c.select_metric == "loss":  # lowest val loss; ties: the higher val accuracy (or the later epoch)
+            better = val_loss < self.best["val_loss"] or (val_loss == self.best["val_loss"] and (later or val_acc > self.best["val_acc"]))
         else:
-            better = val_acc > self.best["val_acc"] or (val_acc == self.best["val_acc"] and val_loss < self.best["val_loss"])
+            better = val_acc > self.best["val_acc"] or (val_acc == self.best["val_acc"] and (later or val_loss < self.best["val_loss"]))
         if better and self.status == OK:
             test_loss = test_acc = float("nan")
             if c.split == "outer":

@@ -53,4 +53,4 @@ def test_paper_text_profile_reproduces_the_recorded_trainer_bit_for_bit(name, re
         assert torch.equal(got["state"][key], t), key
 
 
-PAPER_TEXT: dict = {}
+PAPER_TEXT = {"awnn_profile": "paper-text"}
