@@ -11,7 +11,10 @@ machine noise hits both alike).  Prints one JSON object as its last line:
     awnn_us_*, fixed_us_*, width_*           the raw medians (microseconds) and widths
     gpu: {...}                               the same on CUDA, when a GPU is present
 
-Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all]
+The AWNN runs in the `authors` profile unless `--profile paper-text` is given
+(renormalised importances, optimiser reset on resize, ...: see the README).
+
+Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all] [--profile authors|paper-text]
 """
 from __future__ import annotations
 
@@ -72,6 +75,9 @@ def timed(step, it, n, device) -> list[float]:
     return out
 
 
+PROFILE = "authors"
+
+
 def measure(layers: int, device: torch.device, steps: int, windows: int = 8) -> dict:
     """AWNN steps in windows; after each window, a fixed MLP with that window's
     mean AWNN width per layer runs as many steps.  The AWNN width drifts while
@@ -80,7 +86,7 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8) -> 
     x, y = task.tensors("inner", "train", device)
     base = {"task": "spiralhard", "split": "inner", "hidden_layers": layers, "activation": "relu", "batch_size": 128,
             "optimizer": "adam", "lr": 0.01, "device": device.type}
-    awnn = Trainer(TrainConfig.from_dict({**base, "model": "awnn", "rate": 0.01, "quantile_k": 0.9, "sigma_theta": 1.0}))
+    awnn = Trainer(TrainConfig.from_dict({**base, "model": "awnn", "rate": 0.01, "quantile_k": 0.9, "sigma_theta": 1.0, "awnn_profile": PROFILE}))
     a_step = make_stepper(awnn)
     it = batches(x, y, 128, device, torch.Generator().manual_seed(0))
     timed(a_step, it, 300, device)  # warm-up: capacity buffers, allocator, first width moves
@@ -132,9 +138,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
+    ap.add_argument("--profile", choices=["authors", "paper-text"], default="authors", help="the AWNN's awnn_profile (default authors)")
     args = ap.parse_args()
+    global PROFILE
+    PROFILE = args.profile
     torch.set_num_threads(1)
-    out: dict = {"batch": 128, "threads": 1, "steps": args.steps, "torch": torch.__version__}
+    out: dict = {"batch": 128, "threads": 1, "steps": args.steps, "torch": torch.__version__, "profile": args.profile}
     if args.device in ("cpu", "all"):
         out.update(measure_device(torch.device("cpu"), args.steps))
     if args.device in ("cuda", "all") and torch.cuda.is_available():
