@@ -106,6 +106,8 @@ class TrialTracker(Callback):
         params.update({"trial_key": spec["key"], "phase": spec["phase"], "grid_index": spec["index"]})
         tags = {**self.tags, "awnn.kind": "trial", "awnn.strategy": spec.get("family") or spec["strategy"], "awnn.arm": spec["strategy"],
                 "awnn.repeat": str(spec.get("repeat", 0)), "awnn.phase": spec["phase"], "awnn.trial_key": spec["key"], "awnn.status": "running"}
+        if params.get("model") == "awnn":
+            tags["awnn.profile"] = params["awnn_profile"]
         if spec.get("resume_from"):
             tags["awnn.resumed_from"] = spec["resume_from"]
         self.writer.start_run(key, name=f"{spec['strategy']}-{spec['key']}", parent=self.sweep_of(spec), tags=tags, params=params)
