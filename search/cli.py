@@ -11,7 +11,7 @@ import importlib
 import signal
 import sys
 
-COMMANDS = ["train", "grids", "sweep", "compare", "report", "env"]
+COMMANDS = ["train", "grids", "sweep", "compare", "report", "env", "study"]
 
 
 from .errors import UsageError  # noqa: F401 - re-exported for the commands
