@@ -225,9 +225,9 @@ class ResizableLinear(nn.Module):
         """Resize to (out_features, in_features), keeping surviving weights and
         their optimiser state; new rows/columns are filled by the fill functions,
         new bias entries by `fill_bias` (default zero), new optimiser state is
-        zero.  `reset_state` drops the optimiser state of this layer's weight
-        and bias instead (as if the layer were re-created: Adam restarts both,
-        step count included)."""
+        zero.  `reset_state` zeroes the optimiser state of this layer's weight
+        and bias instead, step count included (as if the layer were
+        re-created: Adam restarts both)."""
         old = (self.out_features, self.in_features)
         new = (int(out_features), int(in_features))
         if new == old:
@@ -252,20 +252,21 @@ class ResizableLinear(nn.Module):
             cap[1] if new[1] <= cap[1] else grow_capacity(new[1], cap[1], in_limit),
         )
         _rebind(weight, wbuf.resize(new, cap, fill_rows, fill_cols))
-        if reset_state:
-            if optimizer is not None:
-                optimizer.state.pop(weight, None)
-                if bias is not None:
-                    optimizer.state.pop(bias, None)
-        else:
-            resize_optimizer_state(optimizer, weight, old, new, cap)
+        resize_optimizer_state(optimizer, weight, old, new, cap)
         if bias is not None and new[0] != old[0]:
             bbuf = self._bbuf
             if not bbuf.owns(bias):
                 bbuf = self._bbuf = CapacityBuffer(bias.data, bias.shape)
             _rebind(bias, bbuf.resize(new[:1], cap[:1], fill_bias or _zero))
-            if not reset_state:
-                resize_optimizer_state(optimizer, bias, old[:1], new[:1], cap[:1])
+            resize_optimizer_state(optimizer, bias, old[:1], new[:1], cap[:1])
+        if reset_state and optimizer is not None:
+            # the state a fresh optimiser would create (Adam: step 0, zero
+            # moments), written in place: no re-allocation, the capacity
+            # buffers stay (one fused kernel; a width moves at ~1/3 of steps)
+            state = optimizer.state
+            tensors = [v for p in (weight, bias) if p is not None and p in state for v in state[p].values() if torch.is_tensor(v)]
+            if tensors:
+                torch._foreach_zero_(tensors)
         _set_plain(self, "out_features", new[0])
         _set_plain(self, "in_features", new[1])
 

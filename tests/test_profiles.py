@@ -161,8 +161,10 @@ def test_optimizer_state_reset_on_resize_only_when_selected(reset):
     model.set_widths([model.widths[0] + 2, model.widths[1]], opt)  # touches layers 0 and 1, not the read-out
     touched = ["layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"]
     for name, p in model.named_parameters():
-        if reset and name in touched:
-            assert p not in opt.state or not opt.state[p], name  # dropped: Adam starts it again
+        if reset and name in touched:  # what a fresh Adam starts from: step 0, zero moments
+            st = opt.state[p]
+            assert float(st["step"]) == 0.0 and not st["exp_avg"].any() and not st["exp_avg_sq"].any(), name
+            assert st["exp_avg"].shape == p.shape, name
         else:
             assert float(opt.state[p]["step"]) == 3.0, name
             if name not in touched or name == "layers.1.bias":  # same shape: kept as it was
@@ -216,3 +218,32 @@ def test_best_epoch_ties_go_to_the_later_epoch_or_the_lower_loss(ties):
     else:
         best = min(tied, key=lambda r: (r["val_loss"], r["epoch"]))
         assert result.best_epoch == best["epoch"]
+
+
+def test_optimizer_reset_in_place_equals_dropping_the_state():
+    """Zeroing the touched layers' Adam state in place is what re-creating the
+    layers gives: the same parameters as popping their state from Adam."""
+    models, opts = [], []
+    for reset in (True, False):
+        torch.manual_seed(0)
+        m = AdaptiveMLP(2, 2, hidden_layers=2, rate=0.3, reset_optimizer_on_resize=reset)
+        models.append(m)
+        opts.append(torch.optim.Adam(m.parameters(), lr=0.01))
+    for widths in ([9, 5], [6, 7], [6, 7], [11, 3]):
+        torch.manual_seed(1)
+        for m, opt in zip(models, opts):
+            for _ in range(2):
+                torch.manual_seed(2)
+                _one_step(m, opt)
+            torch.manual_seed(3)
+            dims = [2, *widths, 2]
+            changed = [l for l in range(3) if tuple(m.layers[l].weight.shape) != (dims[l + 1], dims[l])]
+            m.set_widths(widths, opt)
+            if not m.reset_optimizer_on_resize:
+                for l in changed:
+                    opt.state.pop(m.layers[l].weight, None)
+                    opt.state.pop(m.layers[l].bias, None)
+    for (name, a), b in zip(models[0].named_parameters(), models[1].parameters()):
+        assert torch.equal(a, b), name
+    assert float(opts[0].state[models[0].layers[2].weight]["step"]) == 0.0  # the last move touched the read-out: restarted
+    assert float(opts[1].state[models[1].rho]["step"]) == 8.0  # the rates' state is never reset

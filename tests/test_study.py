@@ -22,11 +22,11 @@ def test_study_fig4_runs_its_grid_logs_the_profile_and_prints_a_verdict(tmp_path
     assert verdict["max_over_min"] == max(finals) / min(finals)
     assert verdict["widths_converge"] == (max(finals) / min(finals) <= 1.5)
     assert "awnn study fig4" in p.stdout and "rate 0.005, batch 32" in p.stdout
-    # logged like any sweep: one trial run per config plus the re-training run, each with the profile
+    # logged like any sweep: one trial run per config plus the smoke budget's 2 re-training runs, each with the profile
     c = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = c.get_experiment_by_name("awnn-spiralhard")
     trials = [r for r in c.search_runs([exp.experiment_id], max_results=1000) if r.data.tags.get("awnn.kind") == "trial"]
-    assert len(trials) == 6 + 1
+    assert len(trials) == 6 + 2
     assert {t.data.params["awnn_profile"] for t in trials} == {"authors"}
     assert {float(t.data.params["sigma_theta"]) for t in trials} == {100.0}
 
