@@ -11,10 +11,10 @@ machine noise hits both alike).  Prints one JSON object as its last line:
     awnn_us_*, fixed_us_*, width_*           the raw medians (microseconds) and widths
     gpu: {...}                               the same on CUDA, when a GPU is present
 
-The AWNN runs in the `authors` profile unless `--profile paper-text` is given
+The AWNN runs in the `authors` profile unless `--awnn-profile paper-text` is given
 (renormalised importances, optimiser reset on resize, ...: see the README).
 
-Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all] [--profile authors|paper-text]
+Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all] [--awnn-profile authors|paper-text]
 """
 from __future__ import annotations
 
@@ -138,12 +138,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
-    ap.add_argument("--profile", choices=["authors", "paper-text"], default="authors", help="the AWNN's awnn_profile (default authors)")
+    ap.add_argument("--awnn-profile", choices=["authors", "paper-text"], default="authors", help="the AWNN's awnn_profile (default authors)")
     args = ap.parse_args()
     global PROFILE
-    PROFILE = args.profile
+    PROFILE = args.awnn_profile
     torch.set_num_threads(1)
-    out: dict = {"batch": 128, "threads": 1, "steps": args.steps, "torch": torch.__version__, "profile": args.profile}
+    out: dict = {"batch": 128, "threads": 1, "steps": args.steps, "torch": torch.__version__, "awnn_profile": args.awnn_profile}
     if args.device in ("cpu", "all"):
         out.update(measure_device(torch.device("cpu"), args.steps))
     if args.device in ("cuda", "all") and torch.cuda.is_available():
