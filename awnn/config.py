@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-__all__ = ["TrainConfig", "ConfigError", "CHOICES"]
+__all__ = ["TrainConfig", "ConfigError", "CHOICES", "PROFILES", "PROFILE_KEYS", "profile_values"]
 
 
 class ConfigError(ValueError):
@@ -46,7 +46,60 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "augment": ("none", "crop", "crop_flip"),
     "pooling": ("sum", "mean"),
     "tokenizer": ("auto", "word", "gpt2"),
+    "awnn_profile": ("authors", "paper-text"),
+    "width_rule": ("ceil", "floor+2"),
+    "bias_init": ("zero", "uniform"),
+    "best_epoch_ties": ("lower_loss", "later"),
 }
+
+# What the two profiles set (docs: README "Profiles").  `paper-text` is the
+# paper's equations as printed, this project's behaviour before profiles
+# existed; `authors` is what the paper's authors ran (their public release,
+# read for facts: issue #14).  Every key can also be set on its own; a key
+# left unset (None) takes its profile's value when the config is built, so
+# the resolved value is what a trial records.
+PROFILE_KEYS = (
+    "renormalise_importances",  # divide (f(j) + 1e-6) by its sum over the D kept neurons
+    "width_rule",  # D = ceil(-ln(1-k)/rate) or floor(-ln(1-k)/rate) + 2
+    "prior_on_readout",  # p(theta) also on the read-out layer
+    "n_obs",  # N of the ELBO's prior terms; 0 = the training-set size
+    "rate_prior", "rate_prior_mean", "rate_prior_std",
+    "rate_min",  # lower bound on the rate (0 = none)
+    "reset_optimizer_on_resize",  # a width change restarts the optimiser state of the two layers it touches
+    "bias_init",  # zero, or U(+-1/sqrt(fan_in)) with new neurons' biases N(0, 1)
+    "best_epoch_ties",  # equal val accuracy: the lower val loss, or the later epoch
+)
+# the synthetic tasks whose configs the authors ran with n_obs = 2000
+_AUTHORS_SYNTHETIC = ("doublemoon", "spiral", "spiralhard")
+PROFILES: dict[str, dict[str, Any]] = {
+    "paper-text": {
+        "renormalise_importances": False, "width_rule": "ceil", "prior_on_readout": False, "n_obs": 0,
+        "rate_prior": "uninformative", "rate_prior_mean": 0.05, "rate_prior_std": 1.0, "rate_min": 0.0,
+        "reset_optimizer_on_resize": False, "bias_init": "zero", "best_epoch_ties": "lower_loss",
+    },
+    "authors": {
+        "renormalise_importances": True, "width_rule": "floor+2", "prior_on_readout": True, "n_obs": 0,
+        "rate_prior": "uninformative", "rate_prior_mean": 0.05, "rate_prior_std": 1.0, "rate_min": 0.0,
+        "reset_optimizer_on_resize": True, "bias_init": "uniform", "best_epoch_ties": "later",
+    },
+}
+# per-task values of the `authors` profile (their dataset configs)
+_AUTHORS_TASK = {
+    "doublemoon": {"n_obs": 2000},
+    "spiral": {"n_obs": 2000},
+    # SpiralHard: a Gaussian rate prior centred on the starting rate, and a lower bound on the rate
+    "spiralhard": {"n_obs": 2000, "rate_prior": "gaussian", "rate_prior_mean": 0.01, "rate_prior_std": 0.01, "rate_min": 0.0005},
+}
+
+
+def profile_values(profile: str, task: str) -> dict[str, Any]:
+    """Every PROFILE_KEYS value of `profile` for `task`."""
+    if profile not in PROFILES:
+        raise ConfigError(f"Could not resolve awnn_profile {profile!r} among choices {list(PROFILES)}.", "awnn_profile", f"one of {list(PROFILES)}", profile)
+    values = dict(PROFILES[profile])
+    if profile == "authors":
+        values.update(_AUTHORS_TASK.get(task, {}))
+    return values
 
 
 @dataclass
@@ -74,14 +127,23 @@ class TrainConfig:
     data_seed: int = 0
     data_root: str = "data"
     # AWNN (model=awnn)
+    # every PROFILE_KEYS entry below defaults to None: its value comes from awnn_profile
+    awnn_profile: str = "authors"  # authors | paper-text (see PROFILES)
     rate: float = 0.01  # starting rate of every adaptive layer
     quantile_k: float = 0.9
     weight_prior: str = "gaussian"
     sigma_theta: float = 1.0
-    prior_on_readout: bool = False  # Eq. 13 puts p(theta) on the adaptive layers only
-    rate_prior: str = "uninformative"
-    rate_prior_mean: float = 0.05
-    rate_prior_std: float = 1.0
+    prior_on_readout: bool | None = None  # paper-text: Eq. 13's p(theta) on the adaptive layers only
+    n_obs: int | None = None  # N dividing the prior terms of the loss; 0 = the training-set size
+    rate_prior: str | None = None
+    rate_prior_mean: float | None = None
+    rate_prior_std: float | None = None
+    rate_min: float | None = None  # lower bound on every rate (0 = none)
+    renormalise_importances: bool | None = None
+    width_rule: str | None = None
+    reset_optimizer_on_resize: bool | None = None
+    bias_init: str | None = None
+    best_epoch_ties: str | None = None
     init: str = "kaiming+"
     init_distribution: str = "gaussian"
     grow_init: str = "normal"
@@ -117,6 +179,20 @@ class TrainConfig:
     tokenizer: str = "auto"  # auto: gpt2 when its files are under data_root, else word (built from training text)
 
     # ------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        """Fill the PROFILE_KEYS left unset from `awnn_profile` (an unknown
+        profile is left for `validate` to report)."""
+        unset = [k for k in PROFILE_KEYS if getattr(self, k) is None]
+        self.__dict__["_from_profile"] = frozenset(unset)
+        if unset and self.awnn_profile in PROFILES:
+            values = profile_values(self.awnn_profile, self.task)
+            for k in unset:
+                setattr(self, k, values[k])
+
+    def explicit_profile_keys(self) -> list[str]:
+        """The PROFILE_KEYS set explicitly (not taken from the profile)."""
+        return [k for k in PROFILE_KEYS if k not in self.__dict__.get("_from_profile", ())]
+
     @classmethod
     def keys(cls) -> list[str]:
         return [f.name for f in fields(cls)]
@@ -140,7 +216,10 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def replace(self, **changes: Any) -> "TrainConfig":
-        return TrainConfig.from_dict({**self.to_dict(), **changes})
+        """A copy with `changes`; keys that came from the profile are resolved
+        again (so replacing `awnn_profile` or `task` re-resolves them)."""
+        base = {k: v for k, v in self.to_dict().items() if k not in self.__dict__.get("_from_profile", ())}
+        return TrainConfig.from_dict({**base, **changes})
 
     def validate(self, source: str = "config") -> None:
         def bad(key: str, expected: str) -> ConfigError:
@@ -151,6 +230,8 @@ class TrainConfig:
 
         if self.task not in TASKS:
             raise bad("task", f"one of {sorted(TASKS)}")
+        if self.awnn_profile not in PROFILES:  # first: the profile keys it fills are unset otherwise
+            raise bad("awnn_profile", f"one of {list(PROFILES)}")
         for key, choices in CHOICES.items():
             if getattr(self, key) not in choices:
                 raise bad(key, f"one of {list(choices)}")
@@ -158,7 +239,7 @@ class TrainConfig:
         for key in positive_int:
             if getattr(self, key) < 1:
                 raise bad(key, "an integer >= 1")
-        for key in ["patience", "threads", "seed", "data_seed", "compress_start_epoch", "compress_end_epoch", "embed_dim"]:
+        for key in ["patience", "threads", "seed", "data_seed", "compress_start_epoch", "compress_end_epoch", "embed_dim", "n_obs"]:
             if getattr(self, key) < 0:
                 raise bad(key, "an integer >= 0")
         if self.width < (0 if self.model == "fixed" else 1):
@@ -178,7 +259,7 @@ class TrainConfig:
             v = getattr(self, key)
             if not (v > 0 and math.isfinite(v)):
                 raise bad(key, "a positive number")
-        for key in ["momentum", "weight_decay", "lr_gamma", "rate_prior_mean", "compress_rate_mean"]:
+        for key in ["momentum", "weight_decay", "lr_gamma", "rate_prior_mean", "compress_rate_mean", "rate_min"]:
             v = getattr(self, key)
             if not (v >= 0 and math.isfinite(v)):
                 raise bad(key, "a number >= 0")
@@ -206,6 +287,10 @@ class TrainConfig:
 
 
 def _coerce(key: str, value: Any, typ: Any, source: str) -> Any:
+    if isinstance(typ, str) and typ.endswith(" | None"):  # a profile key: None or "profile" = from the profile
+        if value is None or (isinstance(value, str) and value.lower() == "profile"):
+            return None
+        typ = typ[: -len(" | None")]
     typ = {"int": int, "float": float, "str": str, "bool": bool}.get(typ, typ) if isinstance(typ, str) else typ
     try:
         if typ is bool:

@@ -5,7 +5,13 @@ Neuron j = 0, 1, 2, ... of an adaptive layer has importance
     f(j) = exp(-rate * j) - exp(-rate * (j + 1)) = exp(-rate * j) * (1 - exp(-rate))
 
 and the layer's width is the smallest D with sum_{j<D} f(j) >= k, i.e. the
-quantile function at k:  D = ceil(-ln(1 - k) / rate), at least 1.
+quantile function at k:  D = ceil(-ln(1 - k) / rate), at least 1 (the
+paper's text; `width_rule="floor+2"` is what its authors ran:
+D = floor(-ln(1 - k) / rate) + 2, 232 rather than 231 at rate 0.01, k 0.9).
+
+The authors also renormalise the importances over the D kept neurons,
+p(j) = (f(j) + 1e-6) / sum_{i<D} (f(i) + 1e-6), so they always sum to 1
+(`renormalise`): the rate then only moves mass between neurons.
 
 `rate` (lambda in the paper, nu for its variational parameter) is kept
 positive as rate = softplus(rho) with rho an unconstrained parameter.
@@ -18,12 +24,25 @@ import torch
 import torch.nn.functional as F
 
 __all__ = [
+    "WIDTH_RULES",
+    "RENORM_EPS",
+    "renormalise",
     "importance",
     "importance_from_rho",
     "width_from_rate",
     "rho_from_rate",
     "rate_from_rho",
 ]
+
+
+WIDTH_RULES = ("ceil", "floor+2")
+RENORM_EPS = 1e-6  # added to every f(j) before renormalising (the authors' choice)
+
+
+def renormalise(f: torch.Tensor) -> torch.Tensor:
+    """(f + 1e-6) / sum(f + 1e-6): importances summing to 1 over the kept neurons."""
+    q = f + RENORM_EPS
+    return q / q.sum()
 
 
 def importance(rate: torch.Tensor, width: int, arange: torch.Tensor | None = None) -> torch.Tensor:
@@ -69,13 +88,18 @@ def importance_from_rho(rho: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
     return _ImportanceFromRho.apply(rho, j)
 
 
-def width_from_rate(rate: float, quantile_k: float) -> int:
-    """D = ceil(-ln(1-k)/rate), at least 1 (the quantile function of f at k)."""
+def width_from_rate(rate: float, quantile_k: float, rule: str = "ceil") -> int:
+    """D = ceil(-ln(1-k)/rate), at least 1 (the quantile function of f at k);
+    with rule="floor+2", D = floor(-ln(1-k)/rate) + 2."""
+    if rule not in WIDTH_RULES:
+        raise ValueError(f"Could not resolve width rule {rule!r} among choices {list(WIDTH_RULES)}.")
     if not 0.0 < quantile_k < 1.0:
         raise ValueError(f"quantile_k must lie in (0, 1), but got {quantile_k=}.")
     if not rate > 0.0 or math.isnan(rate):
         raise ValueError(f"rate must be positive, but got {rate=}.")
     d = -math.log1p(-quantile_k) / rate
+    if rule == "floor+2":
+        return math.floor(d) + 2
     # Guard against float noise: ceil(2.0000000000000004) must be 2, not 3.
     width = math.ceil(d - 1e-9 * max(1.0, d))
     return max(1, width)

@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .distributions import importance_from_rho, rho_from_rate, width_from_rate
+from .distributions import RENORM_EPS, WIDTH_RULES, importance_from_rho, renormalise, rho_from_rate, width_from_rate
 from .init import DISTRIBUTIONS, GROW_INITS, INITS, fill_, init_std
 from .optim import CapacityBuffer, grow_capacity, resize_optimizer_state
 
@@ -64,15 +64,22 @@ class AdaptiveWidth(nn.Module):
     tensor for the optimiser instead of one per layer) and `ctrl.rho` is a
     view of this layer's entry."""
 
-    def __init__(self, rate: float, quantile_k: float, max_width: int):
+    def __init__(self, rate: float, quantile_k: float, max_width: int, width_rule: str = "ceil", renormalise: bool = False, rate_min: float = 0.0):
         super().__init__()
         if not 0.0 < quantile_k < 1.0:
             raise ValueError(f"quantile_k must lie in (0, 1), but got {quantile_k=}.")
         if max_width < 1:
             raise ValueError(f"max_width must be at least 1, but got {max_width=}.")
+        if width_rule not in WIDTH_RULES:
+            raise ValueError(f"Could not resolve width_rule {width_rule!r} among choices {list(WIDTH_RULES)}.")
+        if not rate_min >= 0.0:
+            raise ValueError(f"rate_min cannot be negative, but got {rate_min=}.")
         self.initial_rate = float(rate)
         self.quantile_k = float(quantile_k)
         self.max_width = int(max_width)
+        self.width_rule = width_rule
+        self.renormalise = bool(renormalise)  # importances divided by their sum over the D kept neurons
+        self.rate_min = float(rate_min)  # the rate is projected back to this bound (0: none)
         self.rho = nn.Parameter(torch.empty(()))
         self.width = 1
         self.capped = False  # the last update wanted more than max_width
@@ -118,7 +125,9 @@ class AdaptiveWidth(nn.Module):
             # importances died long before), so this is divergence, not a request
             # for max_width (nor, for rho=+inf, for it).
             raise FloatingPointError(f"the rate of an adaptive layer left the representable range (rho={rho:g}; the run diverged)")
-        d = width_from_rate(rate, self.quantile_k)
+        if rate < self.rate_min:  # (update_width projects rho back to the bound)
+            rate = self.rate_min
+        d = width_from_rate(rate, self.quantile_k, self.width_rule)
         if d > self.max_width:
             return self.max_width, True
         return d, False
@@ -152,11 +161,13 @@ class AdaptiveWidth(nn.Module):
         return views
 
     def importance(self, width: int | None = None) -> torch.Tensor:
-        """f(j) for j < width (default: the current width), differentiable in rho."""
+        """f(j) for j < width (default: the current width), differentiable in rho;
+        renormalised over those `width` neurons when `renormalise` is set."""
         width = self.width if width is None else width
         if self._arange.numel() < width:
             self._arange = torch.arange(grow_capacity(width, self._arange.numel(), None), dtype=self.rho.dtype, device=self.rho.device)
-        return importance_from_rho(self.rho, self._arange[:width])
+        f = importance_from_rho(self.rho, self._arange[:width])
+        return renormalise(f) if self.renormalise else f
 
     def importance_sq_sum(self, width: int | None = None) -> float:
         with torch.no_grad():
@@ -169,7 +180,9 @@ class AdaptiveWidth(nn.Module):
         self.width = int(state["width"])
 
     def extra_repr(self) -> str:
-        return f"width={self.width}, quantile_k={self.quantile_k}, max_width={self.max_width}"
+        extra = (f", width_rule={self.width_rule!r}" if self.width_rule != "ceil" else "") + (", renormalise=True" if self.renormalise else "")
+        extra += f", rate_min={self.rate_min}" if self.rate_min else ""
+        return f"width={self.width}, quantile_k={self.quantile_k}, max_width={self.max_width}{extra}"
 
 
 class ResizableLinear(nn.Module):
@@ -206,21 +219,26 @@ class ResizableLinear(nn.Module):
         optimizer: torch.optim.Optimizer | None = None,
         out_limit: int | None = None,
         in_limit: int | None = None,
+        fill_bias: Callable[[torch.Tensor], None] | None = None,
+        reset_state: bool = False,
     ) -> None:
         """Resize to (out_features, in_features), keeping surviving weights and
         their optimiser state; new rows/columns are filled by the fill functions,
-        new bias entries are zero, new optimiser state is zero."""
+        new bias entries by `fill_bias` (default zero), new optimiser state is
+        zero.  `reset_state` zeroes the optimiser state of this layer's weight
+        and bias instead, step count included (as if the layer were
+        re-created: Adam restarts both)."""
         old = (self.out_features, self.in_features)
         new = (int(out_features), int(in_features))
         if new == old:
             return
         if torch.is_grad_enabled():
             with torch.no_grad():
-                self._resize(new, fill_rows, fill_cols, optimizer, out_limit, in_limit)
+                self._resize(new, fill_rows, fill_cols, optimizer, out_limit, in_limit, fill_bias, reset_state)
         else:  # (no second no_grad context: a width update makes several resizes)
-            self._resize(new, fill_rows, fill_cols, optimizer, out_limit, in_limit)
+            self._resize(new, fill_rows, fill_cols, optimizer, out_limit, in_limit, fill_bias, reset_state)
 
-    def _resize(self, new, fill_rows, fill_cols, optimizer, out_limit, in_limit) -> None:
+    def _resize(self, new, fill_rows, fill_cols, optimizer, out_limit, in_limit, fill_bias=None, reset_state=False) -> None:
         """`resize` to `new` (out, in), under no_grad."""
         old = (self.out_features, self.in_features)
         params = self._parameters
@@ -239,8 +257,16 @@ class ResizableLinear(nn.Module):
             bbuf = self._bbuf
             if not bbuf.owns(bias):
                 bbuf = self._bbuf = CapacityBuffer(bias.data, bias.shape)
-            _rebind(bias, bbuf.resize(new[:1], cap[:1], _zero))
+            _rebind(bias, bbuf.resize(new[:1], cap[:1], fill_bias or _zero))
             resize_optimizer_state(optimizer, bias, old[:1], new[:1], cap[:1])
+        if reset_state and optimizer is not None:
+            # the state a fresh optimiser would create (Adam: step 0, zero
+            # moments), written in place: no re-allocation, the capacity
+            # buffers stay (one fused kernel; a width moves at ~1/3 of steps)
+            state = optimizer.state
+            tensors = [v for p in (weight, bias) if p is not None and p in state for v in state[p].values() if torch.is_tensor(v)]
+            if tensors:
+                torch._foreach_zero_(tensors)
         _set_plain(self, "out_features", new[0])
         _set_plain(self, "in_features", new[1])
 
@@ -256,6 +282,13 @@ class ResizableLinear(nn.Module):
 
 def _zero(t: torch.Tensor) -> None:
     t.zero_()
+
+
+def _standard_normal(t: torch.Tensor) -> None:
+    t.normal_(0.0, 1.0)
+
+
+BIAS_INITS = ("zero", "uniform")
 
 
 def _grow_filler(std: float, distribution: str) -> Callable[[torch.Tensor], None]:
@@ -335,6 +368,8 @@ def _scaled_linear(h: torch.Tensor, layer: "ResizableLinear", ctrl: "AdaptiveWid
     """layer(h * f(ctrl)) as one autograd node; ctrl=None means no rescaling."""
     if ctrl is None:
         return F.linear(h, layer.weight, layer.bias)
+    if ctrl.renormalise:  # plain autograd ops (the reference of the fused path)
+        return F.linear(h * ctrl.importance(), layer.weight, layer.bias)
     return _ImportanceScaledLinear.apply(h, layer.weight, layer.bias, ctrl.rho, ctrl.indices())
 
 
@@ -381,12 +416,19 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
     log s = logsigmoid(rho) = rho - softplus(rho), i.e.
         log f_j = rho - softplus(rho) (j + 1):  one op less than logsigmoid.
 
-    Inputs: (activation name, x, rho (L,), W_0, b_0, ..., W_L, b_L, j1_0, ..,
-    j1_{L-1}) with j1 = 1..D (float), L the number of adaptive layers.
+    Renormalised importances (`renorm`, the authors' choice): the layer reads
+    p_j = q_j / S with q_j = f_j + 1e-6, S = sum_{i<D} q_i, in place of f_j.
+    With G_j = dL/dp_j and w_j = f_j (1 - s (j + 1)) / S (= dq_j/drho / S),
+        dL/drho = sum_j G_j dp_j/drho = G . w - (G . p) sum_j w_j,
+    and G_j = sum (g W)_j a_j  or  sum (g^T a)_j W_j; the other gradients are
+    those above with f replaced by p.
+
+    Inputs: (activation name, renorm, x, rho (L,), W_0, b_0, ..., W_L, b_L,
+    j1_0, .., j1_{L-1}) with j1 = 1..D (float), L the number of adaptive layers.
     """
 
     @staticmethod
-    def forward(ctx, activation, x, rho_vec, *flat):
+    def forward(ctx, activation, renorm, x, rho_vec, *flat):
         n = (len(flat) - 2) // 3  # 2 (n + 1) weights and biases, then n j1
         params, j1s = flat[: 2 * n + 2], flat[2 * n + 2 :]
         rhos, softplus = rho_vec.unbind(), F.softplus(rho_vec).unbind()
@@ -398,10 +440,17 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         # they save); the inputs go through save_for_backward, whose version
         # check catches a weight changed in place before the backward.
         layers = []  # per adaptive layer l: (f_l, scaled, a_l, z_l or None, scale_h)
+        layers_norm = []  # renorm: per adaptive layer (unnormalised f_l, its sum S_l); f_l above is then p_l
         for l in range(n):
             a = act(z)  # (B, D_l); may reuse z's memory
             rho, weight = rhos[l], params[2 * l + 2]
             f = torch.exp(torch.addcmul(rho, j1s[l], softplus[l], value=-1.0))  # (D_l,)
+            if renorm:
+                q = f + RENORM_EPS
+                total = q.sum()
+                p = q / total  # (D_l,), sums to 1
+                layers_norm.append((f, total))
+                f = p
             scale_h = a.shape[0] * a.shape[1] <= weight.numel()
             if scale_h:
                 scaled = a * f  # (B, D_l)
@@ -413,12 +462,13 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
             z = out
         ctx.save_for_backward(x, rho_vec, *params)
         ctx.layers, ctx.activation, ctx.j1s = layers, activation, j1s  # j1s: views of constant aranges
+        ctx.layers_norm = layers_norm
         return z.reshape(*x.shape[:-1], z.shape[-1]) if x.dim() != 2 else z
 
     @staticmethod
     def backward(ctx, grad_out):
         _, act_backward, _ = _FUSED_ACTIVATIONS[ctx.activation]
-        layers = ctx.layers
+        layers, layers_norm = ctx.layers, ctx.layers_norm
         n = len(layers)
         saved = ctx.saved_tensors
         x, rho_vec, params, j1s = saved[0], saved[1], saved[2:], ctx.j1s
@@ -439,15 +489,21 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
                 grad_scaled = torch.mm(g.t(), a)  # (out, D)
                 grad_a = torch.mm(g, scaled)
                 grads[2 * l + 2] = grad_scaled * f
-            gf = (grad_scaled * scaled).sum(0)  # dL/df_j f_j
             d = torch.addcmul(one, j1s[l], sig[l], value=-1.0)  # 1 - s (j + 1)
-            grad_rhos[l] = torch.dot(gf, d)
+            if layers_norm:  # f is p here; see the class docstring
+                f_raw, total = layers_norm[l]
+                grad_p = (grad_scaled * (a if scale_h else weight)).sum(0)  # G_j = dL/dp_j
+                w = f_raw * d / total
+                grad_rhos[l] = torch.dot(grad_p, w) - torch.dot(grad_p, f) * w.sum()
+            else:
+                gf = (grad_scaled * scaled).sum(0)  # dL/df_j f_j
+                grad_rhos[l] = torch.dot(gf, d)
             g = act_backward(grad_a, z, a)
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
         grads[1] = g.sum(0)
         grads[0] = torch.mm(g.t(), h)
-        grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[1] else None
-        return (None, grad_x, torch.stack(grad_rhos), *grads, *([None] * n))
+        grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[2] else None
+        return (None, None, grad_x, torch.stack(grad_rhos), *grads, *([None] * n))
 
 
 _ONES: dict = {}
@@ -499,6 +555,18 @@ class AdaptiveMLP(nn.Module):
             normal, as in the paper) or 'kaiming+'.
         max_width: no layer grows beyond this; reaching it is reported.
         prior_on_readout: also put the read-out layer under p(theta).
+        width_rule: 'ceil' (D = ceil(-ln(1-k)/rate), the paper's text) or
+            'floor+2' (floor(-ln(1-k)/rate) + 2, what its authors ran).
+        renormalise_importances: rescale by p = (f + 1e-6) / sum over the D
+            kept neurons (the authors) instead of f (the paper's text);
+            kaiming+ then uses sum p^2.
+        rate_min: lower bound on every rate (0: none); a rate below it is
+            projected back at the next width update.
+        reset_optimizer_on_resize: a width change drops the optimiser state
+            of the two layers it touches (the authors re-create them) instead
+            of keeping the surviving entries' state.
+        bias_init: 'zero', or 'uniform': U(+-1/sqrt(fan_in)) (PyTorch's
+            default) at the start and N(0, 1) for new neurons (the authors).
     """
 
     def __init__(
@@ -514,8 +582,15 @@ class AdaptiveMLP(nn.Module):
         grow_init: str = "normal",
         max_width: int = 4096,
         prior_on_readout: bool = False,
+        width_rule: str = "ceil",
+        renormalise_importances: bool = False,
+        rate_min: float = 0.0,
+        reset_optimizer_on_resize: bool = False,
+        bias_init: str = "zero",
     ):
         super().__init__()
+        if bias_init not in BIAS_INITS:
+            raise ValueError(f"Could not resolve bias_init {bias_init!r} among choices {list(BIAS_INITS)}.")
         if hidden_layers < 1:
             raise ValueError(f"hidden_layers must be at least 1, but got {hidden_layers=}.")
         if init not in INITS:
@@ -533,7 +608,12 @@ class AdaptiveMLP(nn.Module):
         self.grow_init = grow_init
         self.frozen = False  # a truncated copy never changes width
         self.prior_on_readout = prior_on_readout
-        self.widths_ctrl = nn.ModuleList(AdaptiveWidth(rate, quantile_k, max_width) for _ in range(hidden_layers))
+        self.renormalise_importances = bool(renormalise_importances)
+        self.reset_optimizer_on_resize = bool(reset_optimizer_on_resize)
+        self.bias_init = bias_init
+        self.widths_ctrl = nn.ModuleList(
+            AdaptiveWidth(rate, quantile_k, max_width, width_rule, renormalise_importances, rate_min) for _ in range(hidden_layers)
+        )
         # every layer's rho in one parameter: one tensor for the optimiser's
         # multi-tensor step, not one per layer (each costs ~10 us a step on a CPU)
         self.rho = nn.Parameter(torch.stack([c.rho.detach() for c in self.widths_ctrl]))
@@ -560,7 +640,11 @@ class AdaptiveMLP(nn.Module):
             for l, layer in enumerate(self.layers):
                 std = self._layer_std(l, self.init)
                 fill_(layer.weight, std, self.init_distribution)
-                layer.bias.zero_()
+                if self.bias_init == "uniform":
+                    bound = 1.0 / math.sqrt(layer.in_features)
+                    layer.bias.uniform_(-bound, bound)
+                else:
+                    layer.bias.zero_()
 
     def _layer_std(self, l: int, init: str) -> float:
         """kaiming(+) std of layer l (fed by adaptive layer l-1 when l > 0)."""
@@ -583,7 +667,7 @@ class AdaptiveMLP(nn.Module):
                 p = layer._parameters
                 args += (p["weight"], p["bias"])
             args += [c.index_views()[1] for c in modules["widths_ctrl"]._modules.values()]
-            return _AdaptiveMLPFunction.apply(self.activation, x, self._parameters["rho"], *args)
+            return _AdaptiveMLPFunction.apply(self.activation, self.renormalise_importances, x, self._parameters["rho"], *args)
         act = self._act
         layers = self.layers
         prev = None  # the adaptive layer feeding the current one
@@ -605,7 +689,10 @@ class AdaptiveMLP(nn.Module):
         capped_any = False
         changed = False
         targets = []
-        for ctrl, rho in zip(ctrls, self._parameters["rho"].tolist()):  # one read (one transfer on a GPU)
+        rhos = self._parameters["rho"].tolist()  # one read (one transfer on a GPU)
+        if ctrls[0].rate_min:
+            self._project_rates(rhos)
+        for ctrl, rho in zip(ctrls, rhos):
             d, capped = ctrl.width_for_rho(rho)
             if capped != ctrl.capped:
                 if capped:
@@ -617,6 +704,15 @@ class AdaptiveMLP(nn.Module):
         if changed:
             self._apply_widths(targets, optimizer, self.grow_init)
         return capped_any
+
+    def _project_rates(self, rhos: list[float]) -> None:
+        """Set every rate below its layer's `rate_min` back to the bound (in
+        place, and in `rhos`)."""
+        for l, (ctrl, rho) in enumerate(zip(self.widths_ctrl, rhos)):
+            if not math.isnan(rho) and rho < 30 and math.log1p(math.exp(rho)) < ctrl.rate_min:
+                rhos[l] = rho_from_rate(ctrl.rate_min)
+                with torch.no_grad():
+                    self._parameters["rho"][l] = rhos[l]
 
     def set_widths(self, widths: Sequence[int], optimizer: torch.optim.Optimizer | None = None, fill: str | None = None) -> None:
         """Grow or shrink the hidden layers to `widths`, in place.
@@ -644,13 +740,15 @@ class AdaptiveMLP(nn.Module):
         limits.append(None)
         dims = [self.in_features, *widths, self.out_features]
         distribution = self.init_distribution
+        fill_bias = _standard_normal if self.bias_init == "uniform" else _zero
+        reset = self.reset_optimizer_on_resize
         with torch.no_grad():
             for l, layer in enumerate(self._modules["layers"]._modules.values()):
                 if layer.out_features == dims[l + 1] and layer.in_features == dims[l]:
                     continue
                 std = 1.0 if fill == "normal" else self._layer_std_for(l, dims)
                 grow = _grow_filler(std, distribution)
-                layer._resize((dims[l + 1], dims[l]), grow, grow, optimizer, limits[l + 1], limits[l])
+                layer._resize((dims[l + 1], dims[l]), grow, grow, optimizer, limits[l + 1], limits[l], fill_bias, reset)
 
     def _layer_std_for(self, l: int, dims: Sequence[int]) -> float:
         fan_in = dims[l]
@@ -703,7 +801,10 @@ class AdaptiveMLP(nn.Module):
         return list(F.softplus(self.rho).unbind())
 
     def extra_repr(self) -> str:
-        return f"widths={self.widths}, activation={self.activation!r}, init={self.init!r}, grow_init={self.grow_init!r}"
+        extra = ", renormalise_importances=True" if self.renormalise_importances else ""
+        extra += ", reset_optimizer_on_resize=True" if self.reset_optimizer_on_resize else ""
+        extra += f", bias_init={self.bias_init!r}" if self.bias_init != "zero" else ""
+        return f"widths={self.widths}, activation={self.activation!r}, init={self.init!r}, grow_init={self.grow_init!r}{extra}"
 
 
 class FixedMLP(nn.Module):

@@ -13,7 +13,10 @@ regularisers, and Adam sees gradients of the usual scale):
   adaptive layers (theta_ln for l = 1..L in Eq. 13: each hidden neuron's
   incoming weights and bias).  `prior_on_readout=True` extends it to the
   read-out fed by the last adaptive layer (section 3.1 mentions regularising
-  the next layer against 1/f(j) compensation); off by default.
+  the next layer against 1/f(j) compensation); on in the `authors` profile
+  (what the paper's authors ran), off in `paper-text`.
+* N is the training-set size, or the config's `n_obs` (the authors fix
+  2000 on the synthetic tasks); the trainer passes it as `n_train`.
 * p(rate_l) = N(rate_l; mu, sigma^2), or uninformative (the term is 0).
 * The q terms of Eq. 13 are Gaussians with unit variance evaluated at their
   own mean: constants, left out.

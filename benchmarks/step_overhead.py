@@ -21,7 +21,11 @@ the cost of host syncs.  Launches per step come from the torch profiler
 (`--profile`): CUDA kernels, memory copies and sets recorded on the device,
 and on the host the runtime calls that launch them or wait for the device.
 
+The AWNN runs in the `authors` profile unless `--awnn-profile paper-text` is given
+(renormalised importances, optimiser reset on resize, ...: see the README).
+
 Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all] [--batch 128,1024] [--profile]
+                                          [--awnn-profile authors|paper-text]
 """
 from __future__ import annotations
 
@@ -82,6 +86,9 @@ def timed(step, it, n, device) -> list[float]:
     return out
 
 
+PROFILE = "authors"
+
+
 def timed_window(step, it, n, device, on_step=None) -> float:
     """Mean time per step of `n` consecutive steps between two synchronisations
     (CUDA: the GPU path's throughput; see the module docstring)."""
@@ -105,7 +112,7 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
     x, y = task.tensors("inner", "train", device)
     base = {"task": "spiralhard", "split": "inner", "hidden_layers": layers, "activation": "relu", "batch_size": batch,
             "optimizer": "adam", "lr": 0.01, "device": device.type}
-    awnn = Trainer(TrainConfig.from_dict({**base, "model": "awnn", "rate": 0.01, "quantile_k": 0.9, "sigma_theta": 1.0}))
+    awnn = Trainer(TrainConfig.from_dict({**base, "model": "awnn", "rate": 0.01, "quantile_k": 0.9, "sigma_theta": 1.0, "awnn_profile": PROFILE}))
     a_step = make_stepper(awnn)
     it = batches(x, y, batch, device, torch.Generator().manual_seed(0))
     timed(a_step, it, 300, device)  # warm-up: capacity buffers, allocator, first width moves
@@ -241,10 +248,14 @@ def main() -> None:
     ap.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
     ap.add_argument("--batch", default="128", help="comma-separated batch sizes (default 128)")
     ap.add_argument("--profile", action="store_true", help="CUDA: count kernel launches and host syncs per step (torch profiler)")
+    ap.add_argument("--awnn-profile", choices=["authors", "paper-text"], default="authors", help="the AWNN's awnn_profile (default authors)")
     args = ap.parse_args()
+    global PROFILE
+    PROFILE = args.awnn_profile
     batches_ = tuple(int(b) for b in args.batch.split(","))
     torch.set_num_threads(1)
-    out: dict = {"batch": batches_[0] if len(batches_) == 1 else list(batches_), "threads": 1, "steps": args.steps, "torch": torch.__version__}
+    out: dict = {"batch": batches_[0] if len(batches_) == 1 else list(batches_), "threads": 1, "steps": args.steps, "torch": torch.__version__,
+                 "awnn_profile": args.awnn_profile}
     if args.device in ("cpu", "all"):
         out.update(measure_device(torch.device("cpu"), args.steps, batches_))
     if args.device in ("cuda", "all") and torch.cuda.is_available():

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ["train", "grids", "sweep", "compare", "report", "env"]
+COMMANDS = ["train", "grids", "sweep", "compare", "report", "env", "study"]
 
 
 from . import signals

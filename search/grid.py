@@ -6,6 +6,8 @@ A grid file::
     strategy: fixed           # fixed | awnn (the strategies that expand a grid)
     description: ...          # optional
     epochs: 5000              # the paper's epochs; budgets scale them
+    epochs_by_hidden_layers:  # optional: other epochs for configs with these
+      2: 10000                #   hidden_layers (the authors' SpiralHard budgets)
     patience: 0               # optional early-stopping patience (paper's)
     retrain_runs: 10          # R re-training runs of the selected config
     fixed:                    # TrainConfig values shared by every config
@@ -38,6 +40,7 @@ TOP_KEYS = {
     "strategy": f"one of {list(GRID_STRATEGIES)}",
     "description": "a string",
     "epochs": "an integer >= 1",
+    "epochs_by_hidden_layers": "a mapping of hidden_layers (integer >= 0) to epochs (integer >= 1)",
     "patience": "an integer >= 0",
     "retrain_runs": "an integer >= 1",
     "fixed": "a mapping of config keys to values",
@@ -63,6 +66,11 @@ class Grid:
     description: str = ""
     patience: int = 0
     retrain_runs: int = 10
+    epochs_by_hidden_layers: dict[int, int] = field(default_factory=dict)
+
+    def epochs_for(self, config: dict[str, Any]) -> int:
+        """The paper's epochs for one config (`epochs`, or its hidden_layers' entry)."""
+        return self.epochs_by_hidden_layers.get(config.get("hidden_layers"), self.epochs)
 
     @property
     def size(self) -> int:
@@ -81,8 +89,11 @@ class Grid:
 
     def digest(self) -> str:
         """Short hash of the grid's content: identifies 'the same sweep' for --resume."""
-        body = json.dumps({"task": self.task, "strategy": self.strategy, "epochs": self.epochs, "patience": self.patience,
-                           "retrain_runs": self.retrain_runs, "fixed": self.fixed, "grid": self.grid}, sort_keys=True)
+        content = {"task": self.task, "strategy": self.strategy, "epochs": self.epochs, "patience": self.patience,
+                   "retrain_runs": self.retrain_runs, "fixed": self.fixed, "grid": self.grid}
+        if self.epochs_by_hidden_layers:  # (absent: the digest of grids written before the key existed)
+            content["epochs_by_hidden_layers"] = {str(k): v for k, v in sorted(self.epochs_by_hidden_layers.items())}
+        body = json.dumps(content, sort_keys=True)
         return hashlib.sha1(body.encode()).hexdigest()[:10]
 
     def describe(self) -> dict[str, Any]:
@@ -145,6 +156,12 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
             raise _fail(path, key, f"an integer >= {minimum}", value)
         ints[key] = value
 
+    by_layers = data.get("epochs_by_hidden_layers") or {}
+    if not isinstance(by_layers, dict) or not all(
+        isinstance(k, int) and not isinstance(k, bool) and k >= 0 and isinstance(v, int) and not isinstance(v, bool) and v >= 1 for k, v in by_layers.items()
+    ):
+        raise _fail(path, "epochs_by_hidden_layers", TOP_KEYS["epochs_by_hidden_layers"], by_layers)
+
     fixed = data.get("fixed") or {}
     if not isinstance(fixed, dict):
         raise _fail(path, "fixed", TOP_KEYS["fixed"], fixed)
@@ -183,7 +200,7 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
         if len(set(map(repr, values))) != len(values):
             raise _fail(path, f"grid.{key}", "distinct values", values)
     g = Grid(path=Path(path), task=task, strategy=strategy, epochs=ints["epochs"], grid=grid, fixed=fixed,
-             description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"])
+             description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], epochs_by_hidden_layers=dict(by_layers))
     for i, cfg in enumerate(g.configs()):
         _check(path, f"grid point {i}", cfg)
     return g

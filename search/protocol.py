@@ -17,6 +17,7 @@ assessment by R re-training runs of the selected config on the outer split.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from typing import Any, Iterable, Mapping
@@ -30,7 +31,12 @@ __all__ = ["selection_specs", "assessment_specs", "select_best", "summarize_asse
 SELECTABLE = ("ok", "width_capped")
 
 
-def _protocol_values(grid: Grid, budget: Budget, split: str, seed: int) -> dict[str, Any]:
+def _protocol_values(grid: Grid, budget: Budget, split: str, seed: int, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Split, epochs, patience and seeds of a trial; the epochs (and patience)
+    are the budget's scaling of the config's own paper epochs, which differ
+    by hidden_layers where the grid says so (`epochs_by_hidden_layers`)."""
+    if config is not None and grid.epochs_by_hidden_layers:
+        grid = dataclasses.replace(grid, epochs=grid.epochs_for(dict(config)))
     return {"split": split, "epochs": budget.epochs(grid), "patience": budget.patience(grid), "seed": seed, "data_seed": 0}
 
 
@@ -53,7 +59,7 @@ def _scale_milestones(cfg: dict[str, Any], grid: Grid, budget: Budget) -> dict[s
 def selection_specs(grid: Grid, budget: Budget) -> list[TrialSpec]:
     return [
         TrialSpec(key=f"sel-{i:04d}", phase="selection", index=i,
-                  config={**_scale_milestones(cfg, grid, budget), **_protocol_values(grid, budget, "inner", 0)})
+                  config={**_scale_milestones(cfg, grid, budget), **_protocol_values(grid, budget, "inner", 0, cfg)})
         for i, cfg in enumerate(grid.configs())
     ]
 
@@ -61,7 +67,7 @@ def selection_specs(grid: Grid, budget: Budget) -> list[TrialSpec]:
 def assessment_specs(config: Mapping[str, Any], grid: Grid, budget: Budget) -> list[TrialSpec]:
     base = {k: v for k, v in config.items() if k not in ("split", "epochs", "patience", "seed", "data_seed")}
     return [
-        TrialSpec(key=f"ass-{r:02d}", phase="assessment", index=r, config={**base, **_protocol_values(grid, budget, "outer", r)})
+        TrialSpec(key=f"ass-{r:02d}", phase="assessment", index=r, config={**base, **_protocol_values(grid, budget, "outer", r, base)})
         for r in range(1, budget.runs(grid) + 1)
     ]
 

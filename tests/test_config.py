@@ -7,7 +7,11 @@ from awnn.config import ConfigError, TrainConfig
 def test_train_config_defaults_match_paper_awnn_tabular_setup():
     c = TrainConfig.from_dict({})
     assert (c.model, c.rate, c.quantile_k, c.lr, c.batch_size, c.sigma_theta) == ("awnn", 0.01, 0.9, 0.01, 128, 1.0)
-    assert c.rate_prior == "uninformative" and c.width_update_interval == 1
+    assert c.width_update_interval == 1
+    # the default task is SpiralHard and the default profile `authors`, whose
+    # SpiralHard configs put a Gaussian prior on the rate; paper-text's is uninformative
+    assert c.awnn_profile == "authors" and (c.rate_prior, c.rate_prior_mean, c.rate_prior_std) == ("gaussian", 0.01, 0.01)
+    assert TrainConfig.from_dict({"awnn_profile": "paper-text"}).rate_prior == "uninformative"
     assert c.adaptive and not TrainConfig.from_dict({"model": "fixed"}).adaptive
 
 
@@ -26,7 +30,7 @@ def test_train_config_round_trips_through_dict():
 @pytest.mark.parametrize(
     "values, message",
     [
-        ({"task": "moons"}, r"^config: key 'task': expected one of \[.*'doublemoon', .*'spiral', 'spiralhard'.*\], found 'moons'$"),
+        ({"task": "moons"}, r"^config: key 'task': expected one of \[.*'doublemoon', .*'spiral', .*'spiralhard'.*\], found 'moons'$"),
         ({"activation": "swish"}, r"key 'activation': expected one of \['relu', 'leaky_relu', 'relu6', 'tanh', 'gelu'\], found 'swish'"),
         ({"optimizer": "rmsprop"}, r"key 'optimizer': expected one of \['adam', 'sgd'\], found 'rmsprop'"),
         ({"quantile_k": 1.0}, r"key 'quantile_k': expected a number in the open interval \(0, 1\), found 1.0"),

@@ -89,7 +89,7 @@ def test_budget_builtin_and_file(tmp_path):
     g = find_grid("spiralhard", "fixed")
     assert BUDGETS["paper"].epochs(g) == 5000 and BUDGETS["paper"].runs(g) == 10
     assert BUDGETS["smoke"].epochs(g) == 2
-    assert BUDGETS["quick"].epochs(g) == 120
+    assert BUDGETS["quick"].epochs(g) == 60  # capped at 60 since SpiralHard became the authors' (twice the rows)
     p = tmp_path / "b.yaml"
     p.write_text("epoch_scale: 0.01\nmin_epochs: 5\nretrain_runs: 4\n")
     b = resolve_budget(str(p))
@@ -143,3 +143,27 @@ def test_cli_sweep_unknown_task_exits_2(tmp_path):
     p = run_awnn(["sweep", "--task", "cifar1000", "--strategy", "fixed"], cwd=tmp_path)
     assert p.returncode == 2
     assert "no grid for task 'cifar1000'" in p.stderr
+
+
+def test_grid_epochs_by_hidden_layers_give_each_config_its_paper_epochs():
+    """The authors' SpiralHard budgets: 5000 epochs for 1 hidden layer, 10000 for 2 and 4."""
+    from search.protocol import assessment_specs, selection_specs
+
+    g = find_grid("spiralhard", "awnn")
+    assert g.size == 18
+    specs = selection_specs(g, BUDGETS["paper"])
+    by_layers = {}
+    for s in specs:
+        by_layers.setdefault(s.config["hidden_layers"], set()).add(s.config["epochs"])
+    assert by_layers == {1: {5000}, 2: {10000}, 4: {10000}}
+    two = next(s for s in specs if s.config["hidden_layers"] == 2)
+    assert {a.config["epochs"] for a in assessment_specs(two.config, g, BUDGETS["paper"])} == {10000}
+    assert {s.config["epochs"] for s in selection_specs(g, BUDGETS["quick"])} == {60}  # quick caps every config
+    assert find_grid("spiralhard", "fixed").size == 180
+
+
+def test_grid_epochs_by_hidden_layers_rejects_a_bad_mapping(tmp_path):
+    p = tmp_path / "g.yaml"
+    p.write_text("task: spiral\nstrategy: awnn\nepochs: 10\nepochs_by_hidden_layers: {2: 0}\ngrid: {sigma_theta: [1.0]}\n")
+    with pytest.raises(GridError, match=r"g.yaml: key 'epochs_by_hidden_layers': expected a mapping of hidden_layers \(integer >= 0\) to epochs \(integer >= 1\), found \{2: 0\}"):
+        load_grid(p)

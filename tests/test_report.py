@@ -287,3 +287,10 @@ def test_report_cli_errors_are_one_line_with_exit_code_2(smoke_report, tmp_path,
     code, err = awnn_report(smoke_report["uri"], tmp_path / "x", "--target-margin", "2")
     assert code == 2 and err == "awnn report: error: --target-margin: expected a number in [0, 1), found 2.0"
     assert not (tmp_path / "x").exists()
+
+
+def test_report_header_names_the_awnn_profile_and_its_choices(smoke_report):
+    text = (smoke_report["a"] / "report.md").read_text()
+    header = text[: text.index("## Summary")]
+    assert "AWNN profile: `authors` (renormalise_importances=True, width_rule=floor+2, prior_on_readout=True, n_obs=2000" in header
+    assert "reset_optimizer_on_resize=True" in header and "best_epoch_ties=later" in header

@@ -10,9 +10,10 @@ from awnn.distributions import rho_from_rate
 from awnn.layers import ACTIVATIONS, AdaptiveMLP, MaxWidthReached
 
 
-def make_mlp(activation="relu", hidden_layers=3, seed=0, in_features=3, rates=(0.25, 0.4, 0.6)):
+def make_mlp(activation="relu", hidden_layers=3, seed=0, in_features=3, rates=(0.25, 0.4, 0.6), renorm=False):
     torch.manual_seed(seed)
-    model = AdaptiveMLP(in_features, 2, hidden_layers=hidden_layers, rate=0.3, quantile_k=0.9, activation=activation).double()
+    model = AdaptiveMLP(in_features, 2, hidden_layers=hidden_layers, rate=0.3, quantile_k=0.9, activation=activation,
+                        renormalise_importances=renorm).double()
     with torch.no_grad():
         for ctrl, rate in zip(model.widths_ctrl, rates):
             ctrl.rho.fill_(rho_from_rate(rate))
@@ -21,7 +22,8 @@ def make_mlp(activation="relu", hidden_layers=3, seed=0, in_features=3, rates=(0
 
 
 def plain_forward(model: AdaptiveMLP, params: dict, x: torch.Tensor) -> torch.Tensor:
-    """Eq. 14 with plain torch ops (no custom autograd functions)."""
+    """Eq. 14 with plain torch ops (no custom autograd functions); with the
+    model's renormalise_importances, f is replaced by (f + 1e-6) / sum(f + 1e-6)."""
     act = ACTIVATIONS[model.activation]
     h, f = x, None
     n = model.hidden_layers
@@ -33,13 +35,16 @@ def plain_forward(model: AdaptiveMLP, params: dict, x: torch.Tensor) -> torch.Te
             rate = F.softplus(params["rho"][l])
             j = torch.arange(h.shape[-1], dtype=h.dtype)
             f = torch.exp(-rate * j) - torch.exp(-rate * (j + 1))
+            if model.renormalise_importances:
+                f = (f + 1e-6) / (f + 1e-6).sum()
     return h
 
 
+@pytest.mark.parametrize("renorm", [False, True], ids=["paper-text", "renormalised"])
 @pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
 @pytest.mark.parametrize("batch_shape", [(2,), (40,), (3, 5)], ids=["rescale-activations", "rescale-weights", "sequence"])
-def test_fused_forward_and_gradients_match_plain_autograd(activation, batch_shape):
-    model = make_mlp(activation)
+def test_fused_forward_and_gradients_match_plain_autograd(activation, batch_shape, renorm):
+    model = make_mlp(activation, renorm=renorm)
     assert model.widths == [10, 6, 4]
     g = torch.Generator().manual_seed(1)
     x = torch.randn(*batch_shape, 3, generator=g, dtype=torch.float64, requires_grad=True)
@@ -130,11 +135,12 @@ def test_update_width_without_change_touches_nothing():
         assert all(opt.state[p][k] is v for k, v in state[id(p)].items())
 
 
-def test_fused_importances_at_extreme_rates_match_plain_autograd():
+@pytest.mark.parametrize("renorm", [False, True], ids=["paper-text", "renormalised"])
+def test_fused_importances_at_extreme_rates_match_plain_autograd(renorm):
     """log f_j = rho - softplus(rho) (j + 1) stays accurate for a rate of 40
     (one neuron, f_0 ~ 1) and for a tiny rate capped at max_width."""
     torch.manual_seed(0)
-    model = AdaptiveMLP(3, 2, hidden_layers=2, rate=0.3, quantile_k=0.9, max_width=60).double()
+    model = AdaptiveMLP(3, 2, hidden_layers=2, rate=0.3, quantile_k=0.9, max_width=60, renormalise_importances=renorm).double()
     with torch.no_grad():
         model.widths_ctrl[0].rho.fill_(rho_from_rate(40.0))
         model.widths_ctrl[1].rho.fill_(rho_from_rate(1e-3))
@@ -150,3 +156,22 @@ def test_fused_importances_at_extreme_rates_match_plain_autograd():
     torch.testing.assert_close(model(x), ref, rtol=1e-12, atol=1e-14)
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, leaves[name].grad, rtol=1e-9, atol=1e-13, msg=name)
+
+
+@pytest.mark.parametrize("batch", [2, 40], ids=["rescale-activations", "rescale-weights"])
+def test_renormalised_fused_path_matches_the_modules_plain_path(batch):
+    """The fused node against the model's own unfused path (AdaptiveWidth.importance
+    + F.linear, taken for activations the fused node does not know)."""
+    model = make_mlp("relu", renorm=True)
+    x = torch.randn(batch, 3, dtype=torch.float64)
+    out = model(x)
+    out.pow(2).sum().backward()
+    fused = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model._act = lambda z: F.relu(z)  # not ACTIVATIONS["relu"]: forward takes the plain path
+    plain = model(x)
+    plain.pow(2).sum().backward()
+    torch.testing.assert_close(out, plain, rtol=1e-12, atol=1e-14)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(fused[name], p.grad, rtol=1e-9, atol=1e-13, msg=name)
+    assert fused["rho"].abs().min() > 0  # the rates do receive gradient through p

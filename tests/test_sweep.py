@@ -200,3 +200,19 @@ def test_budget_scales_lr_milestones_with_epochs():
     assert {s.config["lr_milestones"] for s in specs} == {"5,10,15"}
     assert {s.config["lr_milestones"] for s in assessment_specs(specs[0].config, g, quick)} == {"5,10,15"}
     assert {s.config["lr_milestones"] for s in selection_specs(g, BUDGETS["paper"])} == {"50,100,150"}
+
+
+def test_sweep_trial_params_carry_the_awnn_profile_and_its_choices(smoke_comparison):
+    """New comparisons run the `authors` profile; every resolved choice is a
+    param of each AWNN trial, and the profile a tag."""
+    from awnn.config import PROFILE_KEYS, profile_values
+
+    _, runs = _runs(smoke_comparison["tracking_uri"])
+    trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial" and r.data.params.get("model") == "awnn"]
+    assert trials
+    expected = profile_values("authors", "doublemoon")
+    for t in trials:
+        assert t.data.params["awnn_profile"] == "authors"
+        assert t.data.tags["awnn.profile"] == "authors"
+        for key in PROFILE_KEYS:
+            assert t.data.params[key] == str(expected[key]), key

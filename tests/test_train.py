@@ -17,6 +17,7 @@ from awnn.loss import RatePrior, elbo_loss, gaussian_log_prob_sum
 from awnn.train import CheckpointError, Trainer, evaluate, train, truncation_curve
 
 CPU = torch.device("cpu")
+START = 48  # the starting width at rate 0.05, k 0.9 (the `authors` profile's floor + 2)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -44,7 +45,8 @@ def task():
 
 
 def config(**changes) -> TrainConfig:
-    # rate 0.05: 47 starting neurons; ~6 steps per epoch on the tiny task
+    # rate 0.05: START (48) starting neurons, floor(46.05) + 2 in the default
+    # `authors` profile (47 = ceil in paper-text); ~6 steps per epoch on the tiny task
     return TrainConfig.from_dict({"task": "spiral", "batch_size": 32, "rate": 0.05, "epochs": 3, "device": "cpu", **changes})
 
 
@@ -106,8 +108,8 @@ def test_trainer_checkpoint_of_other_width_loads_with_its_widths(task):
     src = Trainer(config(epochs=4), task)
     src.run()
     dst = Trainer(config(epochs=6), task)
-    assert model_widths(dst.model) == [47]
-    assert model_widths(src.model) != [47]  # the width moved during training
+    assert model_widths(dst.model) == [START]
+    assert model_widths(src.model) != [START]  # the width moved during training
     dst.load_state_dict(src.state_dict())
     assert model_widths(dst.model) == model_widths(src.model)
     x = task.x[:20]
@@ -191,7 +193,7 @@ def test_trainer_width_cap_stop_reports_status(task):
 
 
 def test_trainer_width_cap_reached_during_training_is_reported(task):
-    # starts at 47 neurons and grows on this task; a cap of 49 is hit mid-run
+    # starts at START neurons and grows on this task; a cap of 49 is hit mid-run
     result = train(config(epochs=6, max_width=49), task=task)
     assert result.status == "width_capped" and result.hit_max_width
     assert result.epochs_run > 1 and result.widths == [49]
@@ -210,8 +212,8 @@ def test_trainer_width_cap_mode_cap_goes_on_and_flags(task):
 def test_trainer_widths_follow_update_interval(task):
     adaptive = train(config(epochs=2), task=task)
     frozen = train(config(epochs=2, width_update_interval=10_000), task=task)
-    assert {r["width_total"] for r in frozen.history} == {47}
-    assert any(r["width_total"] != 47 for r in adaptive.history)
+    assert {r["width_total"] for r in frozen.history} == {START}
+    assert any(r["width_total"] != START for r in adaptive.history)
 
 
 def test_evaluate_does_not_change_widths(task):

@@ -109,6 +109,8 @@ class TrialTracker(Callback):
                 "awnn.repeat": str(spec.get("repeat", 0)), "awnn.phase": spec["phase"], "awnn.trial_key": spec["key"], "awnn.status": "running",
                 # the config as the search gave it (params hold it with every default filled in): --resume reads it back
                 "awnn.config": json.dumps(spec["config"], sort_keys=True)}
+        if params.get("model") == "awnn":
+            tags["awnn.profile"] = params["awnn_profile"]
         if spec.get("resume_from"):
             tags["awnn.resumed_from"] = spec["resume_from"]
         self.writer.start_run(key, name=f"{spec['strategy']}-{spec['key']}", parent=self.sweep_of(spec), tags=tags, params=params)

@@ -382,6 +382,27 @@ def _early_stopped(a: A.Analysis) -> str:
             "its status is `stopped`, and it is never selected.")
 
 
+def _profile_text(d: A.ComparisonData) -> str:
+    """The AWNN profile(s) of the comparison's AWNN trials and every choice
+    they resolved to, read from the trials' params ('' without AWNN trials)."""
+    from awnn.config import PROFILE_KEYS
+
+    configs = [c for c in (d.runs["config"] if len(d.runs) else []) if isinstance(c, dict) and c.get("model") == "awnn"]
+    if not configs:
+        return ""
+    by_profile: dict[str, dict] = {}
+    for c in configs:
+        by_profile.setdefault(str(c.get("awnn_profile", "not recorded")), c)
+    parts = []
+    for name, c in by_profile.items():
+        if name == "not recorded":
+            parts.append("`not recorded` (runs from before profiles existed: they ran the paper-text behaviour)")
+            continue
+        choices = ", ".join(f"{k}={c[k]}" for k in PROFILE_KEYS if k in c)
+        parts.append(f"`{name}` ({choices})")
+    return "AWNN profile: " + "; ".join(parts) + ". See the README's \"Profiles\" for what each choice means."
+
+
 def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | None = None) -> list[tuple]:
     """The report as a list of blocks: ("h1"|"h2"|"p", text), ("ul", [items]),
     ("table", header, rows), ("img", plot name, alt text)."""
@@ -394,6 +415,9 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
                      f"Every number below is read back from MLflow. Device-hours = training time of every attempt x allocated CPUs "
                      f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
                      + "; GPU-hours count only GPU time."))
+    profile_text = _profile_text(d)
+    if profile_text:
+        doc.append(("p", profile_text))
     if d.other_comparisons:
         doc.append(("p", f"The store holds {len(d.other_comparisons)} other comparisons; pass `--comparison ID` to report on one of them "
                          f"(newest: {', '.join('`' + str(o['id']) + '`' for o in d.other_comparisons[:3])})."))

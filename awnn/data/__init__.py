@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from .splits import Split, outer_inner_splits, stratified_split
-from .tabular import GENERATORS, make_tabular
+from .tabular import GENERATORS, make_tabular, outer_fractions
 
 __all__ = ["Task", "TensorTask", "TASKS", "load_task", "DataError", "Split", "outer_inner_splits", "stratified_split"]
 
@@ -90,7 +90,7 @@ class TensorTask(Task):
 def _tabular(name: str) -> Callable[..., TensorTask]:
     def load(data_root: str | None = None, data_seed: int = 0) -> TensorTask:
         x, y = make_tabular(name, seed=data_seed)
-        outer, inner = outer_inner_splits(y, seed=data_seed)
+        outer, inner = outer_inner_splits(y, seed=data_seed, outer=outer_fractions(name))
         return TensorTask(name, torch.from_numpy(x), torch.from_numpy(y).long(), outer, inner, num_classes=int(y.max()) + 1)
 
     return load

@@ -53,10 +53,10 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
     return out
 
 
-def outer_inner_splits(labels: np.ndarray, seed: int = 0) -> tuple[Split, Split]:
-    """(outer 70/10/20, inner 90/10 of outer train+val), both stratified."""
+def outer_inner_splits(labels: np.ndarray, seed: int = 0, outer: tuple[float, float, float] = (0.7, 0.1, 0.2)) -> tuple[Split, Split]:
+    """(outer 70/10/20 (or `outer`), inner 90/10 of outer train+val), both stratified."""
     labels = np.asarray(labels)
-    tr, va, te = stratified_split(labels, (0.7, 0.1, 0.2), seed)
+    tr, va, te = stratified_split(labels, outer, seed)
     pool = np.concatenate([tr, va])
     itr, iva = stratified_split(labels[pool], (0.9, 0.1), seed + 1)
     return Split(tr, va, te), Split(pool[itr], pool[iva], np.array([], dtype=int))

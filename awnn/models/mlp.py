@@ -21,6 +21,11 @@ def build_mlp(config: TrainConfig, in_features: int, num_classes: int):
             grow_init=config.grow_init,
             max_width=config.max_width,
             prior_on_readout=config.prior_on_readout,
+            width_rule=config.width_rule,
+            renormalise_importances=config.renormalise_importances,
+            rate_min=config.rate_min,
+            reset_optimizer_on_resize=config.reset_optimizer_on_resize,
+            bias_init=config.bias_init,
         )
     return FixedMLP(
         in_features,
