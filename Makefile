@@ -28,7 +28,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash tests/system_deps.sh
-	$(PY) -m pytest tests -q -p no:cacheprovider
+	$(PY) -m pytest tests -q -p no:cacheprovider --durations=25
 
 test-fast: $(STAMP)
 	$(PY) -m pytest tests -q -m "not slow and not fault"

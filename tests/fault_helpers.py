@@ -61,9 +61,9 @@ class Driver:
         self.proc = subprocess.Popen(AWNN + args, cwd=cwd, env=e, stdout=self.log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
     def output(self) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
+        # a separate read handle: seeking the one the driver writes through would move its write offset too
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
 
     def kill(self) -> None:
         """SIGKILL the driver (what an OOM killer or a lost login does), then what it left behind."""

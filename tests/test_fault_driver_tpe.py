@@ -5,6 +5,7 @@ every trial key completes exactly once, and the study ends up holding the
 score of every finished trial."""
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 
@@ -62,7 +63,11 @@ def test_fault_tpe_driver_killed_then_resume_keeps_the_study(tmp_path):
         if not key.startswith("sel-"):
             continue
         new = next(r for r in finished if r.data.tags["awnn.trial_key"] == key)
-        assert (new.data.params["width"], new.data.params["activation"]) == (old.data.params["width"], old.data.params["activation"])
+        # the config as the search gave it: a tag written with the run itself (the driver may die
+        # between creating a run and logging its params, so an interrupted run can lack params)
+        old_cfg, new_cfg = json.loads(old.data.tags["awnn.config"]), json.loads(new.data.tags["awnn.config"])
+        assert (new_cfg["width"], new_cfg["activation"]) == (old_cfg["width"], old_cfg["activation"])
+        assert (new.data.params["width"], new.data.params["activation"]) == (str(old_cfg["width"]), old_cfg["activation"])
 
     cid = runs[0].data.tags["awnn.comparison"]
     study = optuna.load_study(study_name=f"{cid}-tpe", storage=storage)
