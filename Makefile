@@ -12,7 +12,7 @@ TORCH  := torch==2.14.1 torchvision==0.29.1
 RAY    := ray[tune]==2.60.0
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install test-fast bench clean
+.PHONY: demo test test-long install test-fast bench clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash tests/system_deps.sh
-	$(PY) -m pytest tests -q -p no:cacheprovider --durations=25
+	$(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -m "not long"
+
+# the long variants (about 5 min on 2 cores): run before landing a change to search/ or tracking/
+test-long: $(STAMP)
+	$(PY) -m pytest tests -q -p no:cacheprovider -m long
 
 test-fast: $(STAMP)
 	$(PY) -m pytest tests -q -m "not slow and not fault"

@@ -20,7 +20,7 @@ task: doublemoon
 strategy: awnn
 epochs: 100
 retrain_runs: 1
-fixed: {{model: awnn, batch_size: 32, hidden_layers: 1, quantile_k: 0.9, rate_prior: uninformative, max_width: {MAX_WIDTH}, on_max_width: stop}}
+fixed: {{model: awnn, batch_size: 128, hidden_layers: 1, quantile_k: 0.9, rate_prior: uninformative, max_width: {MAX_WIDTH}, on_max_width: stop}}
 grid:
   lr: [0.01, 1000000.0]
   rate: [0.01, 0.0001]

@@ -21,7 +21,7 @@ task: doublemoon
 strategy: fixed
 epochs: 100
 retrain_runs: 1
-fixed: {model: fixed, batch_size: 32, hidden_layers: 1, lr: 0.01}
+fixed: {model: fixed, batch_size: 128, hidden_layers: 1, lr: 0.01}
 grid:
   width: [8, 16, 32]
   activation: [relu, tanh]

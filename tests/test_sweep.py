@@ -137,7 +137,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
+@pytest.mark.long  # in CI, tests/test_fault_tracking.py runs sweeps against a real server (and through its outage)
 def test_sweep_logs_to_real_mlflow_server(tmp_path):
     port = _free_port()
     server = subprocess.Popen(
