@@ -22,13 +22,14 @@ import math
 import statistics
 from typing import Any, Iterable, Mapping
 
+from tracking.contract import SELECTABLE
+
 from .budget import Budget
 from .grid import Grid
 from .tune import TrialSpec
 
 __all__ = ["selection_specs", "assessment_specs", "select_best", "summarize_assessment", "SELECTABLE"]
 
-SELECTABLE = ("ok", "width_capped")
 
 
 def _protocol_values(grid: Grid, budget: Budget, split: str, seed: int, config: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from tracking.contract import TERMINAL, parse_param
 from tracking.store import TrackingWriter
 
-__all__ = ["Rerun", "PriorAttempts", "read_prior_attempts", "TERMINAL"]
+__all__ = ["Rerun", "PriorAttempts", "read_prior_attempts"]
 
 # trial statuses that end a trial for good (an `interrupted` trial is run again)
-TERMINAL = ("ok", "diverged", "width_capped", "failed", "stopped")
 
 
 @dataclass
@@ -135,7 +135,7 @@ def config_from_params(params: dict[str, str]) -> dict[str, Any]:
     from awnn.config import TrainConfig
 
     keys = set(TrainConfig.keys())
-    return {k: _parse(v) for k, v in params.items() if k in keys}
+    return {k: parse_param(v) for k, v in params.items() if k in keys}
 
 
 def _index(params: dict[str, str]) -> int:
@@ -146,12 +146,3 @@ def _json_tag(tags: dict[str, str], name: str):
     return json.loads(tags[name]) if name in tags else None
 
 
-def _parse(v: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(v)
-        except ValueError:
-            pass
-    if v in ("True", "False"):
-        return v == "True"
-    return v

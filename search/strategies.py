@@ -29,6 +29,8 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tracking.contract import SELECTABLE, arm_name
+
 from .budget import Budget
 from .grid import Grid, GridError, find_grid
 from .protocol import _protocol_values, _scale_milestones, selection_specs
@@ -172,7 +174,7 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
             arms.append(Arm(s, s, 0, options.seed, grid, grid.size, options))
             continue
         for k in range(1, options.repeats + 1):
-            name = s if options.repeats == 1 else f"{s}.r{k}"
+            name = arm_name(s, k, options.repeats)
             arms.append(Arm(name, s, k, options.seed + k - 1, grid, sizes[s], options))
     return arms
 
@@ -246,7 +248,7 @@ class TpeSource:
         self.pending[trial_id] = ({k: spec.config[k] for k in self.keys}, opened)
 
     def complete(self, trial_id: str, status: str | None, value: float | None) -> None:
-        usable = status in ("ok", "width_capped") and value is not None and math.isfinite(value)
+        usable = status in SELECTABLE and value is not None and math.isfinite(value)
         if trial_id in self.pending:
             params, opened = self.pending.pop(trial_id)
             if opened is not None:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+from tracking.contract import arm_family
+
 from .progress import fmt_seconds
 
 
@@ -33,7 +35,7 @@ def print_summary(comparison, results, stream=None) -> None:
         cfg = _cfg_short(r.selected["config"]) if r.selected else "none selected"
         trials = len(r.selection.outcomes) or r.grid.size  # tpe and random run fewer trials than their grid has configs
         print(f"{r.strategy:<{w}} {trials:>7} {sel_h:>10.4f} {ret_h:>13.4f} {fmt_seconds(wall):>8}  {acc:<26} {r.widths():<14} {cfg}", file=out)
-    family = {r.strategy: getattr(r, "family", "") or r.strategy.split(".r")[0] for r in results}
+    family = {r.strategy: getattr(r, "family", "") or arm_family(r.strategy) for r in results}
     outcomes = [(r.strategy, o) for r in results for ph in (r.selection, r.assessment) if ph for o in ph.outcomes]
     # ASHA stops selection trials by design: counted apart from the trials that went wrong
     by_design = [o for r in results if family[r.strategy] == "asha" for o in r.selection.outcomes if o.get("status") == "stopped"]

@@ -41,14 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, default_tracking_uri,
-                            experiment_name, folder_lock, init_tracking, replay_spool)
+from tracking.contract import default_tracking_uri, experiment_name, redact_uri
+from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, folder_lock,
+                            init_tracking, replay_spool)
 
 from .budget import Budget, resolve_budget
 from .grid import Grid, GridError
 from .progress import ProgressLine, fmt_seconds
 from .protocol import assessment_specs, select_best, summarize_assessment
-from .resume import TERMINAL, PriorAttempts, find_checkpoint, read_prior_attempts
+from .resume import PriorAttempts, find_checkpoint, read_prior_attempts
 from .strategies import FAMILIES, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
 from .tune import RunSettings, TrialSpec, init_ray, run_plan, trial_settings, wait_for_warm_workers
 
@@ -296,8 +297,6 @@ class Comparison:
                   "storage": self.settings.storage_path(), "ray_address": self.settings.address or os.environ.get("RAY_ADDRESS", "local"),
                   **self._search_options()}
         if self.optuna_storage:
-            from tracking.analysis import redact_uri
-
             params["optuna_storage"] = redact_uri(self.optuna_storage)
         self.writer.start_run("cmp", name=f"{self.kind}-{self.id}", tags=tags, params=params)
         self.log(f"comparison {self.id}: task {self.task}, strategies {', '.join(self.strategies)}, budget {self.budget.name}; MLflow {self.tracking_uri}")
@@ -315,8 +314,6 @@ class Comparison:
         if phase == "selection":
             params.update(arm.describe(self.budget))
             if arm.family == "tpe":
-                from tracking.analysis import redact_uri
-
                 params.update(optuna_storage=redact_uri(self.optuna_storage), optuna_study=self.study_name(arm))
         if selected is not None:
             params["selected_key"] = selected["key"]

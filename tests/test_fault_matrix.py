@@ -33,10 +33,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import run_awnn
+from tracking.contract import TERMINAL
 from fault_helpers import Driver, wait_for
 
 EPOCHS = 20
-TERMINAL = {"ok", "diverged", "width_capped", "failed", "stopped"}
 
 FIXED = """\
 task: doublemoon
@@ -87,26 +87,37 @@ def _runs(tmp_path: Path) -> list:
 # driver's tracker records each trial): a file read costs microseconds, so the
 # signal lands at the point, where polling MLflow (a query per poll) lagged
 # by up to a second and overshot short phases.
-def first_trial(arm: str, phase: str):
-    pattern = re.compile(rf"(^|[\r\n]){re.escape(arm)} {phase}: [1-9][0-9]*/")
+def _output_event(pattern: str, name: str):
+    """An event: a line of the driver's output matching `pattern` (from its start)."""
+    line = re.compile(rf"(^|[\r\n]){pattern}")
 
     def event(out: str) -> bool:
-        return bool(pattern.search(out))
-    event.__name__ = f"first {arm} {phase} trial finished"
+        return bool(line.search(out))
+    event.__name__ = name
     return event
 
 
-def sweep_finished(arm: str, phase: str):
-    pattern = re.compile(rf"(^|[\r\n]){re.escape(arm)} {phase}: ([0-9]+)/\2 trials in ")
+def first_trial(arm: str, phase: str):
+    return _output_event(rf"{re.escape(arm)} {phase}: [1-9][0-9]*/", f"first {arm} {phase} trial finished")
+
+
+def between(arm: str, next_arm: str):
+    """After `arm`'s last trial, before any of `next_arm`'s: its assessment sweep finished, or, when
+    the previous row's signal landed after that sweep had finished (its trials end together on two
+    cores), the resumed driver starting `next_arm`."""
+    done = _output_event(rf"{re.escape(arm)} assessment: ([0-9]+)/\2 trials in ", "")
+    started = _output_event(rf"{re.escape(next_arm)} selection: 0/", "")
 
     def event(out: str) -> bool:
-        return bool(pattern.search(out))
-    event.__name__ = f"{arm} {phase} sweep finished"
+        return done(out) or started(out)
+    event.__name__ = f"between {arm} and {next_arm}"
     return event
 
 
 def comparison_finished(out: str) -> bool:
-    return "\nComparison " in out  # the summary table: printed once MLflow holds the finished comparison, before the report
+    # the summary table, printed once MLflow holds the finished comparison, before the report; or a
+    # resume finding it finished (the previous row's signal came after its last trial) and writing the report
+    return "\nComparison " in out or "is complete in MLflow; nothing to run" in out
 
 
 comparison_finished.__name__ = "comparison finished (report being written)"
@@ -115,14 +126,14 @@ comparison_finished.__name__ = "comparison finished (report being written)"
 GRID_ARMS = [
     ("fixed selection", signal.SIGKILL, first_trial("fixed", "selection")),
     ("fixed assessment", signal.SIGINT, first_trial("fixed", "assessment")),
-    ("between arms", signal.SIGKILL, sweep_finished("fixed", "assessment")),
+    ("between arms", signal.SIGKILL, between("fixed", "awnn")),
     ("awnn selection", signal.SIGTERM, first_trial("awnn", "selection")),
     ("awnn assessment", signal.SIGHUP, first_trial("awnn", "assessment")),  # the terminal was closed
     ("report", signal.SIGKILL, comparison_finished),
 ]
 SEARCH_ARMS = [  # tpe, asha and random, twice each
     ("tpe.r1 selection", signal.SIGKILL, first_trial("tpe.r1", "selection")),
-    ("between tpe repeats", signal.SIGINT, sweep_finished("tpe.r1", "assessment")),
+    ("between tpe repeats", signal.SIGINT, between("tpe.r1", "tpe.r2")),
     ("asha.r2 selection", signal.SIGTERM, first_trial("asha.r2", "selection")),
     ("random.r1 assessment", signal.SIGHUP, first_trial("random.r1", "assessment")),  # the terminal was closed
 ]

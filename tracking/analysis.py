@@ -53,6 +53,9 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from . import contract as C
+from .contract import PHASES, SELECTABLE, STATUSES, arm_family, redact_uri  # noqa: F401 - part of this module's API
+
 __all__ = [
     "AnalysisError",
     "ComparisonData",
@@ -83,22 +86,12 @@ REFERENCES = ("awnn", "fixed")  # savings are given against both: AWNN's grid an
 GRID_FAMILIES = ("fixed", "awnn")  # whole grids without a natural order: random orders for curves and cost to target
 EARLY_STOPPING = ("asha",)  # families whose scheduler stops trials early on purpose (awnn.status=stopped)
 SEARCH_PARAMS = ("seed", "repeats", "tpe_trials", "random_trials", "asha_grace_period", "asha_reduction_factor")
-PHASES = ("selection", "assessment")
-SELECTABLE = ("ok", "width_capped")  # as search.protocol: scores of other statuses are not used
-TERMINAL = ("ok", "diverged", "width_capped", "failed", "stopped")
-STATUSES = ("ok", "diverged", "width_capped", "failed", "stopped", "interrupted", "running")
 # params that identify a trial rather than a point of the grid
 NON_GRID_PARAMS = {"trial_key", "phase", "grid_index", "seed", "split", "epochs", "patience", "data_seed"}
 
 
 class AnalysisError(ValueError):
     """The store does not hold what was asked for (one readable line)."""
-
-
-def arm_family(arm: str) -> str:
-    """The family of an arm: `tpe.r2` -> `tpe`, `fixed` -> `fixed`."""
-    m = re.fullmatch(r"(.+)\.r\d+", arm)
-    return m.group(1) if m else arm
 
 
 # ---------------------------------------------------------------- reading
@@ -138,12 +131,6 @@ class ComparisonData:
         return cached[1]
 
 
-def _client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
 def _search_all(client, experiment_ids: list[str], filter_string: str, order_by: list[str] | None = None) -> list:
     out: list = []
     token = None
@@ -168,7 +155,7 @@ def _experiments(client, experiment: str | None) -> list:
 def find_comparison(tracking_uri: str, comparison: str | None = None, experiment: str | None = None) -> tuple[Any, list[Any]]:
     """The comparison run asked for (by id, else the newest in `experiment`,
     else the newest in the store) and the other comparisons found."""
-    client = _client(tracking_uri)
+    client = C.client(tracking_uri)
     exps = _experiments(client, experiment)
     if not exps:
         raise AnalysisError(f"the tracking store {redact_uri(tracking_uri)} holds no experiments")
@@ -195,7 +182,7 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
     """Read one comparison: its root run, sweep runs and trial runs (final
     values through one search), plus the per-epoch histories of
     `history_keys` for the runs of AWNN models (for the width plots)."""
-    client = _client(tracking_uri)
+    client = C.client(tracking_uri)
     root, others = find_comparison(tracking_uri, comparison, experiment)
     cid = root.data.tags.get("awnn.comparison")
     exp = client.get_experiment(root.info.experiment_id)
@@ -229,7 +216,7 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         "families": families,
         "family_of": family_of,
         "repeats": int(_num(tags.get("awnn.repeats") or params.get("repeats"), 1.0)),
-        "search": {k: _parse(params[k]) for k in SEARCH_PARAMS if k in params},
+        "search": {k: C.parse_param(params[k]) for k in SEARCH_PARAMS if k in params},
         "command": tags.get("awnn.command", ""),
         "cpus_per_trial": _num(params.get("cpus_per_trial"), 1.0),
         "gpus_per_trial": _num(params.get("gpus_per_trial"), 0.0),
@@ -259,17 +246,6 @@ def _num(v: Any, default: float = math.nan) -> float:
     except (TypeError, ValueError):
         return default
     return x
-
-
-def _parse(v: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(v)
-        except (TypeError, ValueError):
-            pass
-    if v in ("True", "False"):
-        return v == "True"
-    return v
 
 
 def _json(v: str | None) -> Any:
@@ -323,7 +299,7 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
     for r in runs:
         t, p, m = r.data.tags, r.data.params, r.data.metrics
         status = t.get("awnn.status", "running")
-        config = {k: _parse(v) for k, v in p.items() if k not in ("trial_key", "phase", "grid_index")}
+        config = {k: C.parse_param(v) for k, v in p.items() if k not in ("trial_key", "phase", "grid_index")}
         estimated = "device_hours" not in m
         if estimated:  # no final metrics: open run, or one a dead driver left (see module docstring)
             seconds = m.get("train_seconds", 0.0)
@@ -378,11 +354,6 @@ def trials_from_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return out[[*runs.columns, "runs", "interrupted_runs"]]
 
 
-def redact_uri(uri: str) -> str:
-    """The tracking URI without credentials (user:password@)."""
-    return re.sub(r"://[^/@]+@", "://***@", uri)
-
-
 # -------------------------------------------------------------- histories
 def load_histories(tracking_uri: str, run_ids: list[str], keys: Iterable[str], max_points: int = 1000) -> pd.DataFrame:
     """Per-epoch values of `keys` for `run_ids`, at most `max_points` per run
@@ -398,7 +369,7 @@ def load_histories(tracking_uri: str, run_ids: list[str], keys: Iterable[str], m
     run_ids = sorted(set(run_ids))
     if not run_ids:
         return pd.DataFrame(columns=cols)
-    client = _client(tracking_uri)
+    client = C.client(tracking_uri)
     store = client._tracking_client.store
     max_points = int(max(1, min(max_points, 2500)))
     rows: list[tuple] = []

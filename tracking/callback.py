@@ -34,7 +34,6 @@ from .store import TrackingWriter
 
 __all__ = ["TrialTracker", "TrialOutcome"]
 
-TERMINAL = ("ok", "diverged", "width_capped", "failed")
 SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import analysis as A
+from . import contract as C
 
 __all__ = ["write_report", "build_document", "render_markdown", "render_html", "validate_summary", "log_report", "SUMMARY_KEYS", "PLOTS"]
 
@@ -315,7 +316,7 @@ def plot_accuracy_width(a: A.Analysis, path: Path) -> None:
             t = trials[(trials["strategy"] == s) & (trials["phase"] == ph)] if len(trials) else trials
             if not len(t):
                 continue
-            t = t[t["status"].isin(A.SELECTABLE)]
+            t = t[t["status"].isin(C.SELECTABLE)]
             x = t.apply(_total_width, axis=1) if len(t) else pd.Series(dtype=float)
             y = 100 * t[metric].astype(float) if len(t) else pd.Series(dtype=float)
             keep = np.isfinite(x) & np.isfinite(y)
@@ -526,7 +527,7 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
     doc.append(("h2", "What each strategy spent"))
     rows = []
     for _, r in costs.iterrows():
-        other = {k: int(r[k]) for k in ("diverged", "width_capped", "failed", "stopped", "interrupted", "running") if int(r[k])}
+        other = {k: int(r[k]) for k in C.STATUSES if k != "ok" and int(r[k])}
         status = f"{int(r['ok'])} ok" + "".join(f", {v} {k}" for k, v in other.items())
         declared = r["trials_declared"]
         n_tr = f"{int(r['trials'])}" + (f" of {int(declared)}" if _finite(declared) and int(declared) != int(r["trials"]) else "")
@@ -734,7 +735,7 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
     plot_projection(a, paths["projection"])
     summary = a.summary()
     summary["files"] = {"report_md": "report.md", "report_html": "report.html", "summary_json": "summary.json", "plots": dict(PLOTS)}
-    doc = build_document(a, summary, tracking_hint=A.redact_uri(tracking_uri))
+    doc = build_document(a, summary, tracking_hint=C.redact_uri(tracking_uri))
     (out / "report.md").write_text(render_markdown(doc, PLOTS))
     images = {name: p.read_bytes() for name, p in paths.items()}
     (out / "report.html").write_text(render_html(doc, images, title=f"AWNN search-cost report: {data.comparison['id']}"))
@@ -746,5 +747,5 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
 def log_report(tracking_uri: str, comparison: str, out_dir: str | Path, artifact_path: str = "report") -> str:
     """Log the report folder as an artifact of the comparison's parent run; returns that run's id."""
     root, _ = A.find_comparison(tracking_uri, comparison=comparison)
-    A._client(tracking_uri).log_artifacts(root.info.run_id, str(out_dir), artifact_path)
+    C.client(tracking_uri).log_artifacts(root.info.run_id, str(out_dir), artifact_path)
     return root.info.run_id

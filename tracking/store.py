@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["TrackingWriter", "TrackingUnavailable", "default_tracking_uri", "check_tracking", "check_writable", "check_sqlite_store",
-           "folder_lock", "init_tracking", "replay_spool", "experiment_name"]
+from .contract import client
+
+__all__ = ["TrackingWriter", "TrackingUnavailable", "check_tracking", "check_writable", "check_sqlite_store",
+           "folder_lock", "init_tracking", "replay_spool"]
 
 log = logging.getLogger(__name__)
 
@@ -41,21 +43,6 @@ MAX_PARAMS_PER_BATCH = 100
 
 class TrackingUnavailable(RuntimeError):
     """The tracking server cannot be reached (one readable line)."""
-
-
-def default_tracking_uri() -> str:
-    """MLFLOW_TRACKING_URI if set, else a SQLite file in the working directory."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
-
-
-def experiment_name(task: str) -> str:
-    return f"awnn-{task}"
-
-
-def _client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
 
 
 def check_tracking(uri: str, timeout: float = 10.0, write: bool = True) -> None:
@@ -190,7 +177,7 @@ def init_tracking(uri: str) -> None:
         return
     path = Path(uri[len("sqlite:///"):])
     with folder_lock(path.parent):
-        _client(uri).search_experiments(max_results=1)
+        client(uri).search_experiments(max_results=1)
 
 
 @dataclass
@@ -211,7 +198,7 @@ class TrackingWriter:
         self.experiment = experiment
         self.spool_path = Path(spool_path) if spool_path else None
         self.retry_seconds = retry_seconds
-        self.client = _client(tracking_uri)
+        self.client = client(tracking_uri)
         self.experiment_id = self._ensure_experiment()
         self.run_ids: dict[str, str] = {}
         self._queue: "queue.Queue[_Op | None]" = queue.Queue()

@@ -109,7 +109,7 @@ def write_comparison_report(comparison) -> str | None:
     import sys
     from pathlib import Path
 
-    from tracking.analysis import redact_uri
+    from tracking.contract import redact_uri
     from tracking.report import log_report, write_report
 
     storage = comparison.settings.storage_path()

@@ -25,7 +25,8 @@ def run(args) -> int:
     from ..cli import UsageError
     from tracking.analysis import AnalysisError
     from tracking.report import log_report, write_report
-    from tracking.store import TrackingUnavailable, check_tracking, default_tracking_uri
+    from tracking.contract import default_tracking_uri
+    from tracking.store import TrackingUnavailable, check_tracking
 
     uri = args.tracking_uri or default_tracking_uri()
     try:

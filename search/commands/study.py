@@ -37,6 +37,8 @@ from typing import Any
 
 import yaml
 
+from tracking.contract import SELECTABLE
+
 from .common import add_run_flags, options_from, settings_from
 
 CLAIMS = ("table1", "fig3", "fig4", "profiles")
@@ -96,7 +98,7 @@ def _mean(values: list[float]) -> float:
 
 def _row(task: str, profile: str, result) -> dict[str, Any]:
     """Test accuracy and learned width of an AWNN sweep's re-training runs."""
-    runs = [o for o in (result.assessment.outcomes if result.assessment else []) if o.get("status") in ("ok", "width_capped")]
+    runs = [o for o in (result.assessment.outcomes if result.assessment else []) if o.get("status") in SELECTABLE]
     widths = [float(sum(o["widths_at_best"])) for o in runs if o.get("widths_at_best")]
     selection = [
         {"config": {k: o["config"].get(k) for k in ("rate", "batch_size", "hidden_layers", "activation", "sigma_theta")},
