@@ -59,7 +59,8 @@ class Driver:
         e["AWNN_TEST_RAY_CLUSTER"] = self.marker
         e.update(env or {})
         self.log = open(cwd / f"driver-{self.marker}.log", "w+")
-        self.proc = subprocess.Popen(AWNN + args, cwd=cwd, env=e, stdout=self.log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(AWNN + args, cwd=cwd, env=e, stdout=self.log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                     preexec_fn=_signals_as_from_a_terminal)
 
     def output(self) -> str:
         # a separate read handle: seeking the one the driver writes through would move its write offset too
@@ -99,7 +100,17 @@ def trial_runs(tracking: str) -> list:
     return [r for r in c.search_runs([exp.experiment_id], max_results=1000) if r.data.tags.get("awnn.kind") == "trial"]
 
 
-def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, interval: float = 0.5):
+def _signals_as_from_a_terminal() -> None:
+    """In the driver's process before it starts: SIGINT and SIGHUP at their defaults, as for a
+    command typed at a terminal.  A test run started in the background by a non-interactive shell
+    (`make test &`, some CI runners) inherits SIGINT ignored, which Python keeps (POSIX: Ctrl-C is
+    not for background jobs), and `nohup` leaves SIGHUP ignored: a signal test would test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, interval: float = 0.5, output=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -109,7 +120,8 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
         if value:
             return value
         if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the driver exited ({proc.returncode}) while waiting for {what}")
+            tail = output()[-3000:] if output is not None else ""
+            raise AssertionError(f"the driver exited ({proc.returncode}) while waiting for {what}\n{tail}")
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 

@@ -170,10 +170,14 @@ def _stop_and_resume(tmp_path: Path, args: list[str], table):
     for i, (point, sig, event) in enumerate(table):
         driver = Driver(args + (["--resume"] if i else []), cwd=tmp_path)
         try:
-            wait_for(lambda: event(driver.output()), 300, f"{point}: {event.__name__}", driver.proc, interval=0.02)
+            wait_for(lambda: event(driver.output()), 300, f"{point}: {event.__name__}", driver.proc, interval=0.02, output=driver.output)
+            seen = len(driver.output())
             driver.proc.send_signal(sig)
             code = driver.wait(120)
             out = driver.output()
+            # a signal is never ignored: no sweep starts after it (one may, printed just as it was sent)
+            started = re.findall(r"(?m)^\S+ (selection|assessment): 0/", out[seen:])
+            assert len(started) <= 1, (point, sig, out[seen:][-3000:])
         finally:
             driver.cleanup()
         runs = _runs(tmp_path)
