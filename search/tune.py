@@ -153,9 +153,11 @@ def trainable(config: dict[str, Any]) -> None:
             torch.save(trainer.state_dict(), Path(tmp) / CHECKPOINT_FILE)
             checkpoint = tune.Checkpoint.from_directory(tmp)
             last_ckpt = time.monotonic()
-        tune.report(metrics, checkpoint=checkpoint)
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tune.report(metrics, checkpoint=checkpoint)
+        finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
         pending.clear()
         last_report = time.monotonic()
 
