@@ -144,6 +144,9 @@ class TrainConfig:
     reset_optimizer_on_resize: bool | None = None
     bias_init: str | None = None
     best_epoch_ties: str | None = None
+    # beyond the paper (issue #14): weights fed by an adaptive layer stored in units of
+    # their kaiming+ scale, W = c V with c = sqrt(2 / sum p^2) (AdaptiveMLP's scale_free)
+    scale_free_weights: bool = False
     init: str = "kaiming+"
     init_distribution: str = "gaussian"
     grow_init: str = "normal"

@@ -364,13 +364,13 @@ class _ImportanceScaledLinear(torch.autograd.Function):
         return grad_h.reshape(ctx.shape), grad_w, grad_b, grad_rho, None
 
 
-def _scaled_linear(h: torch.Tensor, layer: "ResizableLinear", ctrl: "AdaptiveWidth | None") -> torch.Tensor:
-    """layer(h * f(ctrl)) as one autograd node; ctrl=None means no rescaling."""
+def _scaled_linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ctrl: "AdaptiveWidth | None") -> torch.Tensor:
+    """linear(h * f(ctrl), weight, bias) as one autograd node; ctrl=None means no rescaling."""
     if ctrl is None:
-        return F.linear(h, layer.weight, layer.bias)
+        return F.linear(h, weight, bias)
     if ctrl.renormalise:  # plain autograd ops (the reference of the fused path)
-        return F.linear(h * ctrl.importance(), layer.weight, layer.bias)
-    return _ImportanceScaledLinear.apply(h, layer.weight, layer.bias, ctrl.rho, ctrl.indices())
+        return F.linear(h * ctrl.importance(), weight, bias)
+    return _ImportanceScaledLinear.apply(h, weight, bias, ctrl.rho, ctrl.indices())
 
 
 def _leaky_relu_(z):
@@ -567,6 +567,17 @@ class AdaptiveMLP(nn.Module):
             of keeping the surviving entries' state.
         bias_init: 'zero', or 'uniform': U(+-1/sqrt(fan_in)) (PyTorch's
             default) at the start and N(0, 1) for new neurons (the authors).
+        scale_free: store every weight fed by an adaptive layer in units of
+            its kaiming+ scale c = sqrt(2 / sum_j p_j^2) (p: the importances
+            of the layer feeding it): the parameter V holds W / c and the
+            forward uses W = c V, with c recomputed at every forward from
+            the current rates and treated as a constant (no gradient through
+            it: the rates' gradient is the one of the plain model).  The
+            same network at the start and after every growth (V's new
+            entries are drawn at std / c), the same weight prior on W
+            (`prior_sq_scales`); only the optimiser's coordinates change:
+            Adam moves W by ~lr c per step instead of ~lr.  Beyond the paper
+            (issue #14); off in both profiles.
     """
 
     def __init__(
@@ -587,6 +598,7 @@ class AdaptiveMLP(nn.Module):
         rate_min: float = 0.0,
         reset_optimizer_on_resize: bool = False,
         bias_init: str = "zero",
+        scale_free: bool = False,
     ):
         super().__init__()
         if bias_init not in BIAS_INITS:
@@ -611,6 +623,7 @@ class AdaptiveMLP(nn.Module):
         self.renormalise_importances = bool(renormalise_importances)
         self.reset_optimizer_on_resize = bool(reset_optimizer_on_resize)
         self.bias_init = bias_init
+        self.scale_free = bool(scale_free)
         self.widths_ctrl = nn.ModuleList(
             AdaptiveWidth(rate, quantile_k, max_width, width_rule, renormalise_importances, rate_min) for _ in range(hidden_layers)
         )
@@ -637,8 +650,9 @@ class AdaptiveMLP(nn.Module):
             ctrl.reset_parameters()
         self.set_widths([c.width for c in self.widths_ctrl])
         with torch.no_grad():
+            scales = self.weight_scales()
             for l, layer in enumerate(self.layers):
-                std = self._layer_std(l, self.init)
+                std = self._layer_std(l, self.init) / scales[l]
                 fill_(layer.weight, std, self.init_distribution)
                 if self.bias_init == "uniform":
                     bound = 1.0 / math.sqrt(layer.in_features)
@@ -652,6 +666,22 @@ class AdaptiveMLP(nn.Module):
         sq = self.widths_ctrl[l - 1].importance_sq_sum() if l > 0 else None
         return init_std(init, fan_in, sq)
 
+    def weight_scales(self, dims: Sequence[int] | None = None) -> list[float]:
+        """c_l with W_l = c_l x (layer l's weight parameter): 1.0 everywhere
+        unless `scale_free`, then the kaiming+ std of every layer fed by an
+        adaptive layer (l > 0), for the current widths or the hidden widths
+        `dims[1:-1]`."""
+        n = len(self.widths_ctrl)
+        if not self.scale_free:
+            return [1.0] * (n + 1)
+        ctrls = list(self._modules["widths_ctrl"]._modules.values())
+        widths = [c.width for c in ctrls] if dims is None else list(dims[1:-1])
+        return [1.0] + [init_std("kaiming+", widths[l], ctrls[l].importance_sq_sum(widths[l])) for l in range(n)]
+
+    def effective_weights(self) -> list[torch.Tensor]:
+        """Every layer's weight W as the network uses it (c_l V_l when `scale_free`)."""
+        return [layer.weight * c if c != 1.0 else layer.weight for layer, c in zip(self.layers, self.weight_scales())]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Eq. 14 rescales the activations of layer l by f_l: a_l * f_l, (B, D_l).
         # The next layer only ever sees W_{l+1} (a_l * f_l) = (W_{l+1} * f_l) a_l,
@@ -663,19 +693,21 @@ class AdaptiveMLP(nn.Module):
             # than the rest of this list building, ~20 lookups per step)
             modules = self._modules
             args = []
-            for layer in modules["layers"]._modules.values():
+            scales = self.weight_scales() if self.scale_free else None
+            for l, layer in enumerate(modules["layers"]._modules.values()):
                 p = layer._parameters
-                args += (p["weight"], p["bias"])
+                args += (p["weight"] if scales is None or l == 0 else p["weight"] * scales[l], p["bias"])
             args += [c.index_views()[1] for c in modules["widths_ctrl"]._modules.values()]
             return _AdaptiveMLPFunction.apply(self.activation, self.renormalise_importances, x, self._parameters["rho"], *args)
         act = self._act
         layers = self.layers
+        weights = self.effective_weights()
         prev = None  # the adaptive layer feeding the current one
         h = x
         for l, ctrl in enumerate(self.widths_ctrl):
-            h = act(_scaled_linear(h, layers[l], prev))
+            h = act(_scaled_linear(h, weights[l], layers[l].bias, prev))
             prev = ctrl
-        return _scaled_linear(h, layers[-1], prev)
+        return _scaled_linear(h, weights[-1], layers[-1].bias, prev)
 
     # ---------------------------------------------------------------- widths
     def update_width(self, optimizer: torch.optim.Optimizer | None = None) -> bool:
@@ -742,11 +774,14 @@ class AdaptiveMLP(nn.Module):
         distribution = self.init_distribution
         fill_bias = _standard_normal if self.bias_init == "uniform" else _zero
         reset = self.reset_optimizer_on_resize
+        scales = self.weight_scales(dims) if self.scale_free else None
         with torch.no_grad():
             for l, layer in enumerate(self._modules["layers"]._modules.values()):
                 if layer.out_features == dims[l + 1] and layer.in_features == dims[l]:
                     continue
                 std = 1.0 if fill == "normal" else self._layer_std_for(l, dims)
+                if scales is not None:
+                    std /= scales[l]  # the same W as without scale_free: V = W / c
                 grow = _grow_filler(std, distribution)
                 layer._resize((dims[l + 1], dims[l]), grow, grow, optimizer, limits[l + 1], limits[l], fill_bias, reset)
 
@@ -797,6 +832,15 @@ class AdaptiveMLP(nn.Module):
         layers = self.layers if self.prior_on_readout else self.layers[:-1]
         return [p for layer in layers for p in (layer.weight, layer.bias)]
 
+    def prior_sq_scales(self) -> list[float] | None:
+        """c^2 for each of `prior_parameters` (the prior is on W = c V, so
+        its gradient in V is c^2 V / sigma^2), or None when every c is 1."""
+        if not self.scale_free:
+            return None
+        scales = self.weight_scales()
+        n = len(self.layers) if self.prior_on_readout else len(self.layers) - 1
+        return [c * c if kind == 0 else 1.0 for c in scales[:n] for kind in (0, 1)]
+
     def rates(self) -> list[torch.Tensor]:
         return list(F.softplus(self.rho).unbind())
 
@@ -804,6 +848,7 @@ class AdaptiveMLP(nn.Module):
         extra = ", renormalise_importances=True" if self.renormalise_importances else ""
         extra += ", reset_optimizer_on_resize=True" if self.reset_optimizer_on_resize else ""
         extra += f", bias_init={self.bias_init!r}" if self.bias_init != "zero" else ""
+        extra += ", scale_free=True" if self.scale_free else ""
         return f"widths={self.widths}, activation={self.activation!r}, init={self.init!r}, grow_init={self.grow_init!r}{extra}"
 
 

@@ -103,7 +103,12 @@ def elbo_loss(
     loss = nll
     parts = {"nll": nll.detach()}
     if blocks and sigma_theta is not None:
-        params = [p for block in blocks for p in block.prior_parameters()]
+        params = []
+        for block in blocks:
+            scales = block.prior_sq_scales() if getattr(block, "scale_free", False) else None
+            own = block.prior_parameters()
+            # scale_free blocks: the prior is on W = c V (c a constant of this step)
+            params += own if scales is None else [p * math.sqrt(s) if s != 1.0 else p for p, s in zip(own, scales)]
         count = sum(p.numel() for p in params)
         # -log p(theta) / N = sq * 0.5/(sigma^2 N) + count (log sigma + log sqrt(2 pi)) / N
         neg_lp_theta = squared_sum(params) * (0.5 / (sigma_theta * sigma_theta * n_train)) + count * (math.log(sigma_theta) + _LOG_SQRT_2PI) / n_train

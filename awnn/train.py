@@ -261,9 +261,26 @@ class Trainer:
         gradient of -log p(theta) / N (coupled L2, as Adam's weight_decay)."""
         if not self._prior_decay:
             return
+        scales = self._prior_sq_scales()
+        if scales is not None:  # scale_free: the prior is on W = c V, its gradient in V is c^2 V / (sigma^2 N)
+            pairs = [(p, s) for p, s in zip(self._prior_params, scales) if p.grad is not None]
+            for p, s in pairs:
+                p.grad.add_(p, alpha=self._prior_decay * s)
+            return
         params = [p for p in self._prior_params if p.grad is not None]
         if params:
             torch._foreach_add_([p.grad for p in params], params, alpha=self._prior_decay)
+
+    def _prior_sq_scales(self) -> list[float] | None:
+        """c^2 per entry of `_prior_params` (AdaptiveMLP.prior_sq_scales), or
+        None when every block keeps its weights in plain units."""
+        if not any(getattr(b, "scale_free", False) for b in self.blocks):
+            return None
+        out: list[float] = []
+        for b in self.blocks:
+            s = b.prior_sq_scales() if getattr(b, "scale_free", False) else None
+            out += s if s is not None else [1.0] * len(b.prior_parameters())
+        return out
 
     @torch.no_grad()
     def neg_log_weight_prior(self) -> float:
@@ -272,7 +289,8 @@ class Trainer:
         if not self.blocks or c.weight_prior != "gaussian":
             return 0.0
         params = [p for b in self.blocks for p in b.prior_parameters()]
-        sq = float(sum(p.detach().pow(2).sum() for p in params))
+        scales = self._prior_sq_scales() or [1.0] * len(params)
+        sq = float(sum(s * p.detach().pow(2).sum() for p, s in zip(params, scales)))
         count = sum(p.numel() for p in params)
         return -float(gaussian_log_prob_sum(torch.tensor(sq), count, c.sigma_theta)) / self.n_obs
 

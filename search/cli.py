@@ -14,6 +14,7 @@ COMMANDS = ["train", "grids", "sweep", "compare", "report", "env", "study"]
 
 
 from . import signals
+from .tune import tune_environment
 from .errors import UsageError  # noqa: F401 - re-exported for the commands
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: cleanly,
     # with pending tracking writes flushed, resumable with --resume.
     signals.enable()
+    tune_environment()  # Ray Tune's settings, before any command imports Ray
     try:
         return int(args.func(args) or 0)
     except (UsageError, ConfigError) as e:

@@ -25,18 +25,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import signals
+from . import _ray_speedups, signals
 
 __all__ = ["TrialSpec", "RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers"]
 
-# keep Ray quiet and light on a laptop: no per-trial CSV/JSON/TensorBoard files
-os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-os.environ.setdefault("TUNE_RESULT_BUFFER_LENGTH", "1")
-os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-# Ctrl-C must stop the sweep with a KeyboardInterrupt, not let Tune swallow it
-# and return as if done (the driver would then close the sweep as finished).
-os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+
+def tune_environment() -> None:
+    """Ray Tune's documented environment settings this driver relies on (a
+    value the user set wins); applied by `init_ray` and `run_plan`, before
+    Ray starts or Tune runs.  Private-API tweaks live in search/_ray_speedups.py."""
+    # keep Ray quiet and light on a laptop: no per-trial CSV/JSON/TensorBoard files
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_RESULT_BUFFER_LENGTH", "1")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # Ctrl-C must stop the sweep with a KeyboardInterrupt, not let Tune swallow it
+    # and return as if done (the driver would then close the sweep as finished).
+    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+
 
 CHECKPOINT_FILE = "trainer.pt"
 
@@ -183,6 +189,7 @@ def trainable(config: dict[str, Any]) -> None:
 # -------------------------------------------------------------------- Ray
 def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     """Join a cluster (`--address` / RAY_ADDRESS) or start a local Ray sized to this machine."""
+    tune_environment()  # before Ray's import: some of it is read then
     import ray
 
     if ray.is_initialized():
@@ -200,26 +207,21 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
         signals.restore()  # ray.init replaced our SIGTERM handler
         return
     num_cpus = settings.num_cpus or os.cpu_count() or 1
-    system_config = {}
-    if _warm_workers(settings):
-        # Ray starts one idle worker process per CPU with the node.  Have them
-        # import what a trial needs (torch, Ray Tune, the trainer) while the
-        # driver still sets up MLflow and the Tuner, and let Tune's trial
-        # actors use them (`_use_prestarted_workers`): each slot's first trial
-        # then skips ~4 s of process start and imports on a 2-core machine.
-        system_config["preload_python_modules"] = ["search.warm"]
-        # A worker counts as idle from its registration, before the imports:
-        # with Ray's 1 s threshold the node sometimes stopped a warm worker the
-        # moment it was ready and started a cold one for the trial instead.
-        system_config["idle_worker_killing_time_threshold_ms"] = 60_000
+    # Ray starts one idle worker process per CPU with the node.  Have them
+    # import what a trial needs (torch, Ray Tune, the trainer) while the
+    # driver still sets up MLflow and the Tuner, and let Tune's trial actors
+    # use them: each slot's first trial then skips ~4 s of process start and
+    # imports on a 2-core machine (private Ray API: search/_ray_speedups.py).
+    system_config = _ray_speedups.node_system_config() if _warm_workers(settings) else {}
+    if system_config:
         warm_dir = tempfile.mkdtemp(prefix="awnn-warm-")
         atexit.register(shutil.rmtree, warm_dir, True)  # also when no sweep gets to wait_for_warm_workers
         os.environ["AWNN_WARM_DIR"] = warm_dir  # the node and its workers inherit the driver's environment
-        os.environ.setdefault("PL_DISABLE_FORK", "1")  # likewise: see _use_prestarted_workers
+        os.environ.setdefault("PL_DISABLE_FORK", "1")  # likewise: see _ray_speedups.use_prestarted_workers
     ray.init(num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
     signals.restore()  # ray.init replaced our SIGTERM handler
     if system_config:
-        _use_prestarted_workers()
+        _ray_speedups.use_prestarted_workers()
         _WARMING.update(dir=warm_dir, workers=num_cpus)
 
 
@@ -254,27 +256,6 @@ def _warm_workers(settings: RunSettings) -> bool:
     return settings.cpus_per_trial == 1 and settings.gpus_per_trial == 0
 
 
-def _use_prestarted_workers() -> None:
-    """Let Ray Tune's trial actors run in the node's prestarted workers.
-
-    Tune gives its actors a runtime environment with PL_DISABLE_FORK=1 (for
-    PyTorch Lightning), and Ray only hands a prestarted worker (started with
-    the node, empty runtime environment) to an actor whose environment is
-    empty too; otherwise it starts new processes and kills the idle ones.
-    When the local node was started with PL_DISABLE_FORK=1 in its own
-    environment, every worker has it already, and Tune's copy can go.
-    (Private Ray Tune API, checked against Ray 2.60; on another layout,
-    nothing changes.  Environment variables Tune propagates from the driver,
-    such as AWS credentials, still make its actors start fresh workers.)"""
-    try:
-        from ray.tune.execution import class_cache
-    except ImportError:  # pragma: no cover
-        return
-    env = getattr(class_cache, "DEFAULT_ENV_VARS", None)
-    if isinstance(env, dict) and env.get("PL_DISABLE_FORK") == os.environ.get("PL_DISABLE_FORK") == "1":
-        env.pop("PL_DISABLE_FORK")
-
-
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
     """Fail in seconds when nothing listens at a `host:port` (or `ray://host:port`)
     address: `ray.init` itself keeps retrying an unreachable GCS for minutes."""
@@ -306,42 +287,36 @@ def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str,
     trial and from phase to phase, so worker start-up (importing torch) is
     paid once per slot, not once per phase.  Results reach the caller
     through `callbacks` (the driver-side tracker) and the searcher."""
+    tune_environment()
     from ray import tune
 
-    _keep_idle_actors()
     resources = {"cpu": settings.cpus_per_trial, "gpu": settings.gpus_per_trial}
-    # Ray Tune keeps one trial pending (its actor starting) at a time for a
-    # custom searcher, so N slots' worker processes would start one after
-    # another (~1 s apart on 2 cores); let every slot's actor start at once.
-    user_pending = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
-    if user_pending is None:
-        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(concurrent_slots(settings))
-    tuner = tune.Tuner(
-        tune.with_resources(trainable, resources),
-        tune_config=tune.TuneConfig(
-            search_alg=searcher,
-            scheduler=scheduler,
-            num_samples=num_samples,
-            reuse_actors=True,
-            max_concurrent_trials=settings.max_concurrent or None,
-            trial_name_creator=lambda t: t.config["spec"]["strategy"] + "-" + t.config["spec"]["key"],
-            trial_dirname_creator=lambda t: t.config["spec"]["strategy"] + "-" + t.config["spec"]["key"],
-        ),
-        run_config=tune.RunConfig(
-            name=experiment,
-            storage_path=settings.storage_path(),
-            verbose=0,
-            callbacks=callbacks,
-            failure_config=tune.FailureConfig(max_failures=settings.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            progress_reporter=_make_silent_reporter(),
-        ),
-    )
-    try:
+    # idle actors are kept from phase to phase, and every slot's actor starts
+    # at once (Tune keeps one trial pending at a time for a custom searcher):
+    # private Ray API, search/_ray_speedups.py
+    with _ray_speedups.keep_idle_actors(), _ray_speedups.pending_trials(concurrent_slots(settings)):
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, resources),
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                scheduler=scheduler,
+                num_samples=num_samples,
+                reuse_actors=True,
+                max_concurrent_trials=settings.max_concurrent or None,
+                trial_name_creator=lambda t: t.config["spec"]["strategy"] + "-" + t.config["spec"]["key"],
+                trial_dirname_creator=lambda t: t.config["spec"]["strategy"] + "-" + t.config["spec"]["key"],
+            ),
+            run_config=tune.RunConfig(
+                name=experiment,
+                storage_path=settings.storage_path(),
+                verbose=0,
+                callbacks=callbacks,
+                failure_config=tune.FailureConfig(max_failures=settings.max_failures),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                progress_reporter=_make_silent_reporter(),
+            ),
+        )
         tuner.fit()
-    finally:
-        if user_pending is None:
-            os.environ.pop("TUNE_MAX_PENDING_TRIALS_PG", None)
 
 
 def concurrent_slots(settings: RunSettings) -> int:
@@ -358,45 +333,6 @@ def concurrent_slots(settings: RunSettings) -> int:
     if settings.max_concurrent:
         n = min(n, settings.max_concurrent)
     return max(1, n)
-
-
-def _keep_idle_actors() -> None:
-    """Keep every idle trial actor until the search is over.
-
-    When its searcher has nothing to hand out for a moment - the tail of a
-    selection phase, where the selected config cannot be re-trained before
-    the last selection trial ends - Ray Tune keeps at most one idle actor and
-    stops the others; a moment later the re-training trials need new ones,
-    each paying worker start-up and `import torch` again (2-5 s a slot on a
-    2-core machine).  All our trials ask for the same resources, so an idle
-    actor is exactly what the next trial needs.  This swaps Tune's actor
-    cache (private API, checked against Ray 2.60; `tests/test_sweep.py`
-    checks no actor is restarted) for one that evicts only when Tune flushes
-    everything at the end; on a Ray without it, nothing changes."""
-    try:
-        from ray.tune.execution import tune_controller
-        from ray.tune.utils.object_cache import _ObjectCache
-    except ImportError:  # pragma: no cover - another Ray layout: Tune's default behaviour
-        return
-    base = getattr(tune_controller, "_ObjectCache", None)
-    if base is None or getattr(base, "awnn_keeps_idle", False) or not all(
-            hasattr(_ObjectCache, m) for m in ("cache_object", "flush_cached_objects")):
-        return
-
-    class KeepIdleActors(base):
-        awnn_keeps_idle = True
-
-        def cache_object(self, key, obj) -> bool:
-            self._cached_objects[key].append(obj)
-            self._num_cached_objects += 1
-            return True
-
-        def flush_cached_objects(self, force_all: bool = False):
-            if not force_all:
-                return
-            yield from super().flush_cached_objects(force_all=True)
-
-    tune_controller._ObjectCache = KeepIdleActors
 
 
 def _make_silent_reporter():

@@ -45,7 +45,7 @@ def test_sweep_reuses_one_actor_per_slot_across_phases(smoke_comparison):
     """Four phases (two strategies x selection, re-training) on a 2-CPU local
     Ray: every trial ran in one of exactly two worker processes - no actor
     was stopped at a phase's tail and started again (search/tune.py,
-    _keep_idle_actors), and both were warm before the first trial (init_ray)."""
+    _ray_speedups.keep_idle_actors), and both were warm before the first trial (init_ray)."""
     c, runs = _runs(smoke_comparison["tracking_uri"])
     trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
     pids = {(t.data.tags["awnn.node_id"], t.data.tags["awnn.pid"]) for t in trials}

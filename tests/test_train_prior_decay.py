@@ -13,11 +13,13 @@ from awnn.train import Trainer
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
-@pytest.mark.parametrize("prior_on_readout", [False, True])
-def test_trainer_prior_as_decay_matches_full_elbo(optimizer, prior_on_readout):
+@pytest.mark.parametrize("prior_on_readout,scale_free", [(False, False), (True, False), (False, True), (True, True)])
+def test_trainer_prior_as_decay_matches_full_elbo(optimizer, prior_on_readout, scale_free):
+    """scale_free: the prior is on W = c V, so the decay of V is c^2 / (sigma^2 N) per layer."""
     torch.manual_seed(0)
     cfg = TrainConfig.from_dict({"task": "doublemoon", "model": "awnn", "hidden_layers": 2, "optimizer": optimizer, "lr": 0.01, "device": "cpu",
-                                 "sigma_theta": 0.5, "prior_on_readout": prior_on_readout, "split": "inner"})
+                                 "sigma_theta": 0.5, "prior_on_readout": prior_on_readout, "split": "inner", "scale_free_weights": scale_free})
+    assert fast_model_scale_free(cfg) is scale_free
     fast = Trainer(cfg)
     ref_model = copy.deepcopy(fast.model)
     params = list(ref_model.parameters())
@@ -38,8 +40,14 @@ def test_trainer_prior_as_decay_matches_full_elbo(optimizer, prior_on_readout):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), name
 
 
-def test_trainer_reports_weight_prior_in_train_loss():
-    cfg = TrainConfig.from_dict({"task": "doublemoon", "model": "awnn", "epochs": 1, "sigma_theta": 0.1, "split": "inner", "device": "cpu"})
+def fast_model_scale_free(cfg: TrainConfig) -> bool:
+    return Trainer(cfg).model.scale_free
+
+
+@pytest.mark.parametrize("scale_free", [False, True])
+def test_trainer_reports_weight_prior_in_train_loss(scale_free):
+    cfg = TrainConfig.from_dict({"task": "doublemoon", "model": "awnn", "epochs": 1, "sigma_theta": 0.1, "split": "inner", "device": "cpu",
+                                 "hidden_layers": 2, "scale_free_weights": scale_free})
     t = Trainer(cfg)
     value = t.neg_log_weight_prior()
     params = [p for b in t.blocks for p in b.prior_parameters()]

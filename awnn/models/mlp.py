@@ -26,6 +26,7 @@ def build_mlp(config: TrainConfig, in_features: int, num_classes: int):
             rate_min=config.rate_min,
             reset_optimizer_on_resize=config.reset_optimizer_on_resize,
             bias_init=config.bias_init,
+            scale_free=config.scale_free_weights,
         )
     return FixedMLP(
         in_features,

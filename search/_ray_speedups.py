@@ -1,0 +1,148 @@
+"""Every tweak of Ray's private API, in one place, behind one switch.
+
+Each of these buys sweep start-up or phase-change time on small machines
+(measured in README, "Ray speed-ups"); none changes what a trial computes or
+what MLflow records.  They are applied only
+
+* when the switch is on: `AWNN_RAY_SPEEDUPS` unset or `1` (`0` turns every
+  one of them off: plain Ray Tune behaviour), and
+* when the installed Ray is one they were checked against (`TESTED_RAY`):
+  on another version nothing is patched, with one line on stderr, and
+* when each patch target still has the shape it was written for (a missing
+  target skips that patch; `tests/test_ray_speedups.py` fails when a target
+  moves, so an upgrade cannot silently turn them into no-ops).
+
+What is changed:
+
+1. `node_system_config`: a local Ray node's `_system_config` (a private
+   argument of `ray.init`): `preload_python_modules` makes the node's
+   prestarted workers import torch, Ray Tune and the trainer
+   (`search/warm.py`) while the driver sets up MLflow; the idle-worker
+   killer's threshold is raised to 60 s (Ray counted a preloading worker as
+   idle from registration and sometimes killed it the moment it was ready).
+2. `use_prestarted_workers`: drops `PL_DISABLE_FORK` from Tune's actor
+   environment (`ray.tune.execution.class_cache.DEFAULT_ENV_VARS`) when the
+   node was started with it, so Tune's actors may use the warm workers
+   (Ray hands a prestarted worker only to an actor with an empty runtime
+   environment).
+3. `keep_idle_actors`: swaps Tune's actor cache
+   (`ray.tune.execution.tune_controller._ObjectCache`) for one that keeps
+   idle trial actors until the search ends, so a phase change (selection ->
+   re-training) reuses them instead of starting processes; restored when
+   the Tune run ends.
+4. `pending_trials`: sets `TUNE_MAX_PENDING_TRIALS_PG` to the number of
+   concurrent slots for the run (Tune's default for a custom searcher is 1,
+   which starts the slots' actors one after another); restored afterwards,
+   and a value the user set is kept.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Iterator
+
+__all__ = ["TESTED_RAY", "SWITCH", "enabled", "node_system_config", "use_prestarted_workers", "keep_idle_actors", "pending_trials"]
+
+TESTED_RAY = ("2.60.",)  # version prefixes these patches were written and tested against
+SWITCH = "AWNN_RAY_SPEEDUPS"
+_warned: list[str] = []
+
+
+def enabled() -> bool:
+    """The switch is on and the installed Ray is a tested one."""
+    if os.environ.get(SWITCH, "1") == "0":
+        return False
+    import ray
+
+    version = getattr(ray, "__version__", "")
+    if not version.startswith(TESTED_RAY):
+        if version not in _warned:
+            _warned.append(version)
+            print(f"awnn: Ray {version} is not one the Ray speed-ups were tested with ({', '.join(p + 'x' for p in TESTED_RAY)}): "
+                  f"running plain Ray Tune (set {SWITCH}=0 to silence this)", file=sys.stderr)
+        return False
+    return True
+
+
+def node_system_config() -> dict[str, Any]:
+    """`_system_config` for a local node whose prestarted workers import what
+    a trial needs (search/warm.py); {} when the speed-ups are off."""
+    if not enabled():
+        return {}
+    return {
+        "preload_python_modules": ["search.warm"],
+        "idle_worker_killing_time_threshold_ms": 60_000,
+    }
+
+
+def use_prestarted_workers() -> bool:
+    """Let Tune's trial actors run in the node's prestarted workers (see the
+    module docstring, 2).  Returns whether Tune's environment was changed."""
+    if not enabled():
+        return False
+    try:
+        from ray.tune.execution import class_cache
+    except ImportError:  # pragma: no cover - another Ray layout
+        return False
+    env = getattr(class_cache, "DEFAULT_ENV_VARS", None)
+    if isinstance(env, dict) and env.get("PL_DISABLE_FORK") == os.environ.get("PL_DISABLE_FORK") == "1":
+        env.pop("PL_DISABLE_FORK")
+        return True
+    return False
+
+
+def _keep_idle_cache_class(base: type) -> type:
+    class KeepIdleActors(base):  # type: ignore[misc, valid-type]
+        awnn_keeps_idle = True
+
+        def cache_object(self, key, obj) -> bool:
+            self._cached_objects[key].append(obj)
+            self._num_cached_objects += 1
+            return True
+
+        def flush_cached_objects(self, force_all: bool = False):
+            if not force_all:
+                return
+            yield from super().flush_cached_objects(force_all=True)
+
+    return KeepIdleActors
+
+
+@contextlib.contextmanager
+def keep_idle_actors() -> Iterator[bool]:
+    """While the block runs, Tune keeps every idle trial actor until the
+    search ends (module docstring, 3); yields whether the patch is active."""
+    if not enabled():
+        yield False
+        return
+    try:
+        from ray.tune.execution import tune_controller
+        from ray.tune.utils.object_cache import _ObjectCache
+    except ImportError:  # pragma: no cover - another Ray layout: Tune's default behaviour
+        yield False
+        return
+    base = getattr(tune_controller, "_ObjectCache", None)
+    if base is None or getattr(base, "awnn_keeps_idle", False) or not all(
+            hasattr(_ObjectCache, m) for m in ("cache_object", "flush_cached_objects")):
+        yield bool(base is not None and getattr(base, "awnn_keeps_idle", False))
+        return
+    tune_controller._ObjectCache = _keep_idle_cache_class(base)
+    try:
+        yield True
+    finally:
+        tune_controller._ObjectCache = base
+
+
+@contextlib.contextmanager
+def pending_trials(slots: int) -> Iterator[bool]:
+    """While the block runs, Tune may keep `slots` trials pending (module
+    docstring, 4); a value the user set wins.  Yields whether it was set."""
+    if not enabled() or os.environ.get("TUNE_MAX_PENDING_TRIALS_PG") is not None:
+        yield False
+        return
+    os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = str(max(1, int(slots)))
+    try:
+        yield True
+    finally:
+        os.environ.pop("TUNE_MAX_PENDING_TRIALS_PG", None)
