@@ -20,7 +20,6 @@ _EXPORTS = {
     "ResizableLinear": "layers",
     "adaptive_modules": "layers",
     "model_widths": "layers",
-    "update_widths": "layers",
     "RatePrior": "loss",
     "elbo_loss": "loss",
 }

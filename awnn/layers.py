@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn as nn
@@ -30,7 +30,6 @@ __all__ = [
     "AdaptiveMLP",
     "FixedMLP",
     "adaptive_modules",
-    "update_widths",
     "model_widths",
     "named_model_widths",
     "MaxWidthReached",
@@ -902,14 +901,6 @@ class FixedMLP(nn.Module):
 def adaptive_modules(model: nn.Module) -> list[AdaptiveMLP]:
     """Every AdaptiveMLP inside `model` (the model itself included), in order."""
     return [m for m in model.modules() if isinstance(m, AdaptiveMLP)]
-
-
-def update_widths(model: nn.Module, optimizer: torch.optim.Optimizer | None = None, modules: Iterable[AdaptiveMLP] | None = None) -> bool:
-    """Update the width of every adaptive block in `model`; True if any is capped."""
-    capped = False
-    for m in modules if modules is not None else adaptive_modules(model):
-        capped |= m.update_width(optimizer)
-    return capped
 
 
 def model_widths(model: nn.Module) -> list[int]:

@@ -93,13 +93,6 @@ class CapacityBuffer:
     def capacity(self) -> tuple[int, ...]:
         return self.cap
 
-    def region(self, rows: tuple[int, int], cols: tuple[int, int] | None = None) -> torch.Tensor:
-        """buf[r0:r1, c0:c1] (or buf[r0:r1] for 1-D) as one as_strided view."""
-        if cols is None:
-            return self.buf.as_strided((rows[1] - rows[0],), (1,), self._offset + rows[0])
-        s0 = self.shape[1] if self.dense else self._s0
-        return self.buf.as_strided((rows[1] - rows[0], cols[1] - cols[0]), (s0, 1), self._offset + rows[0] * s0 + cols[0])
-
     def view(self) -> torch.Tensor:
         shape = self.shape
         if len(shape) == 1:

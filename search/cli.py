@@ -15,7 +15,7 @@ COMMANDS = ["train", "grids", "sweep", "compare", "report", "env", "study"]
 
 from . import signals
 from .tune import tune_environment
-from .errors import UsageError  # noqa: F401 - re-exported for the commands
+from .errors import UsageError  # noqa: F401 - re-exported (the commands import it from .errors)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="awnn", description="Adaptive Width Neural Networks: training, sweeps on Ray Tune, cost reports from MLflow.")

@@ -96,9 +96,6 @@ class Grid:
         body = json.dumps(content, sort_keys=True)
         return hashlib.sha1(body.encode()).hexdigest()[:10]
 
-    def describe(self) -> dict[str, Any]:
-        return {"task": self.task, "strategy": self.strategy, "configs": self.size, "file": str(self.path)}
-
 
 def _fail(path: Path | str, key: str, expected: str, found: Any) -> GridError:
     return GridError(f"{path}: key {key!r}: expected {expected}, found {found!r}")

@@ -18,6 +18,7 @@ assessment by R re-training runs of the selected config on the outer split.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import asdict, dataclass, field
 import math
 import statistics
 from typing import Any, Iterable, Mapping
@@ -26,10 +27,34 @@ from tracking.contract import SELECTABLE
 
 from .budget import Budget
 from .grid import Grid
-from .tune import TrialSpec
 
-__all__ = ["selection_specs", "assessment_specs", "select_best", "summarize_assessment", "SELECTABLE"]
+__all__ = ["TrialSpec", "selection_specs", "assessment_specs", "select_best", "summarize_assessment", "SELECTABLE"]
 
+
+@dataclass
+class TrialSpec:
+    """One trial: a stable key (phase + grid index [+ seed]) and its config."""
+
+    key: str
+    phase: str  # selection | assessment
+    index: int  # position in the grid (selection) or re-training run number
+    config: dict[str, Any]
+    strategy: str = ""  # the arm: a strategy's name, or `<strategy>.r<k>` for repeats (search/strategies.py)
+    family: str = ""  # the strategy: fixed | awnn | tpe | asha | random
+    repeat: int = 0  # 1..N for repeated stochastic strategies, else 0
+    resume_from: str | None = None  # a checkpoint dir left by an earlier driver
+    report_at: list[int] = field(default_factory=list)  # epochs that are always reported at once (ASHA's rungs)
+
+    @property
+    def sweep(self) -> str:
+        return f"{self.strategy}/{self.phase}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.strategy}-{self.key}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def _protocol_values(grid: Grid, budget: Budget, split: str, seed: int, config: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -27,20 +27,15 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 from tracking.contract import SELECTABLE, arm_name
 
 from .budget import Budget
 from .grid import Grid, GridError, find_grid
-from .protocol import _protocol_values, _scale_milestones, selection_specs
-from .tune import TrialSpec
+from .protocol import TrialSpec, _protocol_values, _scale_milestones, selection_specs
 
-__all__ = ["FAMILIES", "STOCHASTIC", "StrategyOptions", "Arm", "make_arms", "default_optuna_storage", "asha_milestones"]
-
-FAMILIES = ("fixed", "awnn", "tpe", "asha", "random")
-STOCHASTIC = ("tpe", "asha", "random")
-GRID_OF = {"fixed": "fixed", "awnn": "awnn", "tpe": "fixed", "asha": "fixed", "random": "fixed"}
+__all__ = ["FAMILIES", "STOCHASTIC", "REGISTRY", "Family", "StrategyOptions", "Arm", "make_arms", "default_optuna_storage", "asha_milestones"]
 
 
 @dataclass
@@ -79,20 +74,7 @@ class Arm:
     def selection_specs(self, budget: Budget) -> list[TrialSpec]:
         """The selection trials, in launch order.  For tpe the configs are not
         known yet: the specs carry keys only and are filled by `TpeSource`."""
-        specs = selection_specs(self.grid, budget)
-        if self.family in ("fixed", "awnn"):
-            out = specs
-        elif self.family == "random":
-            out = [specs[i] for i in random.Random(self.seed).sample(range(len(specs)), self.trials)]
-        elif self.family == "asha":
-            order = list(range(len(specs)))
-            random.Random(self.seed).shuffle(order)
-            out = [specs[i] for i in order]
-            report_at = asha_milestones(self.grace_period(budget), self.options.asha_reduction_factor, budget.epochs(self.grid))
-            for sp in out:
-                sp.report_at = report_at
-        else:  # tpe
-            out = [TrialSpec(key=f"sel-{n:04d}", phase="selection", index=-1, config={}) for n in range(self.trials)]
+        out = REGISTRY[self.family].plan(self, budget)
         for sp in out:
             sp.strategy, sp.family, sp.repeat = self.name, self.family, self.repeat
         return out
@@ -104,13 +86,118 @@ class Arm:
     def describe(self, budget: Budget) -> dict[str, Any]:
         """Sweep-run params of the arm's selection phase."""
         out: dict[str, Any] = {"family": self.family, "repeat": self.repeat, "search_seed": self.seed}
-        if self.family == "asha":
-            out.update(asha_grace_period=self.grace_period(budget), asha_reduction_factor=self.options.asha_reduction_factor,
-                       asha_max_t=budget.epochs(self.grid),
-                       asha_rungs=",".join(map(str, asha_milestones(self.grace_period(budget), self.options.asha_reduction_factor, budget.epochs(self.grid)))))
-        if self.family in ("tpe", "random"):
-            out[f"{self.family}_trials"] = self.trials
+        out.update(REGISTRY[self.family].params(self, budget))
         return out
+
+    def asha_rungs(self, budget: Budget) -> list[int]:
+        return asha_milestones(self.grace_period(budget), self.options.asha_reduction_factor, budget.epochs(self.grid))
+
+
+# ------------------------------------------------------------- the registry
+# What differs between the families, one entry each: the grid searched,
+# whether it runs --repeats times, the selection plan, the sweep params it
+# adds, and how many selection trials it runs (validating its options).
+# A new family is one more entry here (plus its Tune side in sweep.py when it
+# needs one, as tpe's TpeSource and asha's scheduler).
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    grid: str  # the grid file it searches: "fixed" or "awnn"
+    stochastic: bool  # runs `repeats` times with seeds seed, seed+1, ...
+    plan: Callable[[Arm, Budget], list[TrialSpec]]  # the selection trials, in launch order
+    params: Callable[[Arm, Budget], dict[str, Any]]  # sweep-run params beyond family/repeat/seed
+    trials: Callable[["_Sizing"], int]  # selection trials (raises GridError on bad options)
+
+
+@dataclass
+class _Sizing:
+    """What a family's `trials` needs: the options, the budget, the fixed
+    grid, its own grid and the AWNN grid's size as the default trial count."""
+
+    options: StrategyOptions
+    budget: Budget
+    fixed: Grid | None
+    grid: Grid
+    awnn_size: Callable[[str], int]
+
+    def count(self, flag: str, value: int | None) -> int:
+        n = self.awnn_size(flag) if value is None else value
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise GridError(f"{flag}: expected an integer >= 1, found {n!r}")
+        return n
+
+
+def _whole_grid(arm: Arm, budget: Budget) -> list[TrialSpec]:
+    return selection_specs(arm.grid, budget)
+
+
+def _random_plan(arm: Arm, budget: Budget) -> list[TrialSpec]:
+    specs = selection_specs(arm.grid, budget)
+    return [specs[i] for i in random.Random(arm.seed).sample(range(len(specs)), arm.trials)]
+
+
+def _asha_plan(arm: Arm, budget: Budget) -> list[TrialSpec]:
+    specs = selection_specs(arm.grid, budget)
+    order = list(range(len(specs)))
+    random.Random(arm.seed).shuffle(order)
+    out = [specs[i] for i in order]
+    report_at = arm.asha_rungs(budget)
+    for sp in out:
+        sp.report_at = report_at
+    return out
+
+
+def _tpe_plan(arm: Arm, budget: Budget) -> list[TrialSpec]:
+    # the configs are not known yet: keys only, filled by TpeSource at suggest time
+    return [TrialSpec(key=f"sel-{n:04d}", phase="selection", index=-1, config={}) for n in range(arm.trials)]
+
+
+def _no_params(arm: Arm, budget: Budget) -> dict[str, Any]:
+    return {}
+
+
+def _trials_param(arm: Arm, budget: Budget) -> dict[str, Any]:
+    return {f"{arm.family}_trials": arm.trials}
+
+
+def _asha_params(arm: Arm, budget: Budget) -> dict[str, Any]:
+    return dict(asha_grace_period=arm.grace_period(budget), asha_reduction_factor=arm.options.asha_reduction_factor,
+                asha_max_t=budget.epochs(arm.grid), asha_rungs=",".join(map(str, arm.asha_rungs(budget))))
+
+
+def _random_trials(z: _Sizing) -> int:
+    n = z.count("--random-trials", z.options.random_trials)
+    if n > z.fixed.size:
+        raise GridError(f"--random-trials: expected at most the fixed grid's {z.fixed.size} configs ({z.fixed.path}), found {n}")
+    return n
+
+
+def _asha_trials(z: _Sizing) -> int:
+    epochs = z.budget.epochs(z.fixed)
+    rf = z.options.asha_reduction_factor
+    if not isinstance(rf, (int, float)) or isinstance(rf, bool) or not rf > 1:
+        raise GridError(f"--asha-reduction-factor: expected a number > 1, found {rf!r}")
+    g = z.options.asha_grace_period
+    if g is not None and (not isinstance(g, int) or isinstance(g, bool) or not 1 <= g < epochs):
+        raise GridError(f"--asha-grace-period: expected an integer from 1 to {epochs - 1} (the budget's {epochs} epochs), found {g!r}")
+    if epochs < 2:
+        raise GridError(f"--strategies asha: the budget {z.budget.name!r} trains {epochs} epoch per trial; ASHA needs at least 2")
+    return z.fixed.size
+
+
+# registry order: the order options are validated in (tpe, asha, random as before)
+REGISTRY: dict[str, Family] = {f.name: f for f in (
+    Family("fixed", "fixed", False, _whole_grid, _no_params, lambda z: z.grid.size),
+    Family("awnn", "awnn", False, _whole_grid, _no_params, lambda z: z.grid.size),
+    Family("tpe", "fixed", True, _tpe_plan, _trials_param, lambda z: z.count("--tpe-trials", z.options.tpe_trials)),
+    Family("random", "fixed", True, _random_plan, _trials_param, _random_trials),
+    Family("asha", "fixed", True, _asha_plan, _asha_params, _asha_trials),
+)}
+FAMILIES = ("fixed", "awnn", "tpe", "asha", "random")  # as the CLI lists them
+assert set(FAMILIES) == set(REGISTRY)
+STOCHASTIC = tuple(name for name in FAMILIES if REGISTRY[name].stochastic)
+GRID_OF = {name: REGISTRY[name].grid for name in FAMILIES}
 
 
 def asha_milestones(grace: int, rf: float, max_t: int) -> list[int]:
@@ -142,36 +229,13 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
         except GridError as e:
             raise GridError(f"{flag}: no default without an AWNN grid ({e}); give {flag} N") from None
 
-    def count(flag: str, value: int | None) -> int:
-        n = awnn_size(flag) if value is None else value
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise GridError(f"{flag}: expected an integer >= 1, found {n!r}")
-        return n
-
-    sizes: dict[str, int] = {}
-    if "tpe" in families:
-        sizes["tpe"] = count("--tpe-trials", options.tpe_trials)
-    if "random" in families:
-        n = count("--random-trials", options.random_trials)
-        if n > fixed.size:
-            raise GridError(f"--random-trials: expected at most the fixed grid's {fixed.size} configs ({fixed.path}), found {n}")
-        sizes["random"] = n
-    if "asha" in families:
-        epochs = budget.epochs(fixed)
-        rf = options.asha_reduction_factor
-        if not isinstance(rf, (int, float)) or isinstance(rf, bool) or not rf > 1:
-            raise GridError(f"--asha-reduction-factor: expected a number > 1, found {rf!r}")
-        g = options.asha_grace_period
-        if g is not None and (not isinstance(g, int) or isinstance(g, bool) or not 1 <= g < epochs):
-            raise GridError(f"--asha-grace-period: expected an integer from 1 to {epochs - 1} (the budget's {epochs} epochs), found {g!r}")
-        if epochs < 2:
-            raise GridError(f"--strategies asha: the budget {budget.name!r} trains {epochs} epoch per trial; ASHA needs at least 2")
-        sizes["asha"] = fixed.size
+    # every chosen family's options are checked, in registry order, before any arm is made
+    sizes = {s: f.trials(_Sizing(options, budget, fixed, grids[f.grid], awnn_size)) for s, f in REGISTRY.items() if s in families}
     arms: list[Arm] = []
     for s in families:
         grid = grids[GRID_OF[s]]
         if s not in STOCHASTIC:
-            arms.append(Arm(s, s, 0, options.seed, grid, grid.size, options))
+            arms.append(Arm(s, s, 0, options.seed, grid, sizes[s], options))
             continue
         for k in range(1, options.repeats + 1):
             name = arm_name(s, k, options.repeats)

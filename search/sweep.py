@@ -48,19 +48,18 @@ from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_st
 from .budget import Budget, resolve_budget
 from .grid import Grid, GridError
 from .progress import ProgressLine, fmt_seconds
-from .protocol import assessment_specs, select_best, summarize_assessment
+from .protocol import TrialSpec, assessment_specs, select_best, summarize_assessment
 from .resume import PriorAttempts, find_checkpoint, read_prior_attempts
-from .strategies import FAMILIES, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
-from .tune import RunSettings, TrialSpec, init_ray, run_plan, trial_settings, wait_for_warm_workers
+from .strategies import Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
+from .tune import RunSettings, init_ray, run_plan, trial_settings, wait_for_warm_workers
 
 try:  # Ray is a hard dependency; the alias keeps the class definition readable
     from ray.tune.search import Searcher as _SearcherBase
 except ImportError:  # pragma: no cover
     _SearcherBase = object
 
-__all__ = ["Comparison", "PhaseResult", "StrategyResult", "STRATEGIES"]
+__all__ = ["Comparison", "PhaseResult", "StrategyResult"]
 
-STRATEGIES = FAMILIES
 WALL_RECORD_SECONDS = 5.0  # how often a driver records its running wall time
 
 

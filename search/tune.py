@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from . import _ray_speedups, signals
 
-__all__ = ["TrialSpec", "RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers"]
+__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers"]
 
 
 def tune_environment() -> None:
@@ -45,32 +45,6 @@ def tune_environment() -> None:
 
 
 CHECKPOINT_FILE = "trainer.pt"
-
-
-@dataclass
-class TrialSpec:
-    """One trial: a stable key (phase + grid index [+ seed]) and its config."""
-
-    key: str
-    phase: str  # selection | assessment
-    index: int  # position in the grid (selection) or re-training run number
-    config: dict[str, Any]
-    strategy: str = ""  # the arm: a strategy's name, or `<strategy>.r<k>` for repeats (search/strategies.py)
-    family: str = ""  # the strategy: fixed | awnn | tpe | asha | random
-    repeat: int = 0  # 1..N for repeated stochastic strategies, else 0
-    resume_from: str | None = None  # a checkpoint dir left by an earlier driver
-    report_at: list[int] = field(default_factory=list)  # epochs that are always reported at once (ASHA's rungs)
-
-    @property
-    def sweep(self) -> str:
-        return f"{self.strategy}/{self.phase}"
-
-    @property
-    def name(self) -> str:
-        return f"{self.strategy}-{self.key}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

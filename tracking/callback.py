@@ -32,13 +32,9 @@ from ray.tune import Callback
 
 from .store import TrackingWriter
 
-__all__ = ["TrialTracker", "TrialOutcome"]
+__all__ = ["TrialTracker"]
 
 SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
-
-
-class TrialOutcome(dict):
-    """What the protocol needs of a finished trial (a dict for easy JSON)."""
 
 
 class TrialTracker(Callback):
@@ -59,7 +55,7 @@ class TrialTracker(Callback):
         self.gpus = gpus_per_trial
         self.on_update = on_update
         self.started: set[str] = set()
-        self.outcomes: dict[str, TrialOutcome] = {}
+        self.outcomes: dict[str, dict] = {}  # what the protocol needs of each finished trial
         self.attempts: dict[str, dict[str, tuple[float, float]]] = {}
         self.nodes: dict[str, list[tuple[str, str]]] = {}  # (node id, node ip) per attempt, in order
         self.retries: dict[str, int] = {}
@@ -210,7 +206,7 @@ class TrialTracker(Callback):
         self.writer.set_tags(key, tags)
         self.writer.end_run(key, "FAILED" if status == "failed" else "FINISHED")
         spec = trial.config["spec"]
-        outcome = TrialOutcome(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)
+        outcome = dict(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)
         outcome["widths"] = final.get("widths")
         outcome["widths_at_best"] = final.get("widths_at_best")
         self.outcomes[key] = outcome

@@ -76,7 +76,7 @@ def options_from(args):
 
 
 def run_comparison(args, strategies: list[str], kind: str) -> int:
-    from ..cli import UsageError
+    from ..errors import UsageError
     from ..errors import SearchError
     from ..grid import GridError
     from ..sweep import Comparison

@@ -12,7 +12,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..cli import UsageError
+    from ..errors import UsageError
     from ..grid import GridError, discover_grids
 
     try:

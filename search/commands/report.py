@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..cli import UsageError
+    from ..errors import UsageError
     from tracking.analysis import AnalysisError
     from tracking.report import log_report, write_report
     from tracking.contract import default_tracking_uri

@@ -166,7 +166,7 @@ def _print_table(claim: str, rows: list[dict[str, Any]], verdicts: dict[str, Any
 
 
 def run(args) -> int:
-    from ..cli import UsageError
+    from ..errors import UsageError
     from ..errors import SearchError
     from ..grid import GridError
     from ..sweep import Comparison

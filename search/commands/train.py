@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 
 def parse_sets(sets: list[str]) -> dict[str, str]:
-    from ..cli import UsageError
+    from ..errors import UsageError
 
     out = {}
     for item in sets:
@@ -64,7 +64,7 @@ def run(args) -> int:
     try:
         result = train(config, on_epoch=on_epoch)
     except DataError as e:
-        from ..cli import UsageError
+        from ..errors import UsageError
 
         raise UsageError(str(e)) from None
     progress.close()

@@ -1,0 +1,56 @@
+"""search/strategies.py's registry: one entry per family, and the plans each
+makes, without Ray or MLflow."""
+from __future__ import annotations
+
+import pytest
+
+from search.budget import resolve_budget
+from search.grid import GridError, find_grid
+from search.strategies import FAMILIES, GRID_OF, REGISTRY, STOCHASTIC, StrategyOptions, asha_milestones, make_arms
+
+SMOKE, QUICK = resolve_budget("smoke"), resolve_budget("quick")
+
+
+def test_registry_is_the_one_list_of_families():
+    assert set(REGISTRY) == set(FAMILIES) == {"fixed", "awnn", "tpe", "asha", "random"}
+    assert STOCHASTIC == ("tpe", "asha", "random")
+    assert GRID_OF == {"fixed": "fixed", "awnn": "awnn", "tpe": "fixed", "asha": "fixed", "random": "fixed"}
+
+
+def test_each_family_plans_its_selection():
+    arms = {a.name: a for a in make_arms("doublemoon", list(FAMILIES), StrategyOptions(seed=4, repeats=1), QUICK)}
+    fixed_size, awnn_size = find_grid("doublemoon", "fixed").size, find_grid("doublemoon", "awnn").size
+    grid = [sp.index for sp in arms["fixed"].selection_specs(QUICK)]
+    assert grid == list(range(fixed_size))  # the whole grid, in grid order
+    assert [sp.index for sp in arms["awnn"].selection_specs(QUICK)] == list(range(awnn_size))
+    asha = arms["asha"].selection_specs(QUICK)
+    assert sorted(sp.index for sp in asha) == grid and [sp.index for sp in asha] != grid  # a seeded permutation
+    rungs = asha_milestones(arms["asha"].grace_period(QUICK), 3.0, QUICK.epochs(arms["asha"].grid))
+    assert rungs and all(sp.report_at == rungs for sp in asha)
+    rnd = [sp.index for sp in arms["random"].selection_specs(QUICK)]
+    assert len(rnd) == len(set(rnd)) == awnn_size and set(rnd) <= set(grid)
+    tpe = arms["tpe"].selection_specs(QUICK)
+    assert [sp.key for sp in tpe] == [f"sel-{n:04d}" for n in range(awnn_size)] and all(sp.config == {} and sp.index == -1 for sp in tpe)
+    for a in arms.values():
+        assert all((sp.strategy, sp.family, sp.repeat) == (a.name, a.family, a.repeat) for sp in a.selection_specs(QUICK))
+    # the sweep params each family adds
+    assert set(arms["asha"].describe(QUICK)) >= {"asha_grace_period", "asha_reduction_factor", "asha_max_t", "asha_rungs"}
+    assert arms["tpe"].describe(QUICK)["tpe_trials"] == arms["random"].describe(QUICK)["random_trials"] == awnn_size
+    assert arms["fixed"].describe(QUICK) == {"family": "fixed", "repeat": 0, "search_seed": 4}
+
+
+def test_repeats_make_one_arm_per_seed_for_stochastic_families_only():
+    arms = make_arms("doublemoon", ["fixed", "random", "asha"], StrategyOptions(seed=10, repeats=3), SMOKE)
+    assert [(a.name, a.seed) for a in arms] == [("fixed", 10), ("random.r1", 10), ("random.r2", 11), ("random.r3", 12),
+                                                ("asha.r1", 10), ("asha.r2", 11), ("asha.r3", 12)]
+
+
+@pytest.mark.parametrize("families,options,message", [
+    (["tpe", "random"], dict(tpe_trials=0, random_trials=0), "--tpe-trials"),  # options checked in registry order
+    (["random", "asha"], dict(random_trials=999, asha_reduction_factor=1), "--random-trials: expected at most"),
+    (["asha"], dict(asha_grace_period=2), "--asha-grace-period: expected an integer from 1 to 1 (the budget.s 2 epochs)"),
+])
+def test_bad_options_name_the_flag(families, options, message):
+    budget = SMOKE if "asha" in families and "grace" in str(options) else QUICK
+    with pytest.raises(GridError, match=message.replace("(", r"\(")):
+        make_arms("doublemoon", families, StrategyOptions(**options), budget)
