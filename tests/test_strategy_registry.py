@@ -2,6 +2,8 @@
 makes, without Ray or MLflow."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from search.budget import resolve_budget
@@ -48,9 +50,9 @@ def test_repeats_make_one_arm_per_seed_for_stochastic_families_only():
 @pytest.mark.parametrize("families,options,message", [
     (["tpe", "random"], dict(tpe_trials=0, random_trials=0), "--tpe-trials"),  # options checked in registry order
     (["random", "asha"], dict(random_trials=999, asha_reduction_factor=1), "--random-trials: expected at most"),
-    (["asha"], dict(asha_grace_period=2), "--asha-grace-period: expected an integer from 1 to 1 (the budget.s 2 epochs)"),
+    (["asha"], dict(asha_grace_period=2), "--asha-grace-period: expected an integer from 1 to 1 (the budget's 2 epochs)"),
 ])
 def test_bad_options_name_the_flag(families, options, message):
     budget = SMOKE if "asha" in families and "grace" in str(options) else QUICK
-    with pytest.raises(GridError, match=message.replace("(", r"\(")):
+    with pytest.raises(GridError, match=re.escape(message)):
         make_arms("doublemoon", families, StrategyOptions(**options), budget)
