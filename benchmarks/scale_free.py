@@ -53,18 +53,17 @@ def run_one(args: tuple[str, dict]) -> dict:
     from awnn.config import TrainConfig
     from awnn.train import train
 
+    from benchmarks._progress import epoch_printer
+
     config = TrainConfig.from_dict(values, source="scale_free")
-    every = max(1, config.epochs // 10)
-    start = time.perf_counter()
+    show = epoch_printer(name, config.epochs, lines=10)
     first: dict[float, int | None] = {t: None for t in THRESHOLDS}
 
     def on_epoch(rec):
         for t in THRESHOLDS:
             if first[t] is None and rec["val_acc"] >= t:
                 first[t] = rec["epoch"]
-        if rec["epoch"] % every == 0 or rec["epoch"] == config.epochs:
-            print(f"[{name}] epoch {rec['epoch']}/{config.epochs} width {rec.get('width_total')} val_acc {rec['val_acc']:.3f} "
-                  f"({time.perf_counter() - start:.0f}s)", file=sys.stderr, flush=True)
+        show(rec)
 
     result = train(config, on_epoch=on_epoch)
     return {

@@ -61,16 +61,9 @@ def run_one(args: tuple[str, int, str, dict]) -> dict:
 
     values = {"task": task, "model": "awnn", "hidden_layers": layers, "awnn_profile": profile, "sigma_theta": SIGMA_THETA[task], **overrides}
     config = TrainConfig.from_dict(values, source="width_adapts")
-    every = max(1, config.epochs // 5)
-    start = time.perf_counter()
-    name = f"{profile} {task} {layers}L"
+    from benchmarks._progress import epoch_printer
 
-    def on_epoch(rec):
-        if rec["epoch"] % every == 0 or rec["epoch"] == config.epochs:
-            print(f"[{name}] epoch {rec['epoch']}/{config.epochs} width {rec['width_total']} val_acc {rec['val_acc']:.3f} "
-                  f"({time.perf_counter() - start:.0f}s)", file=sys.stderr, flush=True)
-
-    result = train(config, on_epoch=on_epoch)
+    result = train(config, on_epoch=epoch_printer(f"{profile} {task} {layers}L", config.epochs))
     return {
         "profile": profile,
         "task": task,
