@@ -257,12 +257,17 @@ KEY_ATTR = "awnn_trial_key"  # user attribute of a study trial: the trial key it
 
 
 class TpeSource:
-    """Optuna TPE through Ray Tune's OptunaSearch, one study per arm.
+    """Optuna's TPE sampler on its public ask/tell API, one study per arm in
+    an RDB storage.
 
-    `fill(spec, trial_id)` asks the sampler for the next config and writes
-    it into the spec; `complete(trial_id, outcome)` tells the study the
+    `fill(spec, trial_id)` asks the study for the next config and writes it
+    into the spec; `complete(trial_id, status, value)` tells the study the
     trial's selection score (trials the protocol would not select - diverged,
-    failed, stopped - are told as failed, so TPE models only usable scores)."""
+    failed, stopped - are told as failed, so TPE models only usable scores).
+    The search space is each grid key a categorical choice, built as Ray
+    Tune's OptunaSearch builds it (`convert_search_space`, public), and the
+    study is created with the settings OptunaSearch used (TPESampler(seed),
+    NopPruner, load_if_exists), so a seed asks the same configs as before."""
 
     def __init__(self, arm: Arm, budget: Budget, storage_url: str, study_name: str):
         import optuna
@@ -277,19 +282,23 @@ class TpeSource:
         self.metric, self.mode = arm.metric()
         self.keys = list(arm.grid.grid)
         self.index = {tuple(repr(c[k]) for k in self.keys): i for i, c in enumerate(arm.grid.configs())}
-        space = {k: tune.choice(list(v)) for k, v in arm.grid.grid.items()}
-        self.search = OptunaSearch(
-            space=space, metric=self.metric, mode=self.mode,
-            sampler=optuna.samplers.TPESampler(seed=arm.seed),
-            study_name=study_name, storage=optuna.storages.RDBStorage(storage_url),
+        self.distributions = OptunaSearch.convert_search_space({k: tune.choice(list(v)) for k, v in arm.grid.grid.items()})
+        self.study = optuna.create_study(
+            storage=optuna.storages.RDBStorage(storage_url), sampler=optuna.samplers.TPESampler(seed=arm.seed),
+            pruner=optuna.pruners.NopPruner(), study_name=study_name, load_if_exists=True,
+            direction="minimize" if self.mode == "min" else "maximize",
         )
+        self.asked: dict[str, Any] = {}  # Ray trial id -> the study trial asked for it, until told
         self.pending: dict[str, tuple[dict, int | None]] = {}  # Ray trial id -> (config, open study trial) of re-runs
 
     def fill(self, spec: TrialSpec, trial_id: str) -> None:
-        sampled = self.search.suggest(trial_id)
-        # the trial key travels with the study's trial, so that a resumed driver
-        # can tell which of them the dead one had already told (see told_later)
-        self.search._ot_trials[trial_id].set_user_attr(KEY_ATTR, spec.key)
+        trial = self.asked.get(trial_id)
+        if trial is None:
+            trial = self.asked[trial_id] = self.study.ask(fixed_distributions=self.distributions)
+            # the trial key travels with the study's trial, so that a resumed driver
+            # can tell which of them the dead one had already told (see told_later)
+            trial.set_user_attr(KEY_ATTR, spec.key)
+        sampled = trial.params
         cfg = {"task": self.arm.grid.task, **self.arm.grid.fixed, **{k: sampled[k] for k in self.keys}}
         spec.index = self.index[tuple(repr(cfg[k]) for k in self.keys)]
         spec.config = {**_scale_milestones(cfg, self.arm.grid, self.budget), **_protocol_values(self.arm.grid, self.budget, "inner", 0)}
@@ -303,7 +312,7 @@ class TpeSource:
         import optuna
 
         opened = None
-        for t in self.search._ot_study.get_trials(deepcopy=False):
+        for t in self.study.get_trials(deepcopy=False):
             if t.user_attrs.get(KEY_ATTR) != spec.key:
                 continue
             if t.state.is_finished():
@@ -312,23 +321,21 @@ class TpeSource:
         self.pending[trial_id] = ({k: spec.config[k] for k in self.keys}, opened)
 
     def complete(self, trial_id: str, status: str | None, value: float | None) -> None:
+        import optuna
+
         usable = status in SELECTABLE and value is not None and math.isfinite(value)
+        state = optuna.trial.TrialState.COMPLETE if usable else optuna.trial.TrialState.FAIL
         if trial_id in self.pending:
             params, opened = self.pending.pop(trial_id)
             if opened is not None:
-                import optuna
-
-                state = optuna.trial.TrialState.COMPLETE if usable else optuna.trial.TrialState.FAIL
-                self.search._ot_study.tell(opened, value if usable else None, state=state)
-            elif usable:
-                self.search.add_evaluated_point(params, value)
+                self.study.tell(opened, value if usable else None, state=state)
+            elif usable:  # the earlier driver's study trial is gone: record the score as a finished trial
+                self.study.add_trial(optuna.trial.create_trial(state=state, value=value, params=params, distributions=self.distributions))
             return
-        if trial_id not in self.search._ot_trials:
+        trial = self.asked.pop(trial_id, None)
+        if trial is None:
             return
-        if usable:
-            self.search.on_trial_complete(trial_id, result={self.metric: value})
-        else:
-            self.search.on_trial_complete(trial_id, result=None, error=True)
+        self.study.tell(trial, value if usable else None, state=state)
 
 
 def make_scheduler(arms: list[Arm], budget: Budget):
@@ -345,6 +352,7 @@ def make_scheduler(arms: list[Arm], budget: Budget):
         def __init__(self):
             super().__init__()
             self.by_arm = {}
+            self.added: set[str] = set()  # trial ids an arm's bracket was told about (it must not hear of others)
             for a in asha:
                 metric, mode = a.metric()
                 if metric == "best_val_loss":
@@ -364,6 +372,7 @@ def make_scheduler(arms: list[Arm], budget: Budget):
             sub = self._sub(trial)
             if sub is not None:
                 sub.on_trial_add(tune_controller, trial)
+                self.added.add(trial.trial_id)
 
         def on_trial_result(self, tune_controller, trial, result):
             sub = self._sub(trial)
@@ -371,7 +380,8 @@ def make_scheduler(arms: list[Arm], budget: Budget):
 
         def on_trial_complete(self, tune_controller, trial, result):
             sub = self._sub(trial)
-            if sub is not None and trial.trial_id in sub._trial_info:
+            if sub is not None and trial.trial_id in self.added:
+                self.added.discard(trial.trial_id)
                 sub.on_trial_complete(tune_controller, trial, result)
 
         def on_trial_error(self, tune_controller, trial):
@@ -379,7 +389,8 @@ def make_scheduler(arms: list[Arm], budget: Budget):
 
         def on_trial_remove(self, tune_controller, trial):
             sub = self._sub(trial)
-            if sub is not None and trial.trial_id in sub._trial_info:
+            if sub is not None and trial.trial_id in self.added:
+                self.added.discard(trial.trial_id)
                 sub.on_trial_remove(tune_controller, trial)
 
         def debug_string(self) -> str:

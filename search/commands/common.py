@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 
-def add_run_flags(p) -> None:
-    p.add_argument("--task", required=True, help="task name, e.g. spiralhard (see `awnn grids`)")
+def add_run_flags(p, task: bool = True) -> None:
+    """The shared flags; `task=False` leaves out --task (a study chooses its tasks)."""
+    if task:
+        p.add_argument("--task", required=True, help="task name, e.g. spiralhard (see `awnn grids`)")
+    else:
+        p.add_argument("--task", default=None, help="not used: a study runs its own tasks")
     p.add_argument("--budget", default="quick", help="smoke | quick | paper, or a budget YAML file (default: quick)")
     p.add_argument("--address", default=None, help="join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray)")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")

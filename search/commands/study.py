@@ -61,11 +61,7 @@ def add_parser(sub) -> None:
     p.add_argument("claim", choices=CLAIMS, help="table1: Table 1's AWNN rows; fig3: width grows with difficulty; "
                                                  "fig4: widths converge across starting rates and batch sizes; profiles: table1 in both profiles")
     p.add_argument("--profiles", default=None, help="comma-separated awnn_profile values (default: authors; profiles: authors,paper-text)")
-    add_run_flags(p)
-    for action in p._actions:  # the shared flags' --task: a study chooses its tasks
-        if action.dest == "task":
-            action.required = False
-            action.help = "not used: a study runs its own tasks"
+    add_run_flags(p, task=False)
     p.set_defaults(func=run)
 
 
