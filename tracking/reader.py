@@ -1,0 +1,339 @@
+"""Read one comparison back from MLflow into tables (read-only).
+
+The definitions of arm, trial, run and device-hours are in tracking/analysis.py."""
+from __future__ import annotations
+
+import json
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from . import contract as C
+from .contract import PHASES, arm_family, redact_uri
+
+__all__ = ["AnalysisError", "ComparisonData", "find_comparison", "load_comparison", "load_histories", "trials_from_runs", "RUN_COLUMNS", "SEARCH_PARAMS"]
+
+SEARCH_PARAMS = ("seed", "repeats", "tpe_trials", "random_trials", "asha_grace_period", "asha_reduction_factor")
+
+
+class AnalysisError(ValueError):
+    """The store does not hold what was asked for (one readable line)."""
+
+
+# ---------------------------------------------------------------- reading
+@dataclass
+class ComparisonData:
+    """One comparison as MLflow holds it, in tables (see `load_comparison`)."""
+
+    tracking_uri: str
+    comparison: dict[str, Any]  # id, experiment, task, budget, state, strategies (the arms), families, family_of, repeats, cpus/gpus per trial, wall_seconds, ...
+    sweeps: pd.DataFrame  # one row per sweep run (arm x phase)
+    runs: pd.DataFrame  # one row per trial run (interrupted runs included)
+    histories: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["run_id", "key", "step", "value"]))
+    other_comparisons: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def strategies(self) -> list[str]:
+        """The arms, in run order."""
+        return list(self.comparison["strategies"])
+
+    def family(self, arm: str) -> str:
+        return self.comparison.get("family_of", {}).get(arm) or arm_family(arm)
+
+    @property
+    def families(self) -> dict[str, list[str]]:
+        """family -> its arms, families in the order asked for."""
+        out: dict[str, list[str]] = {f: [] for f in self.comparison.get("families", [])}
+        for arm in self.strategies:
+            out.setdefault(self.family(arm), []).append(arm)
+        return {f: arms for f, arms in out.items() if arms}
+
+    def trials(self) -> pd.DataFrame:
+        """`runs` folded into trials (see `trials_from_runs`), computed once per `runs` table."""
+        cached = getattr(self, "_trials", None)
+        if cached is None or cached[0] is not self.runs:
+            cached = (self.runs, trials_from_runs(self.runs))
+            self._trials = cached
+        return cached[1]
+
+
+def _search_all(client, experiment_ids: list[str], filter_string: str, order_by: list[str] | None = None) -> list:
+    out: list = []
+    token = None
+    while True:
+        page = client.search_runs(experiment_ids, filter_string=filter_string, max_results=1000, order_by=order_by, page_token=token)
+        out.extend(page)
+        token = getattr(page, "token", None)
+        if not token:
+            return out
+
+
+def _experiments(client, experiment: str | None) -> list:
+    if experiment is not None:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None or exp.lifecycle_stage == "deleted":
+            names = sorted(e.name for e in client.search_experiments() if e.name.startswith("awnn-"))
+            raise AnalysisError(f"--experiment {experiment}: no such experiment in the tracking store; found {names or 'none'}")
+        return [exp]
+    return [e for e in client.search_experiments()]
+
+
+def find_comparison(tracking_uri: str, comparison: str | None = None, experiment: str | None = None) -> tuple[Any, list[Any]]:
+    """The comparison run asked for (by id, else the newest in `experiment`,
+    else the newest in the store) and the other comparisons found."""
+    client = C.client(tracking_uri)
+    exps = _experiments(client, experiment)
+    if not exps:
+        raise AnalysisError(f"the tracking store {redact_uri(tracking_uri)} holds no experiments")
+    ids = [e.experiment_id for e in exps]
+    flt = "tags.`awnn.kind` = 'comparison'"
+    roots = _search_all(client, ids, flt, order_by=["attributes.start_time DESC"])
+    roots.sort(key=lambda r: (-(r.info.start_time or 0), r.info.run_id))
+    if comparison is not None:
+        chosen = [r for r in roots if r.data.tags.get("awnn.comparison") == comparison]
+        if not chosen:
+            known = [r.data.tags.get("awnn.comparison") for r in roots[:5]]
+            where = f"experiment {experiment}" if experiment else "the tracking store"
+            raise AnalysisError(f"--comparison {comparison}: not found in {where}; newest comparisons there: {known or 'none'}")
+        root = chosen[0]
+    else:
+        if not roots:
+            where = f"experiment {experiment}" if experiment else f"the tracking store {redact_uri(tracking_uri)}"
+            raise AnalysisError(f"{where} holds no comparison (runs tagged awnn.kind=comparison); run `awnn compare` first")
+        root = roots[0]
+    return root, [r for r in roots if r.info.run_id != root.info.run_id]
+
+
+def load_comparison(tracking_uri: str, comparison: str | None = None, experiment: str | None = None, history_keys: Iterable[str] = ("width_total",), max_points: int = 1000) -> ComparisonData:
+    """Read one comparison: its root run, sweep runs and trial runs (final
+    values through one search), plus the per-epoch histories of
+    `history_keys` for the runs of AWNN models (for the width plots)."""
+    client = C.client(tracking_uri)
+    root, others = find_comparison(tracking_uri, comparison, experiment)
+    cid = root.data.tags.get("awnn.comparison")
+    exp = client.get_experiment(root.info.experiment_id)
+    runs = _search_all(client, [root.info.experiment_id], f"tags.`awnn.comparison` = '{cid}'")
+    tags, params, metrics = root.data.tags, root.data.params, root.data.metrics
+    families = [s for s in (tags.get("awnn.strategies") or params.get("strategies") or "").split(",") if s]
+    # arms in run order (older comparisons have no awnn.arms: one arm per strategy, named after it)
+    strategies = [s for s in (tags.get("awnn.arms") or "").split(",") if s] or list(families)
+    family_of = {s: arm_family(s) for s in strategies}
+    for r in runs:  # the runs' own tags win: awnn.strategy is the family
+        arm = _arm(r.data.tags)
+        if arm:
+            family_of[arm] = r.data.tags.get("awnn.strategy") or family_of.get(arm) or arm_family(arm)
+    strategies += sorted(s for s in family_of if s not in strategies)
+    families += [f for f in dict.fromkeys(family_of[s] for s in strategies) if f not in families]
+    try:
+        budget = json.loads(params.get("budget", "{}"))
+    except json.JSONDecodeError:
+        budget = {"name": params.get("budget")}
+    info = {
+        "id": cid,
+        "run_id": root.info.run_id,
+        "experiment": exp.name,
+        "experiment_id": root.info.experiment_id,
+        "task": tags.get("awnn.task") or params.get("task"),
+        "budget": tags.get("awnn.budget") or budget.get("name"),
+        "budget_params": budget,
+        "state": tags.get("awnn.state", "unknown"),
+        "run_status": root.info.status,
+        "strategies": strategies,
+        "families": families,
+        "family_of": family_of,
+        "repeats": int(_num(tags.get("awnn.repeats") or params.get("repeats"), 1.0)),
+        "search": {k: C.parse_param(params[k]) for k in SEARCH_PARAMS if k in params},
+        "command": tags.get("awnn.command", ""),
+        "cpus_per_trial": _num(params.get("cpus_per_trial"), 1.0),
+        "gpus_per_trial": _num(params.get("gpus_per_trial"), 0.0),
+        "wall_seconds": metrics.get("wall_seconds", math.nan),
+        "start_time": root.info.start_time,
+        "end_time": root.info.end_time,
+    }
+    sweeps = _sweep_frame([r for r in runs if r.data.tags.get("awnn.kind") == "sweep"], strategies)
+    trial_runs = _run_frame([r for r in runs if r.data.tags.get("awnn.kind") == "trial"], strategies, info)
+    data = ComparisonData(tracking_uri, info, sweeps, trial_runs,
+                          other_comparisons=[{"id": r.data.tags.get("awnn.comparison"), "state": r.data.tags.get("awnn.state"), "start_time": r.info.start_time} for r in others])
+    keys = list(history_keys)
+    if keys and len(trial_runs):
+        adaptive = trial_runs.loc[trial_runs["model"] == "awnn", "run_id"].tolist()
+        data.histories = load_histories(tracking_uri, adaptive, keys, max_points=max_points)
+    return data
+
+
+def _arm(tags: dict[str, str]) -> str:
+    """A run's arm; runs written before arms existed: their strategy."""
+    return tags.get("awnn.arm") or tags.get("awnn.strategy", "")
+
+
+def _num(v: Any, default: float = math.nan) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return default
+    return x
+
+
+def _json(v: str | None) -> Any:
+    if not v:
+        return None
+    try:
+        return json.loads(v)
+    except (TypeError, json.JSONDecodeError):
+        return None
+
+
+def _order(strategies: list[str]) -> dict[str, int]:
+    return {s: i for i, s in enumerate(strategies)}
+
+
+def _sweep_frame(runs: list, strategies: list[str]) -> pd.DataFrame:
+    rows = []
+    for r in runs:
+        t, p, m = r.data.tags, r.data.params, r.data.metrics
+        rows.append({
+            "strategy": _arm(t), "family": t.get("awnn.strategy") or arm_family(_arm(t)), "repeat": int(_num(t.get("awnn.repeat"), 0.0)),
+            "phase": t.get("awnn.phase", ""), "run_id": r.info.run_id,
+            "state": t.get("awnn.state", "unknown"), "trials_declared": _num(p.get("trials")), "configs_declared": _num(p.get("configs")),
+            "epochs": _num(p.get("epochs")), "retrain_runs": _num(p.get("retrain_runs")), "grid_file": p.get("grid_file", ""),
+            "grid_digest": p.get("grid_digest", ""), "selected_key": t.get("awnn.selected_key") or p.get("selected_key"),
+            "selected_config": _json(t.get("awnn.selected_config")),
+            "wall_seconds": m.get("wall_seconds", math.nan), "device_hours": m.get("device_hours", math.nan),
+            "start_time": r.info.start_time, "end_time": r.info.end_time,
+        })
+    cols = ["strategy", "family", "repeat", "phase", "run_id", "state", "trials_declared", "configs_declared", "epochs", "retrain_runs", "grid_file",
+            "grid_digest", "selected_key", "selected_config", "wall_seconds", "device_hours", "start_time", "end_time"]
+    df = pd.DataFrame(rows, columns=cols)
+    order = _order(strategies)
+    if len(df):
+        df = df.assign(_s=df["strategy"].map(lambda s: order.get(s, 99)), _p=df["phase"].map(lambda p: PHASES.index(p) if p in PHASES else 9))
+        df = df.sort_values(["_s", "_p", "start_time", "run_id"]).drop(columns=["_s", "_p"]).reset_index(drop=True)
+    return df
+
+
+RUN_COLUMNS = [
+    "run_id", "strategy", "phase", "trial_key", "status", "run_status", "model", "hidden_layers", "width", "batch_size", "split",
+    "seed", "grid_index", "device_hours", "gpu_hours", "compute_seconds", "train_seconds", "epochs_run", "best_val_acc",
+    "best_val_loss", "best_epoch", "test_acc", "final_width_total", "widths", "widths_at_best", "n_train", "attempts", "retries",
+    "cost_estimated", "error", "start_time", "end_time", "config", "family", "repeat",
+]
+
+
+def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
+    per = info["gpus_per_trial"] if info["gpus_per_trial"] > 0 else info["cpus_per_trial"]
+    rows = []
+    for r in runs:
+        t, p, m = r.data.tags, r.data.params, r.data.metrics
+        status = t.get("awnn.status", "running")
+        config = {k: C.parse_param(v) for k, v in p.items() if k not in ("trial_key", "phase", "grid_index")}
+        estimated = "device_hours" not in m
+        if estimated:  # no final metrics: open run, or one a dead driver left (see module docstring)
+            seconds = m.get("train_seconds", 0.0)
+            dev_h, gpu_h, compute = seconds * per / 3600.0, seconds * info["gpus_per_trial"] / 3600.0, seconds
+        else:
+            dev_h, gpu_h, compute = m["device_hours"], m.get("gpu_hours", 0.0), m.get("compute_seconds", math.nan)
+        widths = _json(t.get("awnn.widths"))
+        rows.append({
+            "run_id": r.info.run_id, "strategy": _arm(t), "family": t.get("awnn.strategy") or arm_family(_arm(t)),
+            "repeat": int(_num(t.get("awnn.repeat"), 0.0)), "phase": t.get("awnn.phase") or p.get("phase", ""),
+            "trial_key": t.get("awnn.trial_key") or p.get("trial_key", ""), "status": status, "run_status": r.info.status,
+            "model": p.get("model", ""), "hidden_layers": _num(p.get("hidden_layers")), "width": _num(p.get("width")),
+            "batch_size": _num(p.get("batch_size")), "split": p.get("split", ""), "seed": _num(p.get("seed")),
+            "grid_index": _num(p.get("grid_index")), "device_hours": float(dev_h), "gpu_hours": float(gpu_h),
+            "compute_seconds": float(compute), "train_seconds": m.get("train_seconds", math.nan),
+            "epochs_run": m.get("epochs_run", math.nan), "best_val_acc": m.get("best_val_acc", math.nan),
+            "best_val_loss": m.get("best_val_loss", math.nan), "best_epoch": m.get("best_epoch", math.nan),
+            "test_acc": m.get("test_acc", math.nan),
+            "final_width_total": m.get("final_width_total", float(sum(widths)) if widths else math.nan),
+            "widths": widths, "widths_at_best": _json(t.get("awnn.widths_at_best")),
+            "n_train": m.get("n_train", _num(p.get("n_train"))), "attempts": m.get("attempts", math.nan),
+            "retries": m.get("retries", math.nan), "cost_estimated": bool(estimated), "error": t.get("awnn.error") or t.get("awnn.last_error") or "",
+            "start_time": r.info.start_time or 0, "end_time": r.info.end_time, "config": config,
+        })
+    df = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    if len(df):
+        order = _order(strategies)
+        df = df.assign(_s=df["strategy"].map(lambda s: order.get(s, 99)), _p=df["phase"].map(lambda p: PHASES.index(p) if p in PHASES else 9))
+        df = df.sort_values(["_s", "_p", "trial_key", "start_time", "run_id"]).drop(columns=["_s", "_p"]).reset_index(drop=True)
+    return df
+
+
+def trials_from_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (strategy, phase, trial key): the values of its last
+    non-interrupted run, the summed cost of all its runs, and `runs` /
+    `interrupted_runs` counts.  A trial with only interrupted runs keeps the
+    status `interrupted`.  Rows keep the order of the runs."""
+    if not len(runs):
+        return runs.assign(runs=pd.Series(dtype=int), interrupted_runs=pd.Series(dtype=int))
+    keys = ["strategy", "phase", "trial_key"]
+    r = runs.assign(_live=runs["status"] != "interrupted", _pos=np.arange(len(runs)))
+    # the representative: the last live run of each trial (live rows sort after interrupted ones)
+    rep = r.sort_values(["_live", "_pos"], kind="stable").groupby(keys, sort=False).tail(1)
+    agg = r.groupby(keys, sort=False).agg(
+        device_hours=("device_hours", "sum"), gpu_hours=("gpu_hours", "sum"), compute_seconds=("compute_seconds", "sum"),
+        cost_estimated=("cost_estimated", "any"), runs=("run_id", "size"), interrupted_runs=("_live", lambda x: int((~x).sum())),
+        _first=("_pos", "min"),
+    ).reset_index()
+    out = rep.drop(columns=["device_hours", "gpu_hours", "compute_seconds", "cost_estimated", "_live", "_pos"]).merge(agg, on=keys)
+    out = out.sort_values("_first", kind="stable").drop(columns="_first").reset_index(drop=True)
+    out["cost_estimated"] = out["cost_estimated"].astype(bool)
+    return out[[*runs.columns, "runs", "interrupted_runs"]]
+
+
+# -------------------------------------------------------------- histories
+def load_histories(tracking_uri: str, run_ids: list[str], keys: Iterable[str], max_points: int = 1000) -> pd.DataFrame:
+    """Per-epoch values of `keys` for `run_ids`, at most `max_points` per run
+    (evenly spaced, first and last kept), as a long table run_id, key, step, value.
+
+    Reading histories one run at a time (MlflowClient.get_metric_history) costs
+    one query or HTTP call per run and key; instead this uses MLflow's bulk
+    interval read: on a database store one query per 100 runs
+    (SqlAlchemyStore.get_metric_history_bulk_interval), on a tracking server
+    its `metrics/get-history-bulk-interval` endpoint (100 runs per call).  Any
+    other store falls back to per-run reads on a few threads."""
+    cols = ["run_id", "key", "step", "value"]
+    run_ids = sorted(set(run_ids))
+    if not run_ids:
+        return pd.DataFrame(columns=cols)
+    client = C.client(tracking_uri)
+    store = client._tracking_client.store
+    max_points = int(max(1, min(max_points, 2500)))
+    rows: list[tuple] = []
+    chunks = [run_ids[i : i + 100] for i in range(0, len(run_ids), 100)]
+    kind = type(store).__name__
+    for key in keys:
+        if kind == "SqlAlchemyStore":
+            for chunk in chunks:
+                for mr in store.get_metric_history_bulk_interval(chunk, key, max_points, None, None):
+                    rows.append((mr.run_id, key, int(mr.step), float(mr.value)))
+        elif kind == "RestStore":
+            rows.extend(_rest_bulk(store, chunks, key, max_points))
+        else:  # pragma: no cover - file stores and plug-ins
+            def one(rid: str, key: str = key) -> list[tuple]:
+                return [(rid, key, int(m.step), float(m.value)) for m in client.get_metric_history(rid, key)]
+
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                for part in pool.map(one, run_ids):
+                    rows.extend(part)
+    df = pd.DataFrame(rows, columns=cols)
+    return df.sort_values(["key", "run_id", "step"]).reset_index(drop=True)
+
+
+def _rest_bulk(store, chunks: list[list[str]], key: str, max_points: int) -> list[tuple]:
+    from mlflow.utils.rest_utils import http_request
+
+    rows = []
+    for chunk in chunks:
+        params = [("run_ids", rid) for rid in chunk] + [("metric_key", key), ("max_results", str(max_points))]
+        resp = http_request(store.get_host_creds(), "/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval", "GET", params=params)
+        if resp.status_code != 200:
+            raise AnalysisError(f"the MLflow server answered {resp.status_code} to a metric-history read: {resp.text[:200]}")
+        for m in resp.json().get("metrics", []):
+            rows.append((m["run_id"], key, int(m.get("step", 0)), float(m["value"])))
+    return rows
+
+

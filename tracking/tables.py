@@ -1,0 +1,333 @@
+"""The cost tables (per arm and phase), the selection/strategy and width tables,
+the savings ratios with their bootstrap intervals, and AWNN's per-sample overhead:
+pure functions of a ComparisonData (definitions in tracking/analysis.py)."""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from .contract import PHASES, SELECTABLE, STATUSES
+from .reader import ComparisonData
+
+__all__ = ["REFERENCE", "REFERENCES", "GRID_FAMILIES", "EARLY_STOPPING", "cost_table", "strategy_table", "width_table", "savings", "savings_notes", "overhead"]
+
+
+REFERENCE = "awnn"  # the strategy every other one is measured against (the headline ratio)
+REFERENCES = ("awnn", "fixed")  # savings are given against both: AWNN's grid and the full fixed-width grid
+GRID_FAMILIES = ("fixed", "awnn")  # whole grids without a natural order: random orders for curves and cost to target
+EARLY_STOPPING = ("asha",)  # families whose scheduler stops trials early on purpose (awnn.status=stopped)
+# params that identify a trial rather than a point of the grid
+NON_GRID_PARAMS = {"trial_key", "phase", "grid_index", "seed", "split", "epochs", "patience", "data_seed"}
+
+
+# ------------------------------------------------------------- the tables
+def _selectable(df: pd.DataFrame, score: str) -> pd.Series:
+    return df["status"].isin(SELECTABLE) & np.isfinite(pd.to_numeric(df[score], errors="coerce").astype(float))
+
+
+def cost_table(data: ComparisonData) -> pd.DataFrame:
+    """Per arm and phase: configs, trials by status, runs, device-hours,
+    GPU-hours, compute and sweep wall-clock (plus a `total` row per arm).
+    Trials ASHA stopped early are counted (`stopped`) and their partial
+    device-hours are in every total."""
+    trials = data.trials()
+    rows = []
+    for s in data.strategies:
+        parts = []
+        for ph in PHASES:
+            t = trials[(trials["strategy"] == s) & (trials["phase"] == ph)] if len(trials) else trials
+            r = data.runs[(data.runs["strategy"] == s) & (data.runs["phase"] == ph)] if len(data.runs) else data.runs
+            sw = data.sweeps[(data.sweeps["strategy"] == s) & (data.sweeps["phase"] == ph)]
+            if not len(t) and not len(sw):
+                continue
+            counts = {st: int((t["status"] == st).sum()) for st in STATUSES}
+            row = {
+                "strategy": s, "family": data.family(s), "phase": ph,
+                "configs": _configs(data, s, t) if ph == "selection" else (1 if len(t) else 0),
+                "trials": int(len(t)), "trials_declared": float(sw["trials_declared"].iloc[0]) if len(sw) else math.nan,
+                "runs": int(len(r)), **counts, "interrupted_runs": int((r["status"] == "interrupted").sum()) if len(r) else 0,
+                "device_hours": float(r["device_hours"].sum()) if len(r) else 0.0,
+                "gpu_hours": float(r["gpu_hours"].sum()) if len(r) else 0.0,
+                "compute_seconds": float(r["compute_seconds"].sum()) if len(r) else 0.0,
+                "estimated_runs": int(r["cost_estimated"].sum()) if len(r) else 0,
+                "wall_seconds": float(sw["wall_seconds"].iloc[0]) if len(sw) else math.nan,
+                "sweep_state": sw["state"].iloc[0] if len(sw) else "missing",
+            }
+            rows.append(row)
+            parts.append(row)
+        if parts:
+            tot = {"strategy": s, "family": data.family(s), "phase": "total"}
+            for k in parts[0]:
+                if k in ("strategy", "family", "phase", "sweep_state"):
+                    continue
+                vals = [p[k] for p in parts]
+                tot[k] = float(np.nansum(vals)) if all(isinstance(v, float) for v in vals) else sum(vals)
+            tot["configs"] = parts[0]["configs"] if parts[0]["phase"] == "selection" else 0
+            tot["sweep_state"] = "finished" if all(p["sweep_state"] == "finished" for p in parts) else "incomplete"
+            rows.append(tot)
+    return pd.DataFrame(rows)
+
+
+def _configs(data: ComparisonData, arm: str, sel: pd.DataFrame) -> int:
+    """Distinct configs among an arm's selection trials: one per trial, but
+    TPE may suggest a config twice (two trials, one config: its grid_index)."""
+    if data.family(arm) == "tpe" and len(sel):
+        idx = pd.to_numeric(sel["grid_index"], errors="coerce")
+        if idx.notna().all():
+            return int(idx.nunique())
+    return int(len(sel))
+
+
+def _grid_dims(sel: pd.DataFrame) -> dict[str, list]:
+    """The config keys that vary across a strategy's selection trials, with their values."""
+    if not len(sel):
+        return {}
+    configs = pd.DataFrame(list(sel["config"]))
+    dims = {}
+    for col in configs.columns:
+        if col in NON_GRID_PARAMS:
+            continue
+        vals = configs[col].dropna().unique().tolist()
+        if len(vals) > 1:
+            dims[col] = sorted(vals, key=lambda v: (str(type(v)), v))
+    return dims
+
+
+def strategy_table(data: ComparisonData) -> pd.DataFrame:
+    """Per strategy: the selected config, its inner-validation score and the
+    test accuracy mean / sample std (ddof=1) over the re-training runs."""
+    trials = data.trials()
+    rows = []
+    for s in data.strategies:
+        sel = trials[(trials["strategy"] == s) & (trials["phase"] == "selection")] if len(trials) else trials
+        ass = trials[(trials["strategy"] == s) & (trials["phase"] == "assessment")] if len(trials) else trials
+        sw = data.sweeps[(data.sweeps["strategy"] == s) & (data.sweeps["phase"] == "selection")]
+        key = sw["selected_key"].iloc[0] if len(sw) else None
+        cfg = sw["selected_config"].iloc[0] if len(sw) else None
+        chosen = sel[sel["trial_key"] == key] if key else sel.iloc[0:0]
+        ok = ass[_selectable(ass, "test_acc")] if len(ass) else ass
+        accs = ok["test_acc"].astype(float).to_numpy() if len(ok) else np.array([])
+        dims = _grid_dims(sel)
+        rows.append({
+            "strategy": s,
+            "family": data.family(s),
+            "selected_key": key,
+            "selected_config": cfg,
+            "selected_summary": _config_summary(cfg, dims) if cfg else "none selected",
+            "selected_val_acc": float(chosen["best_val_acc"].iloc[0]) if len(chosen) else math.nan,
+            "best_val_acc": float(sel.loc[_selectable(sel, "best_val_acc"), "best_val_acc"].max()) if len(sel) and _selectable(sel, "best_val_acc").any() else math.nan,
+            "test_acc_mean": float(accs.mean()) if len(accs) else math.nan,
+            "test_acc_std": float(accs.std(ddof=1)) if len(accs) > 1 else (0.0 if len(accs) else math.nan),
+            "test_runs": int(len(accs)),
+            "retrain_runs": int(len(ass)),
+            "grid_dims": dims,
+        })
+    return pd.DataFrame(rows)
+
+
+def _config_summary(cfg: dict, dims: dict[str, list]) -> str:
+    keys = ["model", "hidden_layers"] + (["width"] if cfg.get("model") != "awnn" else []) + [k for k in dims if k not in ("model", "hidden_layers", "width")]
+    return ", ".join(f"{k}={cfg[k]}" for k in keys if k in cfg)
+
+
+def width_table(data: ComparisonData) -> pd.DataFrame:
+    """Table 1 of the paper: per strategy, the width of the selected config
+    (fixed: chosen by the grid; AWNN: learned, as mean and std over the
+    re-training runs of the widths at the selected epoch), per layer and total."""
+    trials = data.trials()
+    st = strategy_table(data)
+    rows = []
+    for _, s in st.iterrows():
+        cfg = s["selected_config"]
+        if not cfg:
+            rows.append({"strategy": s["strategy"], "kind": "none", "layers": math.nan, "per_layer": "", "total_mean": math.nan, "total_std": math.nan, "n": 0})
+            continue
+        layers = int(cfg.get("hidden_layers", 1))
+        if cfg.get("model") == "awnn":
+            ass = trials[(trials["strategy"] == s["strategy"]) & (trials["phase"] == "assessment")]
+            ws = [w for w in ass.loc[ass["status"].isin(SELECTABLE), "widths_at_best"] if isinstance(w, list) and w]
+            kind = "learned (re-training runs, at the selected epoch)"
+            if not ws:  # no re-training run finished: the selected selection trial's width
+                sel = trials[(trials["strategy"] == s["strategy"]) & (trials["trial_key"] == s["selected_key"])]
+                ws = [w for w in sel["widths_at_best"] if isinstance(w, list) and w]
+                kind = "learned (selection trial)"
+            if not ws:
+                rows.append({"strategy": s["strategy"], "kind": "learned (not recorded)", "layers": layers, "per_layer": "", "total_mean": math.nan, "total_std": math.nan, "n": 0})
+                continue
+            arr = np.array([w + [np.nan] * (max(map(len, ws)) - len(w)) for w in ws], dtype=float)
+            with warnings.catch_warnings():  # a layer only some runs have: its std is NaN, said as n/a
+                warnings.simplefilter("ignore", RuntimeWarning)
+                per_mean, tot = np.nanmean(arr, axis=0), np.nansum(arr, axis=1)
+                per_std = np.nanstd(arr, axis=0, ddof=1) if len(arr) > 1 else np.zeros(arr.shape[1])
+            rows.append({"strategy": s["strategy"], "kind": kind, "layers": arr.shape[1],
+                         "per_layer": ", ".join(f"{m:.1f} ({sd:.1f})" for m, sd in zip(per_mean, per_std)),
+                         "per_layer_mean": per_mean.tolist(), "per_layer_std": per_std.tolist(),
+                         "total_mean": float(tot.mean()), "total_std": float(tot.std(ddof=1)) if len(tot) > 1 else 0.0, "n": len(ws)})
+        else:
+            w = float(cfg.get("width", math.nan))
+            rows.append({"strategy": s["strategy"], "kind": "chosen by the grid", "layers": layers, "per_layer": ", ".join([f"{w:g}"] * layers),
+                         "per_layer_mean": [w] * layers, "per_layer_std": [0.0] * layers,
+                         "total_mean": w * layers, "total_std": 0.0, "n": 1})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- savings
+def _phase_costs(runs: pd.DataFrame, strategy: str, phase: str) -> np.ndarray:
+    """Per-trial device-hours (a trial's runs summed) of one strategy and phase."""
+    r = runs[(runs["strategy"] == strategy) & (runs["phase"] == phase)]
+    if not len(r):
+        return np.zeros(0)
+    return r.groupby("trial_key", sort=True)["device_hours"].sum().to_numpy(dtype=float)
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else math.nan
+
+
+SAVINGS_COLUMNS = ["strategy", "family", "reference", "selection_hours", "reference_selection_hours", "selection_trials", "reference_selection_trials",
+                   "selection_ratio", "selection_lo", "selection_hi", "total_hours", "reference_total_hours", "total_trials", "reference_total_trials",
+                   "total_ratio", "total_lo", "total_hi", "n_boot", "level"]
+
+
+def savings(data: ComparisonData, references: Iterable[str] = REFERENCES, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+    """Per reference present in the comparison (`awnn`, then `fixed`) and per
+    other arm: selection and total (selection + re-training) device-hours,
+    the ratio to the reference's, and percentile bootstrap intervals (module
+    docstring).  The first reference draws from `default_rng(seed)`, the
+    k-th (k >= 1) from `default_rng([seed, k])`, so adding a reference leaves
+    the intervals against the first unchanged.  A reference missing from the
+    comparison gives no rows (`savings_notes` says so)."""
+    rows = []
+    alpha = (1 - level) / 2
+    for k, reference in enumerate(dict.fromkeys(references)):
+        if reference not in data.strategies:
+            continue
+        rng = np.random.default_rng(seed if k == 0 else [seed, k])
+        ref = {ph: _phase_costs(data.runs, reference, ph) for ph in PHASES}
+
+        def boot(costs: np.ndarray) -> np.ndarray:
+            if len(costs) == 0:
+                return np.zeros(n_boot)
+            idx = rng.integers(0, len(costs), size=(n_boot, len(costs)))
+            return costs[idx].sum(axis=1)
+
+        def ci(x: np.ndarray) -> tuple[float, float]:
+            x = x[np.isfinite(x)]
+            if not len(x):
+                return math.nan, math.nan
+            return float(np.quantile(x, alpha)), float(np.quantile(x, 1 - alpha))
+
+        ref_sel, ref_ass = boot(ref["selection"]), boot(ref["assessment"])
+        for s in data.strategies:
+            if s == reference:
+                continue
+            mine = {ph: _phase_costs(data.runs, s, ph) for ph in PHASES}
+            sel, ass = boot(mine["selection"]), boot(mine["assessment"])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r_sel = np.where(ref_sel > 0, sel / ref_sel, np.nan)
+                r_tot = np.where(ref_sel + ref_ass > 0, (sel + ass) / (ref_sel + ref_ass), np.nan)
+            lo_s, hi_s = ci(r_sel)
+            lo_t, hi_t = ci(r_tot)
+            rows.append({
+                "strategy": s, "family": data.family(s), "reference": reference,
+                "selection_hours": float(mine["selection"].sum()), "reference_selection_hours": float(ref["selection"].sum()),
+                "selection_trials": len(mine["selection"]), "reference_selection_trials": len(ref["selection"]),
+                "selection_ratio": _ratio(mine["selection"].sum(), ref["selection"].sum()), "selection_lo": lo_s, "selection_hi": hi_s,
+                "total_hours": float(mine["selection"].sum() + mine["assessment"].sum()),
+                "reference_total_hours": float(ref["selection"].sum() + ref["assessment"].sum()),
+                "total_trials": len(mine["selection"]) + len(mine["assessment"]), "reference_total_trials": len(ref["selection"]) + len(ref["assessment"]),
+                "total_ratio": _ratio(mine["selection"].sum() + mine["assessment"].sum(), ref["selection"].sum() + ref["assessment"].sum()),
+                "total_lo": lo_t, "total_hi": hi_t, "n_boot": n_boot, "level": level,
+            })
+    return pd.DataFrame(rows, columns=SAVINGS_COLUMNS)
+
+
+def savings_notes(data: ComparisonData, references: Iterable[str] = REFERENCES) -> list[str]:
+    """One line per reference the comparison lacks (its savings rows are absent)."""
+    what = {"awnn": "the AWNN grid", "fixed": "the full fixed-width grid"}
+    out = []
+    for reference in dict.fromkeys(references):
+        if reference not in data.strategies:
+            out.append(f"No savings against `{reference}` ({what.get(reference, reference)}): the comparison did not run it "
+                       f"(strategies: {', '.join(data.strategies) or 'none'}).")
+        elif len(data.strategies) < 2:
+            out.append(f"No savings against `{reference}`: the comparison has no other strategy.")
+    return out
+
+
+# --------------------------------------------------------------- overhead
+def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """AWNN's cost per training sample per epoch relative to fixed-width
+    trials of similar width, measured on the comparison's own runs.
+
+    A run's cost per epoch is `train_seconds x allocated devices / epochs_run`
+    (training time only: evaluation and lost attempts are excluded), divided
+    by the training samples per epoch when the run records `n_train`.  Each
+    AWNN run (model=awnn, status ok or width_capped) is matched with the
+    fixed runs on the same split with the same hidden layers and batch size
+    whose width is closest (in log scale) to the AWNN run's mean learned
+    width per layer over its epochs; when the comparison has none with the
+    same batch size (or hidden layers), that condition is dropped and the
+    match says so.  The ratio of the two costs is the overhead."""
+    per = data.comparison["gpus_per_trial"] if data.comparison["gpus_per_trial"] > 0 else data.comparison["cpus_per_trial"]
+    runs = data.runs
+    cols = ["strategy", "phase", "trial_key", "run_id", "hidden_layers", "batch_size", "mean_width", "cost", "fixed_width", "fixed_cost", "fixed_runs", "match", "ratio"]
+    ok = runs[runs["status"].isin(SELECTABLE) & (runs["epochs_run"] > 0) & np.isfinite(runs["train_seconds"].astype(float))] if len(runs) else runs
+    if not len(ok):
+        return pd.DataFrame(columns=cols), {"unit": "device-seconds per epoch", "n": 0}
+    ok = ok.copy()
+    per_sample = bool(np.isfinite(ok["n_train"].astype(float)).all() and (ok["n_train"] > 0).all())
+    denom = ok["n_train"].astype(float) if per_sample else 1.0
+    ok["cost"] = ok["train_seconds"].astype(float) * per / ok["epochs_run"].astype(float) / denom
+    unit = "device-seconds per sample per epoch" if per_sample else "device-seconds per epoch"
+    adaptive = ok[ok["model"] == "awnn"]
+    fixed = ok[ok["model"] != "awnn"].copy()
+    fixed["total_width"] = fixed["width"] * fixed["hidden_layers"]
+    hist = data.histories
+    wt = hist[hist["key"] == "width_total"].groupby("run_id")["value"].mean() if len(hist) else pd.Series(dtype=float)
+    rows = []
+    for _, a in adaptive.iterrows():
+        layers = a["hidden_layers"] if np.isfinite(a["hidden_layers"]) else 1.0
+        total = wt.get(a["run_id"], a["final_width_total"])
+        mean_w = float(total) / layers if np.isfinite(total) else math.nan
+        row = {c: a.get(c) for c in ("strategy", "phase", "trial_key", "run_id", "hidden_layers", "batch_size")}
+        row.update({"mean_width": mean_w, "cost": float(a["cost"]), "fixed_width": math.nan, "fixed_cost": math.nan, "fixed_runs": 0, "match": "no fixed runs", "ratio": math.nan})
+        pool = fixed[fixed["split"] == a["split"]]
+        if not len(pool) or not np.isfinite(mean_w):
+            rows.append(row)
+            continue
+        cands = [("same split, layers and batch size", pool[(pool["hidden_layers"] == a["hidden_layers"]) & (pool["batch_size"] == a["batch_size"])]),
+                 ("same split and layers; other batch size", pool[pool["hidden_layers"] == a["hidden_layers"]]),
+                 ("same split; other layers (matched on total width)", pool)]
+        for label, c in cands:
+            if len(c):
+                break
+        by_total = label.startswith("same split; other layers")
+        target = mean_w * layers if by_total else mean_w
+        widths = c["total_width"] if by_total else c["width"]
+        dist = (np.log(widths.astype(float).clip(lower=1)) - math.log(max(target, 1.0))).abs()
+        nearest = c[dist == dist.min()]
+        row.update({"fixed_width": float((nearest["total_width"] if by_total else nearest["width"]).iloc[0]),
+                    "fixed_cost": float(nearest["cost"].mean()), "fixed_runs": int(len(nearest)), "match": label})
+        row["ratio"] = row["cost"] / row["fixed_cost"] if row["fixed_cost"] > 0 else math.nan
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=cols)
+    ratios = table["ratio"].astype(float)
+    ratios = ratios[np.isfinite(ratios)]
+    summary = {
+        "unit": unit,
+        "n": int(len(ratios)),
+        "ratio_median": float(ratios.median()) if len(ratios) else math.nan,
+        "ratio_q25": float(ratios.quantile(0.25)) if len(ratios) else math.nan,
+        "ratio_q75": float(ratios.quantile(0.75)) if len(ratios) else math.nan,
+        "awnn_cost_median": float(table.loc[np.isfinite(table["ratio"].astype(float)), "cost"].median()) if len(ratios) else math.nan,
+        "fixed_cost_median": float(table.loc[np.isfinite(table["ratio"].astype(float)), "fixed_cost"].median()) if len(ratios) else math.nan,
+        "allocated_devices_per_trial": per,
+    }
+    return table, summary
+
+
