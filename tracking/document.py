@@ -1,0 +1,373 @@
+"""The report's content as a list of blocks, one function per section (rendered by tracking/render.py)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from . import analysis as A
+from . import contract as C
+from .fmt import PHASE_LABEL, _date, _finite, fh, fnum, fpct, fratio, fsec
+
+
+MAX_PROBLEMS = 40  # lines of the Problems list in the report; summary.json has them all
+
+
+# --------------------------------------------------------------- document
+def _strategies_text(d: A.ComparisonData) -> str:
+    out = []
+    for family, arms in d.families.items():
+        out.append(family if arms == [family] else f"{family} ({len(arms)} repeats: {', '.join(arms)})")
+    return ", ".join(out)
+
+
+def _early_stopped(a: A.Analysis) -> str:
+    """One sentence on the trials ASHA stopped early (empty when none)."""
+    c = a.costs
+    rows = c[(c["phase"] == "selection") & c["strategy"].map(lambda s: a.data.family(s) in A.EARLY_STOPPING)] if len(c) else c
+    if not len(rows):
+        return ""
+    trials = a.data.trials()
+    parts = []
+    for _, r in rows.iterrows():
+        t = trials[(trials["strategy"] == r["strategy"]) & (trials["phase"] == "selection") & (trials["status"] == "stopped")]
+        parts.append(f"{r['strategy']} {int(r['stopped'])} of {int(r['trials'])} selection trials ({fh(t['device_hours'].sum())} of its {fh(r['device_hours'])} device-hours)")
+    return ("ASHA stopped trials early by design: " + "; ".join(parts) + ". A stopped trial's partial device-hours are included in every total, "
+            "its status is `stopped`, and it is never selected.")
+
+
+def _profile_text(d: A.ComparisonData) -> str:
+    """The AWNN profile(s) of the comparison's AWNN trials and every choice
+    they resolved to, read from the trials' params ('' without AWNN trials)."""
+    from awnn.config import PROFILE_KEYS
+
+    configs = [c for c in (d.runs["config"] if len(d.runs) else []) if isinstance(c, dict) and c.get("model") == "awnn"]
+    if not configs:
+        return ""
+    by_profile: dict[str, dict] = {}
+    for c in configs:
+        by_profile.setdefault(str(c.get("awnn_profile", "not recorded")), c)
+    parts = []
+    for name, c in by_profile.items():
+        if name == "not recorded":
+            parts.append("`not recorded` (runs from before profiles existed: they ran the paper-text behaviour)")
+            continue
+        choices = ", ".join(f"{k}={c[k]}" for k in PROFILE_KEYS if k in c)
+        parts.append(f"`{name}` ({choices})")
+    return "AWNN profile: " + "; ".join(parts) + ". See the README's \"Profiles\" for what each choice means."
+
+
+def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | None = None) -> list[tuple]:
+    """The report as a list of blocks: ("h1"|"h2"|"p", text), ("ul", [items]),
+    ("table", header, rows), ("img", plot name, alt text); one function per section."""
+    return [
+        *_header_section(a),
+        *_summary_section(a),
+        *_problems_section(a),
+        *_costs_section(a),
+        *_accuracy_section(a),
+        *_savings_section(a),
+        *_target_section(a),
+        *_repeats_section(a),
+        *_overhead_section(a),
+        *_projection_section(a),
+        *_method_section(a, tracking_hint),
+    ]
+
+
+def _header_section(a: A.Analysis) -> list[tuple]:
+    d = a.data
+    c = a.data.comparison
+    doc: list[tuple] = []
+    n_runs = len(d.runs)
+    doc.append(("h1", f"AWNN search-cost report: {c['task']} ({c['id']})"))
+    doc.append(("p", f"Comparison `{c['id']}` in MLflow experiment `{c['experiment']}`: strategies {_strategies_text(d)}; budget `{c['budget']}`; "
+                     f"started {_date(c['start_time'])}; state **{c['state']}**; {n_runs} trial runs in {len(d.sweeps)} sweeps. "
+                     f"Every number below is read back from MLflow. Device-hours = training time of every attempt x allocated CPUs "
+                     f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
+                     + "; GPU-hours count only GPU time."))
+    profile_text = _profile_text(d)
+    if profile_text:
+        doc.append(("p", profile_text))
+    if d.other_comparisons:
+        doc.append(("p", f"The store holds {len(d.other_comparisons)} other comparisons; pass `--comparison ID` to report on one of them "
+                         f"(newest: {', '.join('`' + str(o['id']) + '`' for o in d.other_comparisons[:3])})."))
+    return doc
+
+
+def _summary_section(a: A.Analysis) -> list[tuple]:
+    return [("h2", "Summary"), ("ul", _summary_cost_items(a) + _summary_result_items(a))]
+
+
+def _summary_cost_items(a: A.Analysis) -> list[str]:
+    """The summary's lines on what the search cost (savings against the references)."""
+    d = a.data
+    items = []
+    costs = a.costs
+    ref = a.settings["reference"]
+
+    def cost_of(s, ph):
+        r = costs[(costs["strategy"] == s) & (costs["phase"] == ph)] if len(costs) else costs
+        return (float(r["device_hours"].iloc[0]), int(r["trials"].iloc[0]), int(r["configs"].iloc[0])) if len(r) else (math.nan, 0, 0)
+
+    for _, sv in a.savings.iterrows():
+        s = sv["strategy"]
+        if sv["reference"] != ref or d.family(s) not in A.GRID_FAMILIES:
+            continue  # the other arms and the second reference: one line below, every number in the savings table
+        h, n, cfg = cost_of(s, "selection")
+        hr, nr, cfgr = cost_of(ref, "selection")
+        if not n or not nr:
+            missing = s if not n else ref
+            items.append(f"**Model-selection cost, {s} vs {ref}.** No savings ratio: MLflow holds no selection trials of {missing}.")
+            continue
+        r = sv["selection_ratio"]
+        meaning = ""
+        if _finite(r) and r > 0:
+            meaning = f" (the {ref} search was {r:.2f} times cheaper)" if r >= 1 else f" (the {ref} search cost {1 / r:.2f} times as much)"
+        items.append(f"**Model-selection cost, {s} vs {ref}.** The {s} grid ({cfg} configs) spent {fh(h)} device-hours on model selection; "
+                     f"the {ref} grid ({cfgr} configs) {fh(hr)} device-hours. Savings ratio {s}/{ref}: **{fratio(sv['selection_ratio'])}**{meaning} "
+                     f"(95% bootstrap CI {fratio(sv['selection_lo'])} to {fratio(sv['selection_hi'])}, over {sv['selection_trials']} and "
+                     f"{sv['reference_selection_trials']} trials). With re-training included: {fratio(sv['total_ratio'])} "
+                     f"(CI {fratio(sv['total_lo'])} to {fratio(sv['total_hi'])}; {fh(sv['total_hours'])} vs {fh(sv['reference_total_hours'])} device-hours, "
+                     f"{sv['total_trials']} and {sv['reference_total_trials']} trials).")
+    others = [s for s in d.strategies if d.family(s) not in A.GRID_FAMILIES]
+    if others and len(a.savings):
+        parts = []
+        for s in others:
+            h, n, _ = cost_of(s, "selection")
+            ratios = [f"{fratio(r['selection_ratio'])} vs {r['reference']}" for _, r in a.savings[a.savings["strategy"] == s].iterrows()]
+            parts.append(f"{s} {fh(h)} device-hours over {n} trials" + (f" ({', '.join(ratios)})" if ratios else ""))
+        items.append("**Model-selection cost of the other strategies** (ratio = its device-hours / the reference's; below 1: cheaper than the reference): "
+                     + "; ".join(parts) + ".")
+    fixed_vs = a.savings[(a.savings["reference"] == "fixed") & (a.savings["strategy"] == ref)] if len(a.savings) else a.savings
+    if len(fixed_vs):
+        r = fixed_vs.iloc[0]
+        items.append(f"**{ref} against the full grid.** The {ref} grid spent {fratio(r['selection_ratio'])} of the fixed grid's selection device-hours "
+                     f"(CI {fratio(r['selection_lo'])} to {fratio(r['selection_hi'])}); {fratio(r['total_ratio'])} with re-training.")
+    if not len(a.savings) and not a.savings_notes:
+        items.append(f"No savings ratio: it needs the reference strategy `{ref}` (or `fixed`) and at least one other strategy in the comparison.")
+    for note in a.savings_notes:
+        items.append("**Savings.** " + note)
+    return items
+
+
+def _summary_result_items(a: A.Analysis) -> list[str]:
+    """The summary's lines on what the search bought, overhead, cost to target and data quality."""
+    ov = a.overhead_summary
+    ti = a.target_info
+    items = []
+    accs = []
+    for _, st in a.strategies.iterrows():
+        if st["test_runs"]:
+            accs.append(f"{st['strategy']} {fpct(st['test_acc_mean'])} +- {fpct(st['test_acc_std'])} (n={st['test_runs']} of {st['retrain_runs']} re-training runs)")
+        else:
+            accs.append(f"{st['strategy']} n/a (no finished re-training run)")
+    items.append("**Accuracy bought.** Test accuracy of each strategy's selected config (mean +- sample std): " + "; ".join(accs) + ".")
+    ws = []
+    for _, w in a.widths.iterrows():
+        if not _finite(w["total_mean"]):
+            ws.append(f"{w['strategy']} n/a")
+        elif w["kind"].startswith("learned"):
+            ws.append(f"{w['strategy']} learned {fnum(w['total_mean'], '.1f')} +- {fnum(w['total_std'], '.1f')} neurons in total (n={w['n']} runs)")
+        else:
+            ws.append(f"{w['strategy']} selected {w['per_layer']} = {fnum(w['total_mean'], 'g')} neurons")
+    items.append("**Width.** " + "; ".join(ws) + ".")
+    ov = a.overhead_summary
+    if ov.get("n"):
+        items.append(f"**AWNN overhead.** An AWNN run cost {fratio(ov['ratio_median'])} the {ov['unit']} of fixed runs of similar width "
+                     f"(median over {ov['n']} AWNN runs; interquartile range {fratio(ov['ratio_q25'])} to {fratio(ov['ratio_q75'])}).")
+    else:
+        items.append("**AWNN overhead.** Not measurable here: it needs finished AWNN runs and fixed runs on the same split.")
+    ti = a.target_info
+    if _finite(ti.get("target")):
+        parts = []
+        for _, t in a.target.iterrows():
+            if t["reached"] > 0 and t["order"] == "actual":
+                parts.append(f"{t['strategy']} after {fh(t['hours_mean'])} device-hours (as run)")
+            elif t["reached"] > 0:
+                parts.append(f"{t['strategy']} after {fh(t['hours_mean'])} device-hours on average" + (f" (in {fpct(t['reached'], 0)} of orders)" if t["reached"] < 1 else ""))
+            else:
+                parts.append(f"{t['strategy']} never (its best: {fpct(t['best_val_acc'])})")
+        how = ("in a random order of the grid" if set(a.target["order"]) == {"random"} else
+               "in a random order for the grids (fixed, awnn), in the order the trials ran for the other strategies")
+        items.append(f"**Cost to a good model.** Reaching within {100 * ti['margin']:g} pp (percentage points) of the best inner-validation accuracy any strategy found "
+                     f"({fpct(ti['best_val_acc'])}), {how}: " + "; ".join(parts) + ".")
+    n_prob = len(a.problems)
+    early = _early_stopped(a)
+    if early:
+        items.append("**Early stopping.** " + early)
+    items.append("**Data quality.** " + ("Every sweep and trial finished ok" + (" (ASHA's early stops aside)." if early else ".") if not n_prob
+                                         else f"{n_prob} issues, listed under \"Problems\" below; failed and diverged trials' compute is included in every cost."))
+    return items
+
+
+def _problems_section(a: A.Analysis) -> list[tuple]:
+    doc: list[tuple] = []
+    # ---- problems first when there are any: a reader must see them
+    if a.problems:
+        doc.append(("h2", "Problems"))
+        shown = list(a.problems[:MAX_PROBLEMS])
+        if len(a.problems) > MAX_PROBLEMS:
+            shown.append(f"... and {len(a.problems) - MAX_PROBLEMS} more (summary.json lists all {len(a.problems)}; the status counts are in the table below).")
+        doc.append(("ul", shown))
+    return doc
+
+
+def _costs_section(a: A.Analysis) -> list[tuple]:
+    d = a.data
+    c = a.data.comparison
+    costs = a.costs
+    early = _early_stopped(a)
+    doc: list[tuple] = []
+    # ---- cost table
+    doc.append(("h2", "What each strategy spent"))
+    rows = []
+    for _, r in costs.iterrows():
+        other = {k: int(r[k]) for k in C.STATUSES if k != "ok" and int(r[k])}
+        status = f"{int(r['ok'])} ok" + "".join(f", {v} {k}" for k, v in other.items())
+        declared = r["trials_declared"]
+        n_tr = f"{int(r['trials'])}" + (f" of {int(declared)}" if _finite(declared) and int(declared) != int(r["trials"]) else "")
+        rows.append([r["strategy"], PHASE_LABEL.get(r["phase"], r["phase"]), str(int(r["configs"])), n_tr, status,
+                     str(int(r["runs"])) + (f" ({int(r['interrupted_runs'])} interrupted)" if int(r["interrupted_runs"]) else ""),
+                     fh(r["device_hours"]) + (" (est.)" if int(r["estimated_runs"]) else ""), fh(r["gpu_hours"]), fsec(r["wall_seconds"])])
+    doc.append(("table", ["strategy", "phase", "configs", "trials", "status", "MLflow runs", "device-hours", "GPU-hours", "sweep wall-clock"], rows))
+    doc.append(("p", f"Comparison wall-clock: {fsec(c['wall_seconds'])}. Trials are counted once per config (selection) or re-training run; "
+                     "runs of a trial that a dead driver left `interrupted` add their compute, not configs."
+                     + (" TPE may suggest a config twice: each suggestion is a trial and counts." if any(d.family(s) == "tpe" for s in d.strategies) else "")))
+    if early:
+        doc.append(("p", early))
+    doc.append(("img", "cost", "Stacked bars of device-hours per strategy: selection and re-training"))
+    return doc
+
+
+def _accuracy_section(a: A.Analysis) -> list[tuple]:
+    doc: list[tuple] = []
+    # ---- accuracy and width (Table 1 of the paper)
+    doc.append(("h2", "What it bought: accuracy and width (cf. the paper's Table 1)"))
+    rows = []
+    for (_, st), (_, w) in zip(a.strategies.iterrows(), a.widths.iterrows()):
+        rows.append([st["strategy"], st["selected_summary"], fpct(st["selected_val_acc"]),
+                     f"{fpct(st['test_acc_mean'])} ({fpct(st['test_acc_std'])})" if st["test_runs"] else "n/a",
+                     f"{st['test_runs']} of {st['retrain_runs']}", w["kind"], w["per_layer"] or "n/a",
+                     f"{fnum(w['total_mean'], '.1f')} ({fnum(w['total_std'], '.1f')})" if _finite(w["total_mean"]) else "n/a"])
+    doc.append(("table", ["strategy", "selected config", "inner val acc", "test acc mean (std)", "runs", "width", "per layer mean (std)", "total mean (std)"], rows))
+    doc.append(("p", "Test accuracy: mean and sample standard deviation (ddof=1) over the re-training runs that finished ok. "
+                     "Fixed width: chosen by the grid. AWNN width: learned, taken at each re-training run's selected epoch (tag `awnn.widths_at_best`)."))
+    doc.append(("img", "accuracy_width", "Accuracy versus total width for every scored trial"))
+    return doc
+
+
+def _savings_section(a: A.Analysis) -> list[tuple]:
+    ref = a.settings["reference"]
+    doc: list[tuple] = []
+    # ---- savings
+    doc.append(("h2", "Savings ratio"))
+    if len(a.savings):
+        rows = [[sv["strategy"], sv["reference"], f"{fh(sv['selection_hours'])} / {fh(sv['reference_selection_hours'])}",
+                 f"{fratio(sv['selection_ratio'])} [{fratio(sv['selection_lo'])}, {fratio(sv['selection_hi'])}]",
+                 f"{fh(sv['total_hours'])} / {fh(sv['reference_total_hours'])}",
+                 f"{fratio(sv['total_ratio'])} [{fratio(sv['total_lo'])}, {fratio(sv['total_hi'])}]",
+                 f"{sv['selection_trials']} / {sv['reference_selection_trials']}"] for _, sv in a.savings.iterrows()]
+        doc.append(("table", ["strategy", "vs", "selection device-h", "selection ratio [95% CI]", "total device-h", "total ratio [95% CI]", "selection trials"], rows))
+    doc.append(("p", f"Ratio = sum of the strategy's trial device-hours / sum of the reference's (`vs`) trial device-hours: against `{ref}` (ratio > 1: `{ref}` is cheaper) "
+                     "and against `fixed`, the full fixed-width grid (ratio < 1: cheaper than running the whole grid). "
+                     f"CI: percentile bootstrap, {a.settings['n_boot']} resamples of each strategy's trials with replacement within each phase (seed {a.settings['seed']})."))
+    if a.savings_notes:
+        doc.append(("ul", list(a.savings_notes)))
+    return doc
+
+
+def _target_section(a: A.Analysis) -> list[tuple]:
+    d = a.data
+    ti = a.target_info
+    doc: list[tuple] = []
+    # ---- any-time and target
+    doc.append(("h2", "Any-time curves and cost to a target"))
+    doc.append(("img", "anytime", "Best inner-validation accuracy against cumulative selection device-hours"))
+    if _finite(ti.get("target")):
+        rows = [[t["strategy"], f"random ({ti['n_orders']} orders)" if t["order"] == "random" else "as run", fpct(t["best_val_acc"]),
+                 fpct(t["reached"], 0) if t["order"] == "random" else ("yes" if t["reached"] > 0 else "no"),
+                 fh(t["hours_mean"]), fh(t["hours_median"]) if t["order"] == "random" else "", fh(t["grid_hours"])] for _, t in a.target.iterrows()]
+        doc.append(("table", ["strategy", "order", "best inner val acc", "reached target", "device-h to target (mean)", "(median)", "all selection trials device-h"], rows))
+        actual = sorted({d.family(s) for s in a.target.loc[a.target["order"] == "actual", "strategy"]}) if len(a.target) else []
+        doc.append(("p", f"Target: {fpct(ti['target'])} = best inner-validation accuracy of any strategy ({fpct(ti['best_val_acc'])}) minus {100 * ti['margin']:g} pp. "
+                         f"A grid has no natural order: each grid's curve and cost is averaged over {ti['n_orders']} random orders of its selection trials, "
+                         "run one after another"
+                         + (f"; {', '.join(actual)} chose their trials in sequence, so their curves and costs follow the order the trials ran "
+                            "(by run end time), cumulative device-hours on x" if actual else "")
+                         + ". Diverged, failed and stopped trials cost their device-hours and find nothing."))
+    return doc
+
+
+def _repeats_section(a: A.Analysis) -> list[tuple]:
+    doc: list[tuple] = []
+    # ---- repeats
+    if len(a.repeats):
+        doc.append(("h2", "Repeats: spread across seeds"))
+        rows = []
+        for family, info in a.repeats_info.items():
+            for _, r in a.repeats[a.repeats["family"] == family].iterrows():
+                fmt = fpct if r["metric"] == "test_acc_mean" else (fratio if r["metric"].startswith("savings") else fh)
+                rows.append([family, r["label"], f"{r['n']} of {r['arms']}", fmt(r["mean"]), fmt(r["std"]), fmt(r["min"]), fmt(r["max"])])
+            rows.append([family, "reached target", f"{info['reached_target']} of {info['n']}", "", "", "", ""])
+        doc.append(("table", ["family", "measure", "arms (n)", "mean", "std", "min", "max"], rows))
+        doc.append(("p", "Each stochastic strategy ran once per seed (`--repeats`); every arm is a full search with its own selection and re-training. "
+                         "Mean and sample standard deviation (ddof=1) over the arms with a value; device-hours to target over the arms that reached it. "
+                         "Savings ratios: the arm's selection device-hours / the reference's (awnn, or fixed: the full grid)."))
+    return doc
+
+
+def _overhead_section(a: A.Analysis) -> list[tuple]:
+    ov = a.overhead_summary
+    doc: list[tuple] = []
+    # ---- overhead
+    doc.append(("h2", "AWNN per-step overhead, measured on these runs"))
+    if len(a.overhead):
+        rows = [[r["strategy"], PHASE_LABEL.get(r["phase"], r["phase"]), r["trial_key"], fnum(r["hidden_layers"], "g"), fnum(r["batch_size"], "g"), fnum(r["mean_width"], ".1f"),
+                 fnum(r["cost"], ".4g"), fnum(r["fixed_width"], "g"), f"{fnum(r['fixed_cost'], '.4g')} (n={r['fixed_runs']})", r["match"], fratio(r["ratio"])]
+                for _, r in a.overhead.iterrows()]
+        doc.append(("table", ["strategy", "phase", "trial", "layers", "batch", "AWNN mean width/layer", f"AWNN {ov['unit']}", "fixed width", "fixed (runs)", "matched on", "ratio"], rows))
+    doc.append(("p", f"Cost per epoch = train_seconds x allocated devices / epochs_run ({ov.get('unit')}); train_seconds is training time only. "
+                     "Each AWNN run is compared with the fixed-width runs (of any strategy) of the closest width (log scale) to its mean learned width per layer over training, "
+                     "on the same split with the same hidden layers and batch size where the grid has them."
+                     + ("" if "per sample" in str(ov.get("unit")) else " The runs do not record n_train, so the cost is per epoch, not per sample; on one split the ratio is the same.")))
+    doc.append(("img", "widths", "Learned total width of each AWNN trial over epochs"))
+    return doc
+
+
+def _projection_section(a: A.Analysis) -> list[tuple]:
+    doc: list[tuple] = []
+    # ---- projection
+    doc.append(("h2", "Projection: a width per layer (W^L configs)"))
+    pi = a.projection_info
+    if pi.get("applicable"):
+        p = a.projection
+        rows = [[str(int(r["layers"])), fnum(r["fixed_configs_shared_width"], "g"), fnum(r["fixed_configs_per_layer_width"], ".4g"),
+                 fh(r["fixed_hours_per_trial"]) + ("" if r["fixed_per_trial_measured"] else " (extrapolated)"), fh(r["fixed_hours"]),
+                 fnum(r["awnn_configs"], "g"), fh(r["awnn_hours_per_trial"]) + ("" if r["awnn_per_trial_measured"] else " (extrapolated)"), fh(r["awnn_hours"]), fratio(r["ratio"])]
+                for _, r in p.iterrows()]
+        doc.append(("p", f"**This is a projection, not a measurement.** The fixed grid tried W = {pi['W']} widths ({', '.join(f'{w:g}' for w in pi['width_values'])}) shared by all layers. "
+                         f"If each of L layers got its own width, it would need W^L x {pi['fixed_other_configs']:g} configs (its other dimensions); "
+                         f"AWNN keeps {pi['awnn_configs_per_layers']:g} configs per L. Costs use the measured mean device-hours per selection trial at each L "
+                         "(a least-squares line in L where L was not measured)."))
+        doc.append(("table", ["L", "fixed configs (shared width)", "fixed configs (width per layer)", "fixed device-h / trial", "fixed device-h (projected)",
+                              "AWNN configs", "AWNN device-h / trial", "AWNN device-h (projected)", "ratio"], rows))
+    else:
+        doc.append(("p", f"Not applicable to this comparison: {pi.get('reason', '')}."))
+    doc.append(("img", "projection", "Projected selection cost against the number of hidden layers"))
+    return doc
+
+
+def _method_section(a: A.Analysis, tracking_hint: str | None = None) -> list[tuple]:
+    c = a.data.comparison
+    doc: list[tuple] = []
+    # ---- method
+    doc.append(("h2", "How to read and rebuild this report"))
+    doc.append(("ul", [
+        "Trials: one per selection config and per re-training run; failed, diverged and stopped trials count in every cost. "
+        "Statuses come from the tag `awnn.status`; device-hours from the metric `device_hours` of each trial run.",
+        "Selection: best inner-validation accuracy (ties: lower validation loss, then grid order) among trials that finished ok or width_capped.",
+        f"Rebuild from the tracking store alone: `awnn report --comparison {c['id']} --tracking-uri {tracking_hint or 'URI'} --out DIR`. "
+        "The same store gives the same files.",
+        "Formulas and the summary.json keys: docs/report.md.",
+    ]))
+    return doc

@@ -1,0 +1,49 @@
+"""How the report writes numbers: device-hours, percentages, ratios, seconds, dates."""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from typing import Any
+
+import numpy as np
+
+PHASE_LABEL = {"selection": "selection", "assessment": "re-training", "total": "total"}
+
+
+# -------------------------------------------------------------- formatting
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool) and math.isfinite(float(x))
+
+
+def fh(x: Any) -> str:
+    """Device-hours with 3 significant digits."""
+    return f"{float(x):.3g}" if _finite(x) else "n/a"
+
+
+def fpct(x: Any, digits: int = 2) -> str:
+    return f"{100 * float(x):.{digits}f}%" if _finite(x) else "n/a"
+
+
+def fratio(x: Any) -> str:
+    return f"{float(x):.2f}x" if _finite(x) else "n/a"
+
+
+def fsec(x: Any) -> str:
+    if not _finite(x):
+        return "n/a"
+    x = float(x)
+    if x < 120:
+        return f"{x:.1f} s"
+    if x < 7200:
+        return f"{x / 60:.1f} min"
+    return f"{x / 3600:.2f} h"
+
+
+def fnum(x: Any, fmt: str = ".3g") -> str:
+    return format(float(x), fmt) if _finite(x) else "n/a"
+
+
+def _date(ms: Any) -> str:
+    if not _finite(ms):
+        return "unknown"
+    return _dt.datetime.fromtimestamp(float(ms) / 1000.0, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
