@@ -1,9 +1,9 @@
 """Budgets: how many epochs and re-training runs a sweep spends.
 
 `paper` is the paper's protocol (each grid's epochs, R = retrain_runs from
-the grid, 10 in the paper).  `quick` scales epochs so that `make demo`
-(the SpiralHard comparison: 180 + 18 selection trials and the re-training
-runs) finishes in about a quarter of an hour on a 2-core machine.  `smoke`
+the grid, 10 in the paper).  `quick` scales epochs to a CPU budget: at most
+60 epochs a trial (`make demo`, SpiralHard's five strategies, 429 trials,
+takes about 45 minutes on a 2-core machine; README "Measured").  `smoke`
 runs a couple of epochs per trial, for tests.  A budget can also be a YAML
 file with the same keys:
 
