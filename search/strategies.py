@@ -108,6 +108,14 @@ class Family:
     plan: Callable[[Arm, Budget], list[TrialSpec]]  # the selection trials, in launch order
     params: Callable[[Arm, Budget], dict[str, Any]]  # sweep-run params beyond family/repeat/seed
     trials: Callable[["_Sizing"], int]  # selection trials (raises GridError on bad options)
+    order: str = "random"  # its selection trials' order for the analysis: "random" (a whole grid, no natural
+    #                        order: curves average random orders) or "actual" (as they ran: sequential searches)
+    stops_early: bool = False  # its scheduler stops trials on purpose (awnn.status=stopped)
+
+    def tags(self) -> dict[str, str]:
+        """The sweep-run tags that tell the analysis how to read this family's
+        trials (tracking contract: awnn.order, awnn.stops_early)."""
+        return {"awnn.order": self.order, "awnn.stops_early": "true" if self.stops_early else "false"}
 
 
 @dataclass
@@ -190,9 +198,9 @@ def _asha_trials(z: _Sizing) -> int:
 REGISTRY: dict[str, Family] = {f.name: f for f in (
     Family("fixed", "fixed", False, _whole_grid, _no_params, lambda z: z.grid.size),
     Family("awnn", "awnn", False, _whole_grid, _no_params, lambda z: z.grid.size),
-    Family("tpe", "fixed", True, _tpe_plan, _trials_param, lambda z: z.count("--tpe-trials", z.options.tpe_trials)),
-    Family("random", "fixed", True, _random_plan, _trials_param, _random_trials),
-    Family("asha", "fixed", True, _asha_plan, _asha_params, _asha_trials),
+    Family("tpe", "fixed", True, _tpe_plan, _trials_param, lambda z: z.count("--tpe-trials", z.options.tpe_trials), order="actual"),
+    Family("random", "fixed", True, _random_plan, _trials_param, _random_trials, order="actual"),
+    Family("asha", "fixed", True, _asha_plan, _asha_params, _asha_trials, order="actual", stops_early=True),
 )}
 FAMILIES = ("fixed", "awnn", "tpe", "asha", "random")  # as the CLI lists them
 assert set(FAMILIES) == set(REGISTRY)

@@ -50,7 +50,7 @@ from .grid import Grid, GridError
 from .progress import ProgressLine, fmt_seconds
 from .protocol import TrialSpec, assessment_specs, select_best, summarize_assessment
 from .resume import PriorAttempts, find_checkpoint, read_prior_attempts
-from .strategies import Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
+from .strategies import REGISTRY, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
 from .tune import RunSettings, init_ray, run_plan, trial_settings, wait_for_warm_workers
 
 try:  # Ray is a hard dependency; the alias keeps the class definition readable
@@ -307,7 +307,8 @@ class Comparison:
         self.open_sweeps.add(sweep_key)
         arm = self.arm[strategy]
         tags = {"awnn.kind": "sweep", "awnn.strategy": arm.family, "awnn.arm": arm.name, "awnn.repeat": str(arm.repeat),
-                "awnn.phase": phase, "awnn.comparison": self.id, "awnn.task": self.task, "awnn.state": "running"}
+                "awnn.phase": phase, "awnn.comparison": self.id, "awnn.task": self.task, "awnn.state": "running",
+                **REGISTRY[arm.family].tags()}
         params = {"grid_file": str(grid.path), "grid_digest": grid.digest(), "budget": self.budget.name, "epochs": self.budget.epochs(grid),
                   "retrain_runs": self.budget.runs(grid), "configs": grid.size, "trials": len(specs)}
         if phase == "selection":

@@ -50,10 +50,10 @@ import pandas as pd
 # the whole analysis under one name (report.py, tests): the reader, the measure modules, the summary
 from .contract import PHASES, SELECTABLE, STATUSES, arm_family, redact_uri  # noqa: F401
 from .curves import anytime, cost_to_target, ordering, problems, projection, repeat_table  # noqa: F401
-from .reader import (RUN_COLUMNS, SEARCH_PARAMS, AnalysisError, ComparisonData, _run_frame, find_comparison,  # noqa: F401
-                     load_comparison, load_histories, trials_from_runs)
+from .reader import (EARLY_STOPPING, GRID_FAMILIES, RUN_COLUMNS, SEARCH_PARAMS, AnalysisError, ComparisonData,  # noqa: F401
+                     _run_frame, find_comparison, load_comparison, load_histories, trials_from_runs)
 from .summary import summarize
-from .tables import (EARLY_STOPPING, GRID_FAMILIES, REFERENCE, REFERENCES, cost_table, overhead, savings, savings_notes,  # noqa: F401
+from .tables import (REFERENCE, REFERENCES, cost_table, overhead, savings, savings_notes,  # noqa: F401
                      strategy_table, width_table)
 
 __all__ = [

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .contract import PHASES
 from .reader import ComparisonData
-from .tables import EARLY_STOPPING, GRID_FAMILIES, REFERENCE, _ratio, _selectable
+from .tables import REFERENCE, _ratio, _selectable
 
 __all__ = ["ordering", "anytime", "cost_to_target", "repeat_table", "projection", "problems"]
 
@@ -40,7 +40,7 @@ def _selection_points(data: ComparisonData, strategy: str, actual_order: bool = 
 def ordering(data: ComparisonData, strategy: str) -> str:
     """`random` for the arms of a grid (fixed, awnn: no natural order),
     `actual` for the others (tpe, asha, random: the order their trials ran)."""
-    return "random" if data.family(strategy) in GRID_FAMILIES else "actual"
+    return data.order_of(strategy)
 
 
 ANYTIME_COLUMNS = ["strategy", "family", "order", "device_hours", "mean", "q10", "q90", "orders_scored", "full_grid"]
@@ -268,7 +268,7 @@ def problems(data: ComparisonData) -> list[str]:
         out.append(f"{len(est)} runs have no recorded device_hours; their cost is estimated from their last train_seconds.")
     bad = trials[~trials["status"].isin(("ok",))] if len(trials) else trials
     if len(bad):
-        by_design = (bad["status"] == "stopped") & (bad["phase"] == "selection") & bad["strategy"].map(lambda s: data.family(s) in EARLY_STOPPING)
+        by_design = (bad["status"] == "stopped") & (bad["phase"] == "selection") & bad["strategy"].map(data.stops_early)
         bad = bad[~by_design]
     for _, r in bad.iterrows():
         what = {"diverged": "diverged (non-finite loss)", "width_capped": "hit max_width (scored, selectable)",

@@ -23,7 +23,7 @@ def _strategies_text(d: A.ComparisonData) -> str:
 def _early_stopped(a: A.Analysis) -> str:
     """One sentence on the trials ASHA stopped early (empty when none)."""
     c = a.costs
-    rows = c[(c["phase"] == "selection") & c["strategy"].map(lambda s: a.data.family(s) in A.EARLY_STOPPING)] if len(c) else c
+    rows = c[(c["phase"] == "selection") & c["strategy"].map(a.data.stops_early)] if len(c) else c
     if not len(rows):
         return ""
     trials = a.data.trials()
@@ -111,7 +111,7 @@ def _summary_cost_items(a: A.Analysis) -> list[str]:
 
     for _, sv in a.savings.iterrows():
         s = sv["strategy"]
-        if sv["reference"] != ref or d.family(s) not in A.GRID_FAMILIES:
+        if sv["reference"] != ref or d.order_of(s) != "random":  # a whole grid: the headline lines
             continue  # the other arms and the second reference: one line below, every number in the savings table
         h, n, cfg = cost_of(s, "selection")
         hr, nr, cfgr = cost_of(ref, "selection")
@@ -129,7 +129,7 @@ def _summary_cost_items(a: A.Analysis) -> list[str]:
                      f"{sv['reference_selection_trials']} trials). With re-training included: {fratio(sv['total_ratio'])} "
                      f"(CI {fratio(sv['total_lo'])} to {fratio(sv['total_hi'])}; {fh(sv['total_hours'])} vs {fh(sv['reference_total_hours'])} device-hours, "
                      f"{sv['total_trials']} and {sv['reference_total_trials']} trials).")
-    others = [s for s in d.strategies if d.family(s) not in A.GRID_FAMILIES]
+    others = [s for s in d.strategies if d.order_of(s) != "random"]
     if others and len(a.savings):
         parts = []
         for s in others:

@@ -144,7 +144,7 @@ def plot_cost(a: A.Analysis, path: Path) -> None:
     ax.set_ylabel("device-hours")
     ax.set_ylim(0, max(bottoms.max() * 1.15, 1e-9))
     ax.set_title("Search cost per strategy and phase" + (" (ASHA: stopped trials' partial cost included)"
-                                                          if any(A.arm_family(s) in A.EARLY_STOPPING for s in strategies) else ""), fontsize=9)
+                                                          if any(a.data.stops_early(s) for s in strategies) else ""), fontsize=9)
     ax.legend(frameon=False, fontsize=8)
     _save(fig, path)
 

@@ -20,6 +20,11 @@ __all__ = ["AnalysisError", "ComparisonData", "find_comparison", "load_compariso
 SEARCH_PARAMS = ("seed", "repeats", "tpe_trials", "random_trials", "asha_grace_period", "asha_reduction_factor")
 
 
+# how stores written before the behaviour tags (awnn.order, awnn.stops_early) are read
+GRID_FAMILIES = ("fixed", "awnn")  # whole grids without a natural order
+EARLY_STOPPING = ("asha",)  # families whose scheduler stops trials early on purpose
+
+
 class AnalysisError(ValueError):
     """The store does not hold what was asked for (one readable line)."""
 
@@ -51,6 +56,34 @@ class ComparisonData:
         for arm in self.strategies:
             out.setdefault(self.family(arm), []).append(arm)
         return {f: arms for f, arms in out.items() if arms}
+
+    def _sweep_tag(self, arm: str, column: str) -> str | None:
+        """A behaviour tag of the arm's sweep runs (the selection sweep's first), or None."""
+        sw = self.sweeps
+        if not len(sw) or column not in sw.columns:
+            return None
+        rows = sw[(sw["strategy"] == arm) & sw[column].notna()]
+        if not len(rows):
+            return None
+        sel = rows[rows["phase"] == "selection"]
+        return str((sel if len(sel) else rows)[column].iloc[0])
+
+    def order_of(self, arm: str) -> str:
+        """How the analysis orders the arm's selection trials: "random" (a whole
+        grid: random orders) or "actual" (as they ran).  From the sweep runs'
+        `awnn.order` tag; stores written before it: by family."""
+        tag = self._sweep_tag(arm, "order")
+        if tag in ("random", "actual"):
+            return tag
+        return "random" if self.family(arm) in GRID_FAMILIES else "actual"
+
+    def stops_early(self, arm: str) -> bool:
+        """Whether the arm's scheduler stops trials on purpose (`awnn.stops_early`
+        tag of its sweep runs; stores written before it: by family)."""
+        tag = self._sweep_tag(arm, "stops_early")
+        if tag in ("true", "false"):
+            return tag == "true"
+        return self.family(arm) in EARLY_STOPPING
 
     def trials(self) -> pd.DataFrame:
         """`runs` folded into trials (see `trials_from_runs`), computed once per `runs` table."""
@@ -204,9 +237,10 @@ def _sweep_frame(runs: list, strategies: list[str]) -> pd.DataFrame:
             "selected_config": _json(t.get("awnn.selected_config")),
             "wall_seconds": m.get("wall_seconds", math.nan), "device_hours": m.get("device_hours", math.nan),
             "start_time": r.info.start_time, "end_time": r.info.end_time,
+            "order": t.get("awnn.order"), "stops_early": t.get("awnn.stops_early"),
         })
     cols = ["strategy", "family", "repeat", "phase", "run_id", "state", "trials_declared", "configs_declared", "epochs", "retrain_runs", "grid_file",
-            "grid_digest", "selected_key", "selected_config", "wall_seconds", "device_hours", "start_time", "end_time"]
+            "grid_digest", "selected_key", "selected_config", "wall_seconds", "device_hours", "start_time", "end_time", "order", "stops_early"]
     df = pd.DataFrame(rows, columns=cols)
     order = _order(strategies)
     if len(df):

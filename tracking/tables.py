@@ -13,13 +13,11 @@ import pandas as pd
 from .contract import PHASES, SELECTABLE, STATUSES
 from .reader import ComparisonData
 
-__all__ = ["REFERENCE", "REFERENCES", "GRID_FAMILIES", "EARLY_STOPPING", "cost_table", "strategy_table", "width_table", "savings", "savings_notes", "overhead"]
+__all__ = ["REFERENCE", "REFERENCES", "cost_table", "strategy_table", "width_table", "savings", "savings_notes", "overhead"]
 
 
 REFERENCE = "awnn"  # the strategy every other one is measured against (the headline ratio)
 REFERENCES = ("awnn", "fixed")  # savings are given against both: AWNN's grid and the full fixed-width grid
-GRID_FAMILIES = ("fixed", "awnn")  # whole grids without a natural order: random orders for curves and cost to target
-EARLY_STOPPING = ("asha",)  # families whose scheduler stops trials early on purpose (awnn.status=stopped)
 # params that identify a trial rather than a point of the grid
 NON_GRID_PARAMS = {"trial_key", "phase", "grid_index", "seed", "split", "epochs", "patience", "data_seed"}
 
