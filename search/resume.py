@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tracking.contract import TERMINAL, parse_param
+from tracking.contract import TERMINAL, Tag, parse_param, tag_equals
 from tracking.store import TrackingWriter
 
 __all__ = ["Rerun", "PriorAttempts", "read_prior_attempts"]
@@ -62,12 +62,12 @@ def read_prior_attempts(client, experiment_id: str, comparison: str, writer: Tra
     """Read comparison `comparison`'s runs; close what the dead driver left
     open and reopen its unfinished sweeps (writes go through `writer`)."""
     prior = PriorAttempts()
-    runs = client.search_runs([experiment_id], filter_string=f"tags.`awnn.comparison` = '{comparison}'", max_results=50000)
+    runs = client.search_runs([experiment_id], filter_string=tag_equals((Tag.COMPARISON, comparison)), max_results=50000)
     closed = 0
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
-        key = tags.get("awnn.key")
-        kind = tags.get("awnn.kind")
+        key = tags.get(Tag.KEY)
+        kind = tags.get(Tag.KIND)
         if not key:
             continue
         if kind == "comparison":
@@ -76,27 +76,27 @@ def read_prior_attempts(client, experiment_id: str, comparison: str, writer: Tra
         if kind == "sweep":
             writer.adopt(key, run.info.run_id)
             prior.wall_seconds[key] = float(metrics.get("wall_seconds", 0.0))
-            if tags.get("awnn.state") == "finished":
+            if tags.get(Tag.STATE) == "finished":
                 prior.finished_sweeps.add(key)
             else:
                 writer.reopen_run(key)
-                writer.set_tags(key, {"awnn.state": "running"})
+                writer.set_tags(key, {Tag.STATE: "running"})
                 prior.reopened_sweeps.add(key)
             continue
-        status = tags.get("awnn.status", "running")
+        status = tags.get(Tag.STATUS, "running")
         if status in TERMINAL:
             if key in prior.finished:  # two finished runs for one trial cannot happen; keep the first, as the analysis does
                 continue
             prior.finished[key] = {
-                "key": tags.get("awnn.trial_key"), "status": status, "index": _index(run.data.params),
+                "key": tags.get(Tag.TRIAL_KEY), "status": status, "index": _index(run.data.params),
                 "config": _config(run), **dict(metrics),
-                "widths": _json_tag(tags, "awnn.widths"), "widths_at_best": _json_tag(tags, "awnn.widths_at_best"),
+                "widths": _json_tag(tags, Tag.WIDTHS), "widths_at_best": _json_tag(tags, Tag.WIDTHS_AT_BEST),
             }
             continue
         if status != "interrupted":  # left open by a driver that died: close it
             stale = f"stale/{run.info.run_id}"
             writer.adopt(stale, run.info.run_id)
-            writer.set_tags(stale, {"awnn.status": "interrupted"})
+            writer.set_tags(stale, {Tag.STATUS: "interrupted"})
             writer.end_run(stale, "KILLED")
             closed += 1
         # run again with the same config (a TPE trial's config is in no grid order), from its newest checkpoint
@@ -125,8 +125,8 @@ def _config(run) -> dict[str, Any]:
     """The trial's config as the search gave it (tag awnn.config), so that a
     resumed comparison selects and records exactly what an uninterrupted one
     does; runs logged before that tag existed: from the params."""
-    if "awnn.config" in run.data.tags:
-        return json.loads(run.data.tags["awnn.config"])
+    if Tag.CONFIG in run.data.tags:
+        return json.loads(run.data.tags[Tag.CONFIG])
     return config_from_params(run.data.params)
 
 

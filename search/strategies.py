@@ -29,7 +29,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from tracking.contract import SELECTABLE, arm_name
+from tracking.contract import SELECTABLE, Tag, arm_name
 
 from .budget import Budget
 from .grid import Grid, GridError, find_grid
@@ -115,7 +115,7 @@ class Family:
     def tags(self) -> dict[str, str]:
         """The sweep-run tags that tell the analysis how to read this family's
         trials (tracking contract: awnn.order, awnn.stops_early)."""
-        return {"awnn.order": self.order, "awnn.stops_early": "true" if self.stops_early else "false"}
+        return {Tag.ORDER: self.order, Tag.STOPS_EARLY: "true" if self.stops_early else "false"}
 
 
 @dataclass

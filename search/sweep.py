@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tracking.contract import default_tracking_uri, experiment_name, redact_uri
+from tracking.contract import Tag, default_tracking_uri, experiment_name, redact_uri, tag_equals
 from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, folder_lock,
                             init_tracking, replay_spool)
 
@@ -205,7 +205,7 @@ class Comparison:
                 self._start_comparison()
             searcher = self.searcher = PhasedSearcher(self, prior)
             self.tracker = TrialTracker(
-                self.writer, tags={"awnn.comparison": self.id, "awnn.task": self.task},
+                self.writer, tags={Tag.COMPARISON: self.id, Tag.TASK: self.task},
                 cpus_per_trial=self.settings.cpus_per_trial, gpus_per_trial=self.settings.gpus_per_trial,
                 on_update=searcher.on_update,
             )
@@ -215,12 +215,12 @@ class Comparison:
                 name = f"{self.id}" + (f"-r{attempt}" if attempt else "")
                 warm = wait_for_warm_workers()  # the local Ray's workers importing torch & co. since init_ray
                 if warm:
-                    self.writer.set_tags("cmp", {"awnn.warm_pids": ",".join(map(str, warm))})
+                    self.writer.set_tags("cmp", {Tag.WARM_PIDS: ",".join(map(str, warm))})
                 run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker],
                          scheduler=make_scheduler(self.arms, self.budget))
             searcher.finish_all()
             self.writer.log_metrics("cmp", [("wall_seconds", self.wall_seconds(), 0)])
-            self.writer.set_tags("cmp", {"awnn.state": "finished"})
+            self.writer.set_tags("cmp", {Tag.STATE: "finished"})
             self.writer.end_run("cmp")
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (search/cli.py): resumable, and visibly not running
             self._close_open("interrupted", "KILLED")
@@ -258,11 +258,11 @@ class Comparison:
             for sweep in sorted(self.open_sweeps):
                 if sweep == current[0]:
                     self.writer.log_metrics(sweep, [("wall_seconds", current[1], 0)])
-                self.writer.set_tags(sweep, {"awnn.state": state})
+                self.writer.set_tags(sweep, {Tag.STATE: state})
                 self.writer.end_run(sweep, status)
             self.open_sweeps.clear()
             self.writer.log_metrics("cmp", [("wall_seconds", self.wall_seconds(), 0)])
-            self.writer.set_tags("cmp", {"awnn.state": state})
+            self.writer.set_tags("cmp", {Tag.STATE: state})
             self.writer.end_run("cmp", status)
         except Exception as e:  # noqa: BLE001 - closing must not hide why the driver stopped
             self.log(f"warning: could not mark the open runs as {state}: {type(e).__name__}: {e}")
@@ -280,16 +280,16 @@ class Comparison:
     def _start_comparison(self) -> None:
         self.id = f"{self.task}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
         tags = {
-            "awnn.kind": "comparison",
-            "awnn.comparison": self.id,
-            "awnn.comparison_key": self.key,
-            "awnn.task": self.task,
-            "awnn.strategies": ",".join(self.strategies),
-            "awnn.arms": ",".join(a.name for a in self.arms),
-            "awnn.repeats": str(self.options.repeats),
-            "awnn.budget": self.budget.name,
-            "awnn.command": self.kind,
-            "awnn.state": "running",
+            Tag.KIND: "comparison",
+            Tag.COMPARISON: self.id,
+            Tag.COMPARISON_KEY: self.key,
+            Tag.TASK: self.task,
+            Tag.STRATEGIES: ",".join(self.strategies),
+            Tag.ARMS: ",".join(a.name for a in self.arms),
+            Tag.REPEATS: str(self.options.repeats),
+            Tag.BUDGET: self.budget.name,
+            Tag.COMMAND: self.kind,
+            Tag.STATE: "running",
         }
         params = {"task": self.task, "strategies": ",".join(self.strategies), "budget": json.dumps(self.budget.to_dict()),
                   "cpus_per_trial": self.settings.cpus_per_trial, "gpus_per_trial": self.settings.gpus_per_trial,
@@ -306,8 +306,8 @@ class Comparison:
             return
         self.open_sweeps.add(sweep_key)
         arm = self.arm[strategy]
-        tags = {"awnn.kind": "sweep", "awnn.strategy": arm.family, "awnn.arm": arm.name, "awnn.repeat": str(arm.repeat),
-                "awnn.phase": phase, "awnn.comparison": self.id, "awnn.task": self.task, "awnn.state": "running",
+        tags = {Tag.KIND: "sweep", Tag.STRATEGY: arm.family, Tag.ARM: arm.name, Tag.REPEAT: str(arm.repeat),
+                Tag.PHASE: phase, Tag.COMPARISON: self.id, Tag.TASK: self.task, Tag.STATE: "running",
                 **REGISTRY[arm.family].tags()}
         params = {"grid_file": str(grid.path), "grid_digest": grid.digest(), "budget": self.budget.name, "epochs": self.budget.epochs(grid),
                   "retrain_runs": self.budget.runs(grid), "configs": grid.size, "trials": len(specs)}
@@ -327,7 +327,7 @@ class Comparison:
             ("wall_seconds", result.wall_seconds, 0), ("device_hours", result.total("device_hours"), 0),
             ("gpu_hours", result.total("gpu_hours"), 0), ("compute_seconds", result.total("compute_seconds"), 0),
         ])
-        self.writer.set_tags(sweep_key, {"awnn.state": "finished"})
+        self.writer.set_tags(sweep_key, {Tag.STATE: "finished"})
         self.writer.end_run(sweep_key)
         self.open_sweeps.discard(sweep_key)
 
@@ -346,21 +346,21 @@ class Comparison:
             self.log(f"resume: applied {replayed} tracking writes saved by the previous driver")
         client = MlflowClient(self.tracking_uri)
         exp = self.writer.experiment_id
-        roots = client.search_runs([exp], filter_string=f"tags.`awnn.comparison_key` = '{self.key}' and tags.`awnn.kind` = 'comparison'", order_by=["attributes.start_time DESC"], max_results=20)
-        root = next((r for r in roots if r.data.tags.get("awnn.state") != "finished"), None)
+        roots = client.search_runs([exp], filter_string=tag_equals((Tag.COMPARISON_KEY, self.key), (Tag.KIND, "comparison")), order_by=["attributes.start_time DESC"], max_results=20)
+        root = next((r for r in roots if r.data.tags.get(Tag.STATE) != "finished"), None)
         if root is None and roots:
             # the newest comparison with these arguments is complete (its driver may have died while writing the report)
-            self.id = roots[0].data.tags["awnn.comparison"]
+            self.id = roots[0].data.tags[Tag.COMPARISON]
             self.already_finished = True
             self.log(f"resume: comparison {self.id} is complete in MLflow; nothing to run (run without --resume to repeat it)")
             return PriorAttempts()
         if root is None:
             self.log("resume: no unfinished comparison with these arguments; starting a new one")
             return PriorAttempts()
-        self.id = root.data.tags["awnn.comparison"]
+        self.id = root.data.tags[Tag.COMPARISON]
         self.writer.adopt("cmp", root.info.run_id)
         self.writer.reopen_run("cmp")
-        self.writer.set_tags("cmp", {"awnn.state": "running"})
+        self.writer.set_tags("cmp", {Tag.STATE: "running"})
         storage = self.settings.storage_path()
         prior = read_prior_attempts(client, exp, self.id, self.writer, lambda key: find_checkpoint(storage, self.id, key), self.log)
         self.open_sweeps |= prior.reopened_sweeps
@@ -518,7 +518,7 @@ class PhasedSearcher(_SearcherBase):
                     continue
                 selected = dict(best)
                 self.strategy_result.selected = selected
-                self.c.writer.set_tags(f"{strategy}/selection", {"awnn.selected_key": best["key"], "awnn.selected_config": json.dumps(best["config"], sort_keys=True)})
+                self.c.writer.set_tags(f"{strategy}/selection", {Tag.SELECTED_KEY: best["key"], Tag.SELECTED_CONFIG: json.dumps(best["config"], sort_keys=True)})
                 specs = assessment_specs(best["config"], grid, self.c.budget)
             for sp in specs:
                 sp.strategy, sp.family, sp.repeat = strategy, arm.family, arm.repeat

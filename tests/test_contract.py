@@ -56,3 +56,21 @@ def test_default_tracking_uri_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     assert C.default_tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert C.experiment_name("spiralhard") == "awnn-spiralhard"
+
+
+def test_tag_names_have_one_owner():
+    """Every MLflow tag name is a `Tag` constant; no other module in search/ or
+    tracking/ spells one as a string (a typo there would write a tag nobody reads)."""
+    import re
+
+    assert len(set(C.TAGS)) == len(C.TAGS) and all(t.startswith("awnn.") for t in C.TAGS)
+    assert {"awnn.kind", "awnn.status", "awnn.order", "awnn.stops_early"} <= set(C.TAGS)
+    spelled = []
+    for path in [*ROOT.glob("search/**/*.py"), *ROOT.glob("tracking/**/*.py")]:
+        if path.name == "contract.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"awnn\.[a-z_]+", node.value):
+                spelled.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value}")
+    assert spelled == [], f"tag names spelled outside tracking/contract.py: {spelled}"
+    assert C.tag_equals((C.Tag.KIND, "comparison"), (C.Tag.TASK, "spiral")) == "tags.`awnn.kind` = 'comparison' and tags.`awnn.task` = 'spiral'"

@@ -30,6 +30,7 @@ from typing import Callable
 
 from ray.tune import Callback
 
+from .contract import Tag
 from .store import TrackingWriter
 
 __all__ = ["TrialTracker"]
@@ -100,14 +101,14 @@ class TrialTracker(Callback):
         self.started.add(key)
         params = TrainConfig.from_dict(spec["config"]).to_dict()  # every key, defaults included
         params.update({"trial_key": spec["key"], "phase": spec["phase"], "grid_index": spec["index"]})
-        tags = {**self.tags, "awnn.kind": "trial", "awnn.strategy": spec.get("family") or spec["strategy"], "awnn.arm": spec["strategy"],
-                "awnn.repeat": str(spec.get("repeat", 0)), "awnn.phase": spec["phase"], "awnn.trial_key": spec["key"], "awnn.status": "running",
+        tags = {**self.tags, Tag.KIND: "trial", Tag.STRATEGY: spec.get("family") or spec["strategy"], Tag.ARM: spec["strategy"],
+                Tag.REPEAT: str(spec.get("repeat", 0)), Tag.PHASE: spec["phase"], Tag.TRIAL_KEY: spec["key"], Tag.STATUS: "running",
                 # the config as the search gave it (params hold it with every default filled in): --resume reads it back
-                "awnn.config": json.dumps(spec["config"], sort_keys=True)}
+                Tag.CONFIG: json.dumps(spec["config"], sort_keys=True)}
         if params.get("model") == "awnn":
-            tags["awnn.profile"] = params["awnn_profile"]
+            tags[Tag.PROFILE] = params["awnn_profile"]
         if spec.get("resume_from"):
-            tags["awnn.resumed_from"] = spec["resume_from"]
+            tags[Tag.RESUMED_FROM] = spec["resume_from"]
         self.writer.start_run(key, name=f"{spec['strategy']}-{spec['key']}", parent=self.sweep_of(spec), tags=tags, params=params)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -120,11 +121,11 @@ class TrialTracker(Callback):
             nodes = self.nodes.setdefault(key, [])
             if (node or node_id) and (not nodes or nodes[-1] != (node_id, node)):
                 nodes.append((node_id, node))
-                self.writer.set_tags(key, {"awnn.node_ip": node, "awnn.node_id": node_id, "awnn.nodes": ",".join(ip for _, ip in nodes)})
+                self.writer.set_tags(key, {Tag.NODE_IP: node, Tag.NODE_ID: node_id, Tag.NODES: ",".join(ip for _, ip in nodes)})
             pid = str(result.get("pid", ""))
             if pid and self.pids.get(key) != pid:  # the worker process: shows which actor ran it (and whether actors were reused)
                 self.pids[key] = pid
-                self.writer.set_tags(key, {"awnn.pid": pid})
+                self.writer.set_tags(key, {Tag.PID: pid})
         rows = []
         for rec in result.get("epochs") or []:
             step = int(rec["epoch"])
@@ -146,7 +147,7 @@ class TrialTracker(Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         key = self._key(trial)
         self.retries[key] = self.retries.get(key, 0) + 1
-        self.writer.set_tags(key, {"awnn.retries": self.retries[key], "awnn.last_error": _error_text(trial)})
+        self.writer.set_tags(key, {Tag.RETRIES: self.retries[key], Tag.LAST_ERROR: _error_text(trial)})
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         key = self._key(trial)
@@ -169,7 +170,7 @@ class TrialTracker(Callback):
             dev_h, gpu_h = self.device_hours(compute)
             self.writer.log_metrics(key, [("compute_seconds", compute, 0), ("device_hours", dev_h, 0), ("gpu_hours", gpu_h, 0),
                                           ("attempts", len(self.attempts.get(key, {})), 0)])
-            self.writer.set_tags(key, {"awnn.status": "interrupted"})
+            self.writer.set_tags(key, {Tag.STATUS: "interrupted"})
             self.writer.end_run(key, "KILLED")
 
     # ------------------------------------------------------------ finishing
@@ -195,14 +196,14 @@ class TrialTracker(Callback):
             metrics["final_width_total"] = float(sum(final["widths"]))
         step = int(final.get("epochs_run") or last.get("epoch") or 0)
         self.writer.log_metrics(key, [(k, v, step) for k, v in metrics.items()])
-        tags = {"awnn.status": status, "awnn.attempts": metrics["attempts"]}
+        tags = {Tag.STATUS: status, Tag.ATTEMPTS: metrics["attempts"]}
         if "widths" in final:
-            tags["awnn.widths"] = json.dumps(final["widths"])
-            tags["awnn.widths_at_best"] = json.dumps(final.get("widths_at_best", final["widths"]))
+            tags[Tag.WIDTHS] = json.dumps(final["widths"])
+            tags[Tag.WIDTHS_AT_BEST] = json.dumps(final.get("widths_at_best", final["widths"]))
         if final.get("hit_max_width"):
-            tags["awnn.hit_max_width"] = "true"
+            tags[Tag.HIT_MAX_WIDTH] = "true"
         if error:
-            tags["awnn.error"] = error
+            tags[Tag.ERROR] = error
         self.writer.set_tags(key, tags)
         self.writer.end_run(key, "FAILED" if status == "failed" else "FINISHED")
         spec = trial.config["spec"]

@@ -80,3 +80,54 @@ def parse_param(v: str) -> Any:
     if v in ("True", "False"):
         return v == "True"
     return v
+
+
+class Tag:
+    """Every MLflow tag name this project writes, one owner (what each holds:
+    the README's tracking contract).  Writers and readers use these names,
+    never the strings (tests/test_contract.py checks)."""
+
+    ARM = "awnn.arm"
+    ARMS = "awnn.arms"
+    ATTEMPTS = "awnn.attempts"
+    BUDGET = "awnn.budget"
+    COMMAND = "awnn.command"
+    COMPARISON = "awnn.comparison"
+    COMPARISON_KEY = "awnn.comparison_key"
+    CONFIG = "awnn.config"
+    ERROR = "awnn.error"
+    HIT_MAX_WIDTH = "awnn.hit_max_width"
+    KEY = "awnn.key"
+    KIND = "awnn.kind"
+    LAST_ERROR = "awnn.last_error"
+    NODE_ID = "awnn.node_id"
+    NODE_IP = "awnn.node_ip"
+    NODES = "awnn.nodes"
+    ORDER = "awnn.order"
+    PHASE = "awnn.phase"
+    PID = "awnn.pid"
+    PROFILE = "awnn.profile"
+    REPEAT = "awnn.repeat"
+    REPEATS = "awnn.repeats"
+    RESUMED_FROM = "awnn.resumed_from"
+    RETRIES = "awnn.retries"
+    SELECTED_CONFIG = "awnn.selected_config"
+    SELECTED_KEY = "awnn.selected_key"
+    STATE = "awnn.state"
+    STATUS = "awnn.status"
+    STOPS_EARLY = "awnn.stops_early"
+    STRATEGIES = "awnn.strategies"
+    STRATEGY = "awnn.strategy"
+    TASK = "awnn.task"
+    TRIAL_KEY = "awnn.trial_key"
+    WARM_PIDS = "awnn.warm_pids"
+    WIDTHS = "awnn.widths"
+    WIDTHS_AT_BEST = "awnn.widths_at_best"
+
+
+TAGS = tuple(v for k, v in vars(Tag).items() if k.isupper())
+
+
+def tag_equals(*pairs: tuple[str, str]) -> str:
+    """An MLflow search filter: every (tag name, value) pair must match."""
+    return " and ".join(f"tags.`{name}` = '{value}'" for name, value in pairs)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import contract as C
-from .contract import PHASES, arm_family, redact_uri
+from .contract import PHASES, Tag, arm_family, redact_uri, tag_equals
 
 __all__ = ["AnalysisError", "ComparisonData", "find_comparison", "load_comparison", "load_histories", "trials_from_runs", "RUN_COLUMNS", "SEARCH_PARAMS"]
 
@@ -123,13 +123,13 @@ def find_comparison(tracking_uri: str, comparison: str | None = None, experiment
     if not exps:
         raise AnalysisError(f"the tracking store {redact_uri(tracking_uri)} holds no experiments")
     ids = [e.experiment_id for e in exps]
-    flt = "tags.`awnn.kind` = 'comparison'"
+    flt = tag_equals((Tag.KIND, "comparison"))
     roots = _search_all(client, ids, flt, order_by=["attributes.start_time DESC"])
     roots.sort(key=lambda r: (-(r.info.start_time or 0), r.info.run_id))
     if comparison is not None:
-        chosen = [r for r in roots if r.data.tags.get("awnn.comparison") == comparison]
+        chosen = [r for r in roots if r.data.tags.get(Tag.COMPARISON) == comparison]
         if not chosen:
-            known = [r.data.tags.get("awnn.comparison") for r in roots[:5]]
+            known = [r.data.tags.get(Tag.COMPARISON) for r in roots[:5]]
             where = f"experiment {experiment}" if experiment else "the tracking store"
             raise AnalysisError(f"--comparison {comparison}: not found in {where}; newest comparisons there: {known or 'none'}")
         root = chosen[0]
@@ -147,18 +147,18 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
     `history_keys` for the runs of AWNN models (for the width plots)."""
     client = C.client(tracking_uri)
     root, others = find_comparison(tracking_uri, comparison, experiment)
-    cid = root.data.tags.get("awnn.comparison")
+    cid = root.data.tags.get(Tag.COMPARISON)
     exp = client.get_experiment(root.info.experiment_id)
-    runs = _search_all(client, [root.info.experiment_id], f"tags.`awnn.comparison` = '{cid}'")
+    runs = _search_all(client, [root.info.experiment_id], tag_equals((Tag.COMPARISON, cid)))
     tags, params, metrics = root.data.tags, root.data.params, root.data.metrics
-    families = [s for s in (tags.get("awnn.strategies") or params.get("strategies") or "").split(",") if s]
+    families = [s for s in (tags.get(Tag.STRATEGIES) or params.get("strategies") or "").split(",") if s]
     # arms in run order (older comparisons have no awnn.arms: one arm per strategy, named after it)
-    strategies = [s for s in (tags.get("awnn.arms") or "").split(",") if s] or list(families)
+    strategies = [s for s in (tags.get(Tag.ARMS) or "").split(",") if s] or list(families)
     family_of = {s: arm_family(s) for s in strategies}
     for r in runs:  # the runs' own tags win: awnn.strategy is the family
         arm = _arm(r.data.tags)
         if arm:
-            family_of[arm] = r.data.tags.get("awnn.strategy") or family_of.get(arm) or arm_family(arm)
+            family_of[arm] = r.data.tags.get(Tag.STRATEGY) or family_of.get(arm) or arm_family(arm)
     strategies += sorted(s for s in family_of if s not in strategies)
     families += [f for f in dict.fromkeys(family_of[s] for s in strategies) if f not in families]
     try:
@@ -170,27 +170,27 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         "run_id": root.info.run_id,
         "experiment": exp.name,
         "experiment_id": root.info.experiment_id,
-        "task": tags.get("awnn.task") or params.get("task"),
-        "budget": tags.get("awnn.budget") or budget.get("name"),
+        "task": tags.get(Tag.TASK) or params.get("task"),
+        "budget": tags.get(Tag.BUDGET) or budget.get("name"),
         "budget_params": budget,
-        "state": tags.get("awnn.state", "unknown"),
+        "state": tags.get(Tag.STATE, "unknown"),
         "run_status": root.info.status,
         "strategies": strategies,
         "families": families,
         "family_of": family_of,
-        "repeats": int(_num(tags.get("awnn.repeats") or params.get("repeats"), 1.0)),
+        "repeats": int(_num(tags.get(Tag.REPEATS) or params.get("repeats"), 1.0)),
         "search": {k: C.parse_param(params[k]) for k in SEARCH_PARAMS if k in params},
-        "command": tags.get("awnn.command", ""),
+        "command": tags.get(Tag.COMMAND, ""),
         "cpus_per_trial": _num(params.get("cpus_per_trial"), 1.0),
         "gpus_per_trial": _num(params.get("gpus_per_trial"), 0.0),
         "wall_seconds": metrics.get("wall_seconds", math.nan),
         "start_time": root.info.start_time,
         "end_time": root.info.end_time,
     }
-    sweeps = _sweep_frame([r for r in runs if r.data.tags.get("awnn.kind") == "sweep"], strategies)
-    trial_runs = _run_frame([r for r in runs if r.data.tags.get("awnn.kind") == "trial"], strategies, info)
+    sweeps = _sweep_frame([r for r in runs if r.data.tags.get(Tag.KIND) == "sweep"], strategies)
+    trial_runs = _run_frame([r for r in runs if r.data.tags.get(Tag.KIND) == "trial"], strategies, info)
     data = ComparisonData(tracking_uri, info, sweeps, trial_runs,
-                          other_comparisons=[{"id": r.data.tags.get("awnn.comparison"), "state": r.data.tags.get("awnn.state"), "start_time": r.info.start_time} for r in others])
+                          other_comparisons=[{"id": r.data.tags.get(Tag.COMPARISON), "state": r.data.tags.get(Tag.STATE), "start_time": r.info.start_time} for r in others])
     keys = list(history_keys)
     if keys and len(trial_runs):
         adaptive = trial_runs.loc[trial_runs["model"] == "awnn", "run_id"].tolist()
@@ -200,7 +200,7 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
 
 def _arm(tags: dict[str, str]) -> str:
     """A run's arm; runs written before arms existed: their strategy."""
-    return tags.get("awnn.arm") or tags.get("awnn.strategy", "")
+    return tags.get(Tag.ARM) or tags.get(Tag.STRATEGY, "")
 
 
 def _num(v: Any, default: float = math.nan) -> float:
@@ -229,15 +229,15 @@ def _sweep_frame(runs: list, strategies: list[str]) -> pd.DataFrame:
     for r in runs:
         t, p, m = r.data.tags, r.data.params, r.data.metrics
         rows.append({
-            "strategy": _arm(t), "family": t.get("awnn.strategy") or arm_family(_arm(t)), "repeat": int(_num(t.get("awnn.repeat"), 0.0)),
-            "phase": t.get("awnn.phase", ""), "run_id": r.info.run_id,
-            "state": t.get("awnn.state", "unknown"), "trials_declared": _num(p.get("trials")), "configs_declared": _num(p.get("configs")),
+            "strategy": _arm(t), "family": t.get(Tag.STRATEGY) or arm_family(_arm(t)), "repeat": int(_num(t.get(Tag.REPEAT), 0.0)),
+            "phase": t.get(Tag.PHASE, ""), "run_id": r.info.run_id,
+            "state": t.get(Tag.STATE, "unknown"), "trials_declared": _num(p.get("trials")), "configs_declared": _num(p.get("configs")),
             "epochs": _num(p.get("epochs")), "retrain_runs": _num(p.get("retrain_runs")), "grid_file": p.get("grid_file", ""),
-            "grid_digest": p.get("grid_digest", ""), "selected_key": t.get("awnn.selected_key") or p.get("selected_key"),
-            "selected_config": _json(t.get("awnn.selected_config")),
+            "grid_digest": p.get("grid_digest", ""), "selected_key": t.get(Tag.SELECTED_KEY) or p.get("selected_key"),
+            "selected_config": _json(t.get(Tag.SELECTED_CONFIG)),
             "wall_seconds": m.get("wall_seconds", math.nan), "device_hours": m.get("device_hours", math.nan),
             "start_time": r.info.start_time, "end_time": r.info.end_time,
-            "order": t.get("awnn.order"), "stops_early": t.get("awnn.stops_early"),
+            "order": t.get(Tag.ORDER), "stops_early": t.get(Tag.STOPS_EARLY),
         })
     cols = ["strategy", "family", "repeat", "phase", "run_id", "state", "trials_declared", "configs_declared", "epochs", "retrain_runs", "grid_file",
             "grid_digest", "selected_key", "selected_config", "wall_seconds", "device_hours", "start_time", "end_time", "order", "stops_early"]
@@ -262,7 +262,7 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
     rows = []
     for r in runs:
         t, p, m = r.data.tags, r.data.params, r.data.metrics
-        status = t.get("awnn.status", "running")
+        status = t.get(Tag.STATUS, "running")
         config = {k: C.parse_param(v) for k, v in p.items() if k not in ("trial_key", "phase", "grid_index")}
         estimated = "device_hours" not in m
         if estimated:  # no final metrics: open run, or one a dead driver left (see module docstring)
@@ -270,11 +270,11 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
             dev_h, gpu_h, compute = seconds * per / 3600.0, seconds * info["gpus_per_trial"] / 3600.0, seconds
         else:
             dev_h, gpu_h, compute = m["device_hours"], m.get("gpu_hours", 0.0), m.get("compute_seconds", math.nan)
-        widths = _json(t.get("awnn.widths"))
+        widths = _json(t.get(Tag.WIDTHS))
         rows.append({
-            "run_id": r.info.run_id, "strategy": _arm(t), "family": t.get("awnn.strategy") or arm_family(_arm(t)),
-            "repeat": int(_num(t.get("awnn.repeat"), 0.0)), "phase": t.get("awnn.phase") or p.get("phase", ""),
-            "trial_key": t.get("awnn.trial_key") or p.get("trial_key", ""), "status": status, "run_status": r.info.status,
+            "run_id": r.info.run_id, "strategy": _arm(t), "family": t.get(Tag.STRATEGY) or arm_family(_arm(t)),
+            "repeat": int(_num(t.get(Tag.REPEAT), 0.0)), "phase": t.get(Tag.PHASE) or p.get("phase", ""),
+            "trial_key": t.get(Tag.TRIAL_KEY) or p.get("trial_key", ""), "status": status, "run_status": r.info.status,
             "model": p.get("model", ""), "hidden_layers": _num(p.get("hidden_layers")), "width": _num(p.get("width")),
             "batch_size": _num(p.get("batch_size")), "split": p.get("split", ""), "seed": _num(p.get("seed")),
             "grid_index": _num(p.get("grid_index")), "device_hours": float(dev_h), "gpu_hours": float(gpu_h),
@@ -283,9 +283,9 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
             "best_val_loss": m.get("best_val_loss", math.nan), "best_epoch": m.get("best_epoch", math.nan),
             "test_acc": m.get("test_acc", math.nan),
             "final_width_total": m.get("final_width_total", float(sum(widths)) if widths else math.nan),
-            "widths": widths, "widths_at_best": _json(t.get("awnn.widths_at_best")),
+            "widths": widths, "widths_at_best": _json(t.get(Tag.WIDTHS_AT_BEST)),
             "n_train": m.get("n_train", _num(p.get("n_train"))), "attempts": m.get("attempts", math.nan),
-            "retries": m.get("retries", math.nan), "cost_estimated": bool(estimated), "error": t.get("awnn.error") or t.get("awnn.last_error") or "",
+            "retries": m.get("retries", math.nan), "cost_estimated": bool(estimated), "error": t.get(Tag.ERROR) or t.get(Tag.LAST_ERROR) or "",
             "start_time": r.info.start_time or 0, "end_time": r.info.end_time, "config": config,
         })
     df = pd.DataFrame(rows, columns=RUN_COLUMNS)

@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 from .checks import (TrackingUnavailable, check_sqlite_store, check_tracking, check_writable,  # noqa: F401 - part of this module's API
                      folder_lock, init_tracking)
-from .contract import client
+from .contract import Tag, client, tag_equals
 
 __all__ = ["TrackingWriter", "TrackingUnavailable", "check_tracking", "check_writable", "check_sqlite_store",
            "folder_lock", "init_tracking", "replay_spool"]
@@ -252,11 +252,11 @@ class TrackingWriter:
             if op.key in self.run_ids:
                 return  # already created (a retry after a timeout that did succeed is not possible: we look it up below)
             tags = {k: str(v) for k, v in d["tags"].items()}
-            tags["awnn.key"] = op.key
+            tags[Tag.KEY] = op.key
             if d["parent"]:
                 tags["mlflow.parentRunId"] = self._require(d["parent"])
             # only a retried create can have reached the server already
-            existing = self._find_by_key(op.key, tags.get("awnn.comparison")) if d.get("attempted") else None
+            existing = self._find_by_key(op.key, tags.get(Tag.COMPARISON)) if d.get("attempted") else None
             d["attempted"] = True
             if existing is not None:
                 self.run_ids[op.key] = existing
@@ -288,7 +288,7 @@ class TrackingWriter:
             return None
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`awnn.key` = '{key}' and tags.`awnn.comparison` = '{comparison}'",
+            filter_string=tag_equals((Tag.KEY, key), (Tag.COMPARISON, comparison)),
             max_results=1,
         )
         return runs[0].info.run_id if runs else None
