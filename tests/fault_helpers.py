@@ -1,4 +1,4 @@
-"""Helpers of the fault-injection tests (tests/test_fault_*.py): a tiny grid
+"""Helpers of the fault-injection tests (tests/system/test_fault_*.py): a tiny grid
 and budget whose trials last a few seconds, a sweep driver started in its own
 process group, and MLflow queries."""
 from __future__ import annotations

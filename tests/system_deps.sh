@@ -2,11 +2,11 @@
 # System packages some tests use, installed only where missing and where we
 # may (as root, with apt).  `make test` runs this before pytest.  A test that
 # needs a package that could not be installed skips and names it.
-#   postgresql      tests/test_tracking_server.py: MLflow on PostgreSQL (initdb, pg_ctl)
-#   docker-compose  tests/test_cluster_files.py: `docker-compose config` accepts
+#   postgresql      tests/tracking/test_tracking_server.py: MLflow on PostgreSQL (initdb, pg_ctl)
+#   docker-compose  tests/system/test_cluster_files.py: `docker-compose config` accepts
 #                   docker-compose.yml (no Docker engine needed)
 #   util-linux      flock, for cluster/bin/awnn-gpu-slot's test
-#   chromium        tests/test_report.py: the HTML report rendered headless, plots decoded
+#   chromium        tests/tracking/test_report.py: the HTML report rendered headless, plots decoded
 set -u
 need=()
 command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)

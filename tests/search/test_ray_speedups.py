@@ -1,0 +1,107 @@
+"""search/_ray_speedups.py: every private-Ray tweak, each target still where
+it was written for, and one switch that turns them all off.  A comparison
+that gives the same results either way is in
+tests/search/test_ray_speedups_ray.py."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ray
+from search import _ray_speedups as speedups
+
+
+@pytest.fixture()
+def switch(monkeypatch):
+    def set_(value: str | None):
+        if value is None:
+            monkeypatch.delenv(speedups.SWITCH, raising=False)
+        else:
+            monkeypatch.setenv(speedups.SWITCH, value)
+    return set_
+
+
+def test_installed_ray_is_a_tested_one():
+    """Upgrading Ray (Makefile pin, cluster image) must come with a re-check
+    of every patch below; this fails first."""
+    assert ray.__version__.startswith(speedups.TESTED_RAY), ray.__version__
+
+
+def test_every_patch_target_still_exists():
+    # 1. ray.init's private _system_config, and the two keys in this Ray's raylet
+    import inspect
+
+    assert 'kwargs.pop("_system_config"' in inspect.getsource(inspect.unwrap(ray.init)).replace("'", '"')
+    raylet = Path(ray.__file__).parent / "core" / "src" / "ray" / "raylet" / "raylet"
+    blob = raylet.read_bytes()
+    for key in speedups.node_system_config():
+        assert key.encode() in blob, key
+    # 2. Tune's actor environment (read in a fresh process: a sweep in this one may have changed it)
+    code = "from ray.tune.execution import class_cache as c; print(type(c.DEFAULT_ENV_VARS).__name__, c.DEFAULT_ENV_VARS.get('PL_DISABLE_FORK'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["dict", "1"]
+    # 3. Tune's actor cache, with the attributes the replacement uses
+    from ray.tune.execution import tune_controller
+    from ray.tune.utils.object_cache import _ObjectCache
+
+    assert tune_controller._ObjectCache is _ObjectCache
+    cache = _ObjectCache(may_keep_one=True)
+    assert hasattr(cache, "_cached_objects") and hasattr(cache, "_num_cached_objects")
+    assert inspect.isgeneratorfunction(_ObjectCache.flush_cached_objects)
+    assert "force_all" in inspect.signature(_ObjectCache.flush_cached_objects).parameters
+    # 4. the variable Tune's controller reads
+    assert "TUNE_MAX_PENDING_TRIALS_PG" in inspect.getsource(tune_controller)
+
+
+def test_switch_off_changes_nothing(switch):
+    from ray.tune.execution import tune_controller
+
+    switch("0")
+    before = tune_controller._ObjectCache
+    assert not speedups.enabled()
+    assert speedups.node_system_config() == {}
+    assert speedups.use_prestarted_workers() is False
+    with speedups.keep_idle_actors() as kept, speedups.pending_trials(4) as pending:
+        assert kept is False and pending is False
+        assert tune_controller._ObjectCache is before
+        assert "TUNE_MAX_PENDING_TRIALS_PG" not in os.environ
+
+
+def test_patches_apply_and_are_undone(switch, monkeypatch):
+    from ray.tune.execution import tune_controller
+
+    switch(None)
+    monkeypatch.delenv("TUNE_MAX_PENDING_TRIALS_PG", raising=False)
+    before = tune_controller._ObjectCache
+    assert speedups.enabled()
+    assert set(speedups.node_system_config()) == {"preload_python_modules", "idle_worker_killing_time_threshold_ms"}
+    with speedups.keep_idle_actors() as kept, speedups.pending_trials(3) as pending:
+        assert kept and pending
+        assert tune_controller._ObjectCache is not before and tune_controller._ObjectCache.awnn_keeps_idle
+        assert os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "3"
+        # the replacement keeps an idle actor instead of evicting it
+        cache = tune_controller._ObjectCache(may_keep_one=True)
+        assert cache.cache_object("cpu", "actor-a") and cache.cache_object("cpu", "actor-b")
+        assert list(cache.flush_cached_objects()) == []
+        assert sorted(cache.flush_cached_objects(force_all=True)) == ["actor-a", "actor-b"]
+    assert tune_controller._ObjectCache is before
+    assert "TUNE_MAX_PENDING_TRIALS_PG" not in os.environ
+    # a value the user set is theirs
+    monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "7")
+    with speedups.pending_trials(3) as pending:
+        assert pending is False and os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7"
+
+
+def test_untested_ray_version_runs_plain_tune(switch, monkeypatch, capsys):
+    switch(None)
+    monkeypatch.setattr(ray, "__version__", "9.99.0")
+    monkeypatch.setattr(speedups, "_warned", [])
+    assert not speedups.enabled()
+    assert speedups.node_system_config() == {}
+    assert not speedups.enabled()
+    err = capsys.readouterr().err
+    assert err.count("Ray 9.99.0 is not one the Ray speed-ups were tested with") == 1

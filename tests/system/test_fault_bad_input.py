@@ -1,0 +1,146 @@
+"""Bad input to `awnn sweep` not covered by tests/search/test_grid.py and
+tests/search/test_sweep.py: an unreachable Ray address, a missing data directory, a
+broken budget file.  Each exits 2 in seconds with one line naming what is
+wrong and where; no Ray trial starts and nothing is written to MLflow."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import run_awnn
+from servers import free_port
+
+
+def _one_line_error(p, *fragments: str) -> str:
+    assert p.returncode == 2, (p.returncode, p.stderr[-3000:])
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    return lines[0]
+
+
+def _nothing_launched(tmp_path) -> None:
+    assert not (tmp_path / "mlflow.db").exists()  # nothing written to MLflow
+    assert not (tmp_path / "awnn-results").exists()  # no Ray trial started
+
+
+@pytest.mark.fault
+def test_fault_bad_input_unreachable_address_fails_in_seconds(tmp_path):
+    port = free_port()  # nothing listens there
+    t0 = time.monotonic()
+    p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--address", f"127.0.0.1:{port}"],
+                 cwd=tmp_path, timeout=120)
+    _one_line_error(p, f"--address 127.0.0.1:{port}: cannot join the Ray cluster", "nothing answers")
+    assert time.monotonic() - t0 < 60  # ray.init alone would retry for minutes
+    _nothing_launched(tmp_path)
+
+
+@pytest.mark.fault
+def test_fault_bad_input_missing_data_directory_exits_2(tmp_path):
+    p = run_awnn(["sweep", "--task", "mnist", "--strategy", "fixed", "--budget", "smoke"], cwd=tmp_path, timeout=120)
+    line = _one_line_error(p, "MNIST: expected files", "(missing: ")
+    assert " in data" in line or "/data" in line, line  # the folder it looked in
+    _nothing_launched(tmp_path)
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize(
+    "text, fragments",
+    [
+        ("epoch_scale: [0.1\n", ["b.yaml: malformed YAML"]),
+        ("epoch_scale: 0.1\nmax_epochs: ten\n", ["b.yaml: key 'max_epochs': expected an integer >= 1, found 'ten'"]),
+        ("min_epochs: 5\nmax_epochs: 2\n", ["b.yaml: key 'max_epochs': expected a value >= min_epochs=5, found 2"]),
+        ("- 1\n- 2\n", ["b.yaml: expected a mapping"]),
+    ],
+    ids=["malformed", "wrong-type", "out-of-range", "not-a-mapping"],
+)
+def test_fault_bad_input_broken_budget_file_exits_2(tmp_path, text, fragments):
+    budget = tmp_path / "b.yaml"
+    budget.write_text(text)
+    p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", str(budget)], cwd=tmp_path, timeout=120)
+    _one_line_error(p, *fragments)
+    _nothing_launched(tmp_path)
+
+
+# ---------------------------------------------------------------- found by trying it: inputs that used to get past
+# validation, start Ray and end in a traceback with the comparison run left RUNNING
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize(
+    "content, fragments",
+    [
+        (b"epoch_scale: .nan\n", ["b.yaml: key 'epoch_scale': expected a number >= 0, found nan"]),
+        (b"retrain_runs: 2\npatience_scale: .inf\n", ["b.yaml: key 'patience_scale': expected a number >= 0, found inf"]),
+        (b"epoch_scale: 0.1 # \xff\xfe latin-1\n", ["b.yaml: not a UTF-8 text file (byte "]),
+        (None, ["--budget ", "b.yaml: expected a YAML file, found a folder"]),
+    ],
+    ids=["nan", "inf", "not-utf8", "folder"],
+)
+def test_fault_bad_input_budget_file_checked_like_grid_files(tmp_path, content, fragments):
+    budget = tmp_path / "b.yaml"
+    if content is None:
+        budget.mkdir()
+    else:
+        budget.write_bytes(content)
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", str(budget)], cwd=tmp_path, timeout=120)
+    _one_line_error(p, *fragments)
+    _nothing_launched(tmp_path)
+
+
+@pytest.mark.fault
+def test_fault_bad_input_storage_under_a_file_exits_2(tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--storage", str(tmp_path / "afile" / "results")], cwd=tmp_path, timeout=120)
+    _one_line_error(p, f"--storage {tmp_path / 'afile' / 'results'}: {tmp_path / 'afile'} is a file, not a folder")
+    _nothing_launched(tmp_path)
+
+
+@pytest.mark.fault
+def test_fault_bad_input_unwritable_tracking_folder_fails_before_ray(tmp_path):
+    """A SQLite store on a read-only mount (/sys is one, even for root): one
+    line in seconds, not ~115 s of Ray start-up and tracebacks."""
+    import os
+
+    if os.access("/sys", os.W_OK) and _can_write("/sys"):
+        pytest.skip("/sys is writable here; no read-only mount to test with")
+    t0 = time.monotonic()
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--tracking-uri", "sqlite:////sys/awnn-mlflow.db"], cwd=tmp_path, timeout=120)
+    _one_line_error(p, "--tracking-uri sqlite:////sys/awnn-mlflow.db: cannot write in /sys (")
+    assert time.monotonic() - t0 < 60
+    assert not (tmp_path / "awnn-results").exists()
+
+
+def _can_write(folder: str) -> bool:
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    "flag, value, expected",
+    [
+        ("--cpus-per-trial", "nan", "--cpus-per-trial: expected a number > 0, found nan"),
+        ("--gpus-per-trial", "-1", "--gpus-per-trial: expected a number >= 0, found -1.0"),
+        ("--gpus-per-trial", "inf", "--gpus-per-trial: expected a number >= 0, found inf"),
+        ("--report-interval", "nan", "--report-interval: expected a number of seconds >= 0, found nan"),
+        ("--checkpoint-interval", "-1", "--checkpoint-interval: expected a number of seconds >= 0 (0: at every report), found -1.0"),
+        ("--num-cpus", "0", "--num-cpus: expected an integer >= 1, found 0"),
+        ("--max-failures", "-2", "--max-failures: expected an integer >= -1 (-1: retry without end), found -2"),
+    ],
+)
+def test_bad_input_numeric_run_flags_fail_before_anything_starts(tmp_path, monkeypatch, capsys, flag, value, expected):
+    """Numbers argparse accepts (nan, inf, negatives) used to reach Ray."""
+    from search.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["compare", "--task", "doublemoon", "--budget", "smoke", flag, value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"awnn compare: error: {expected}"]
+    _nothing_launched(tmp_path)

@@ -1,0 +1,76 @@
+"""The multi-node path: a Ray cluster of two nodes on 127.0.0.1 (`ray start
+--head` + `ray start --address`, token authentication on, one CPU each),
+shared storage on the local disk, and a sweep that joins it through
+`--address`.  Both nodes must run trials, and every trial must be in MLflow.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import run_awnn
+from servers import ServerUnavailable, ray_cluster
+
+pytestmark = pytest.mark.slow
+
+# doublemoon's AWNN grid (6 configs) plus the smoke budget's 2 re-training runs
+EXPECTED_TRIALS = 6 + 2
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    try:
+        with ray_cluster(tmp_path, nodes=2, cpus_per_node=1) as c:
+            yield c
+    except ServerUnavailable as e:
+        pytest.skip(str(e))
+
+
+def test_multinode_sweep_runs_trials_on_both_nodes(cluster, tmp_path):
+    storage = tmp_path / "shared-storage"  # what NFS or a compose volume is on a real cluster
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = cluster.client_env()
+    env.pop("RAY_ADDRESS")  # the sweep must use --address
+
+    # meanwhile, a driver with the wrong token is refused
+    intruder = subprocess.Popen(
+        [sys.executable, "-c", f"import ray; ray.init(address={cluster.address!r}); print('connected')"],
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("RAY_")}, **env, "RAY_AUTH_TOKEN": "0" * 64},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--address", cluster.address,
+                  "--storage", str(storage), "--tracking-uri", tracking, "--cpus-per-trial", "1"],
+                 cwd=tmp_path, timeout=400, env=env, check=True)
+        out, _ = intruder.communicate(timeout=120)
+    finally:
+        if intruder.poll() is None:
+            intruder.kill()
+            intruder.wait()
+    assert intruder.returncode != 0 and "connected" not in out.splitlines()
+    assert "Authentication token is missing or incorrect" in out
+
+    client = MlflowClient(tracking)
+    exp = client.get_experiment_by_name("awnn-doublemoon")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    comparison = [r for r in runs if r.data.tags.get("awnn.kind") == "comparison"]
+    assert len(comparison) == 1
+    assert comparison[0].data.params["ray_address"] == cluster.address
+    trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
+    assert len(trials) == EXPECTED_TRIALS
+    assert {t.data.tags["awnn.status"] for t in trials} == {"ok"}
+    # the trials ran on both nodes of this cluster, and only there
+    nodes = {t.data.tags["awnn.node_id"] for t in trials}
+    assert nodes == set(cluster.node_ids)
+
+    # every trial kept its results in the shared storage
+    experiments = [d for d in storage.iterdir() if d.is_dir()]
+    assert len(experiments) == 1
+    trial_dirs = [d for d in experiments[0].iterdir() if d.is_dir() and d.name.startswith("awnn-")]
+    assert len(trial_dirs) == EXPECTED_TRIALS
+    keys = {t.data.tags["awnn.trial_key"] for t in trials}
+    assert {d.name.removeprefix("awnn-") for d in trial_dirs} == keys

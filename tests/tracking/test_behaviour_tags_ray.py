@@ -1,0 +1,23 @@
+"""The sweep runs of a real comparison (the session's `smoke_comparison`,
+real Ray + MLflow on SQLite) carry the behaviour tags the analysis reads
+(awnn.order, awnn.stops_early); tests/tracking/test_behaviour_tags.py checks
+how the analysis reads them."""
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tracking import analysis as A
+
+pytestmark = pytest.mark.slow
+
+
+def test_new_sweep_runs_carry_the_tags(smoke_comparison):
+    c = MlflowClient(smoke_comparison["tracking_uri"])
+    exp = c.get_experiment_by_name("awnn-doublemoon")
+    sweeps = [r for r in c.search_runs([exp.experiment_id], max_results=1000) if r.data.tags.get("awnn.kind") == "sweep"]
+    assert len(sweeps) == 4
+    for r in sweeps:
+        assert r.data.tags["awnn.order"] == "random" and r.data.tags["awnn.stops_early"] == "false"
+    data = A.load_comparison(smoke_comparison["tracking_uri"], history_keys=())
+    assert set(data.sweeps["order"]) == {"random"}
