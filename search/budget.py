@@ -22,7 +22,8 @@ from typing import Any
 
 import yaml
 
-from .grid import Grid, GridError
+from .errors import BudgetError
+from .grid import Grid
 
 __all__ = ["Budget", "BUDGETS", "resolve_budget"]
 
@@ -74,33 +75,33 @@ def resolve_budget(name_or_path: str) -> Budget:
         return BUDGETS[name_or_path]
     path = Path(name_or_path)
     if not path.suffix in (".yaml", ".yml") and not path.exists():
-        raise GridError(f"--budget: expected one of {sorted(BUDGETS)} or a YAML file, found {name_or_path!r}")
+        raise BudgetError(f"--budget: expected one of {sorted(BUDGETS)} or a YAML file, found {name_or_path!r}")
     if path.is_dir():
-        raise GridError(f"--budget {name_or_path}: expected a YAML file, found a folder")
+        raise BudgetError(f"--budget {name_or_path}: expected a YAML file, found a folder")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise GridError(f"{path}: no such budget file") from None
+        raise BudgetError(f"{path}: no such budget file") from None
     except UnicodeDecodeError as e:
-        raise GridError(f"{path}: not a UTF-8 text file (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
+        raise BudgetError(f"{path}: not a UTF-8 text file (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
     except OSError as e:
-        raise GridError(f"{path}: cannot read the budget file ({e.strerror or type(e).__name__})") from None
+        raise BudgetError(f"{path}: cannot read the budget file ({e.strerror or type(e).__name__})") from None
     except yaml.YAMLError as e:
-        raise GridError(f"{path}: malformed YAML: {getattr(e, 'problem', e)}") from None
+        raise BudgetError(f"{path}: malformed YAML: {getattr(e, 'problem', e)}") from None
     if not isinstance(data, dict):
-        raise GridError(f"{path}: expected a mapping with keys {list(_KEYS)}, found {type(data).__name__}")
+        raise BudgetError(f"{path}: expected a mapping with keys {list(_KEYS)}, found {type(data).__name__}")
     values: dict[str, Any] = {}
     for key, value in data.items():
         if key not in _KEYS:
-            raise GridError(f"{path}: unknown key {key!r}; expected one of {list(_KEYS)}")
+            raise BudgetError(f"{path}: unknown key {key!r}; expected one of {list(_KEYS)}")
         typ, expected = _KEYS[key]
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
               and (typ is float or float(value).is_integer()))
         if not ok or value < (0 if typ is float else 1):  # NaN and infinities are never ok
-            raise GridError(f"{path}: key {key!r}: expected {expected}, found {value!r}")
+            raise BudgetError(f"{path}: key {key!r}: expected {expected}, found {value!r}")
         values[key] = typ(value)
     if values.get("min_epochs", 1) > values.get("max_epochs", 1_000_000):
-        raise GridError(f"{path}: key 'max_epochs': expected a value >= min_epochs={values['min_epochs']}, found {values['max_epochs']!r}")
+        raise BudgetError(f"{path}: key 'max_epochs': expected a value >= min_epochs={values['min_epochs']}, found {values['max_epochs']!r}")
     return Budget(name=path.stem, **values)
 
 

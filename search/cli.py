@@ -15,7 +15,6 @@ COMMANDS = ["train", "grids", "sweep", "compare", "report", "env", "study"]
 
 from . import signals
 from .tune import tune_environment
-from .errors import UsageError  # noqa: F401 - re-exported (the commands import it from .errors)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="awnn", description="Adaptive Width Neural Networks: training, sweeps on Ray Tune, cost reports from MLflow.")
@@ -28,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from awnn.config import ConfigError
+    from .errors import user_errors
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -38,13 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     tune_environment()  # Ray Tune's settings, before any command imports Ray
     try:
         return int(args.func(args) or 0)
-    except (UsageError, ConfigError) as e:
-        print(f"awnn {args.command}: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         hint = "; run the same command with --resume to continue" if args.command in ("sweep", "compare") else ""
         print(f"awnn {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
+    except Exception as e:
+        if not isinstance(e, user_errors()):  # a bug or an unexpected failure: the full traceback
+            raise
+        print(f"awnn {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # python -m search.cli: run the package's module, not a copy

@@ -1,15 +1,52 @@
-"""User-facing errors of the search layer: one line each, exit code 2."""
+"""User-facing errors: one line each, naming what is wrong and where; the
+CLI prints them as `awnn <command>: error: <message>` and exits 2.
+
+    UsageError           the common parent of the search layer's errors
+      GridError          a grid file (search/grid.py)
+      BudgetError        a budget name or budget file (search/budget.py)
+      OptionError        a command-line option (--strategies, --repeats, --cpus-per-trial, --optuna-storage, ...)
+      SearchError        a service that cannot be reached or joined (the Ray cluster)
+
+The other layers' input errors are their own (awnn.config.ConfigError,
+awnn.data.DataError, tracking.checks.TrackingUnavailable,
+tracking.reader.AnalysisError); `user_errors()` lists every class the CLI
+reports this way, so that no command has to translate them.
+"""
 from __future__ import annotations
+
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "connect_error", "user_errors"]
 
 
 class UsageError(Exception):
     """Bad input from the user: the CLI prints it as one line and exits 2."""
 
 
-class SearchError(ValueError):
-    """Bad input or an unreachable service (the CLI prints it and exits 2)."""
+class GridError(UsageError, ValueError):
+    """A grid file is invalid; the message names the file and the key."""
+
+
+class BudgetError(UsageError, ValueError):
+    """An unknown budget name, or an invalid budget file."""
+
+
+class OptionError(UsageError, ValueError):
+    """A command-line option has a value that cannot work."""
+
+
+class SearchError(UsageError, ValueError):
+    """A service the search needs cannot be reached (the Ray cluster)."""
 
 
 def connect_error(address: str, error: BaseException) -> SearchError:
     msg = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return SearchError(f"--address {address}: cannot join the Ray cluster ({msg[:200]})")
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Every error class the CLI reports as one line with exit code 2."""
+    from awnn.config import ConfigError
+    from awnn.data import DataError
+    from tracking.checks import TrackingUnavailable
+    from tracking.reader import AnalysisError
+
+    return (UsageError, ConfigError, DataError, TrackingUnavailable, AnalysisError)

@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from .errors import GridError  # noqa: F401 - defined in search/errors.py, raised here
+
 from awnn.config import ConfigError, TrainConfig
 
 __all__ = ["Grid", "GridError", "load_grid", "discover_grids", "find_grid", "GRID_DIR", "GRID_STRATEGIES"]
@@ -51,8 +53,6 @@ REQUIRED = ("task", "strategy", "epochs", "grid")
 PROTOCOL_KEYS = ("split", "epochs", "patience", "seed", "task", "device", "threads", "data_root")
 
 
-class GridError(ValueError):
-    """A grid (or budget) file is invalid; the message is one line."""
 
 
 @dataclass

@@ -20,10 +20,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import asdict, dataclass, field
 import math
-import statistics
 from typing import Any, Iterable, Mapping
 
-from tracking.contract import SELECTABLE
+from tracking.contract import SELECTABLE, assessment_summary
 
 from .budget import Budget
 from .grid import Grid
@@ -119,9 +118,5 @@ def select_best(outcomes: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | No
 
 
 def summarize_assessment(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    accs = [o["test_acc"] for o in outcomes if o.get("status") in SELECTABLE and _finite(o.get("test_acc"))]
-    return {
-        "test_acc_mean": statistics.fmean(accs) if accs else math.nan,
-        "test_acc_std": statistics.stdev(accs) if len(accs) > 1 else (0.0 if accs else math.nan),
-        "runs_ok": len(accs),
-    }
+    """test_acc_mean, test_acc_std, runs_ok of the re-training runs (tracking.contract.assessment_summary)."""
+    return assessment_summary(o["test_acc"] for o in outcomes if o.get("status") in SELECTABLE and _finite(o.get("test_acc")))

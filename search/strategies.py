@@ -29,9 +29,10 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from tracking.contract import SELECTABLE, Tag, arm_name
+from tracking.contract import SELECTABLE, Param, Tag, arm_name
 
 from .budget import Budget
+from .errors import OptionError
 from .grid import Grid, GridError, find_grid
 from .protocol import TrialSpec, _protocol_values, _scale_milestones, selection_specs
 
@@ -85,7 +86,7 @@ class Arm:
 
     def describe(self, budget: Budget) -> dict[str, Any]:
         """Sweep-run params of the arm's selection phase."""
-        out: dict[str, Any] = {"family": self.family, "repeat": self.repeat, "search_seed": self.seed}
+        out: dict[str, Any] = {Param.FAMILY: self.family, Param.REPEAT: self.repeat, Param.SEARCH_SEED: self.seed}
         out.update(REGISTRY[self.family].params(self, budget))
         return out
 
@@ -107,7 +108,7 @@ class Family:
     stochastic: bool  # runs `repeats` times with seeds seed, seed+1, ...
     plan: Callable[[Arm, Budget], list[TrialSpec]]  # the selection trials, in launch order
     params: Callable[[Arm, Budget], dict[str, Any]]  # sweep-run params beyond family/repeat/seed
-    trials: Callable[["_Sizing"], int]  # selection trials (raises GridError on bad options)
+    trials: Callable[["_Sizing"], int]  # selection trials (raises OptionError on bad options)
     order: str = "random"  # its selection trials' order for the analysis: "random" (a whole grid, no natural
     #                        order: curves average random orders) or "actual" (as they ran: sequential searches)
     stops_early: bool = False  # its scheduler stops trials on purpose (awnn.status=stopped)
@@ -132,7 +133,7 @@ class _Sizing:
     def count(self, flag: str, value: int | None) -> int:
         n = self.awnn_size(flag) if value is None else value
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise GridError(f"{flag}: expected an integer >= 1, found {n!r}")
+            raise OptionError(f"{flag}: expected an integer >= 1, found {n!r}")
         return n
 
 
@@ -170,14 +171,14 @@ def _trials_param(arm: Arm, budget: Budget) -> dict[str, Any]:
 
 
 def _asha_params(arm: Arm, budget: Budget) -> dict[str, Any]:
-    return dict(asha_grace_period=arm.grace_period(budget), asha_reduction_factor=arm.options.asha_reduction_factor,
-                asha_max_t=budget.epochs(arm.grid), asha_rungs=",".join(map(str, arm.asha_rungs(budget))))
+    return {Param.ASHA_GRACE_PERIOD: arm.grace_period(budget), Param.ASHA_REDUCTION_FACTOR: arm.options.asha_reduction_factor,
+            Param.ASHA_MAX_T: budget.epochs(arm.grid), Param.ASHA_RUNGS: ",".join(map(str, arm.asha_rungs(budget)))}
 
 
 def _random_trials(z: _Sizing) -> int:
     n = z.count("--random-trials", z.options.random_trials)
     if n > z.fixed.size:
-        raise GridError(f"--random-trials: expected at most the fixed grid's {z.fixed.size} configs ({z.fixed.path}), found {n}")
+        raise OptionError(f"--random-trials: expected at most the fixed grid's {z.fixed.size} configs ({z.fixed.path}), found {n}")
     return n
 
 
@@ -185,12 +186,12 @@ def _asha_trials(z: _Sizing) -> int:
     epochs = z.budget.epochs(z.fixed)
     rf = z.options.asha_reduction_factor
     if not isinstance(rf, (int, float)) or isinstance(rf, bool) or not rf > 1:
-        raise GridError(f"--asha-reduction-factor: expected a number > 1, found {rf!r}")
+        raise OptionError(f"--asha-reduction-factor: expected a number > 1, found {rf!r}")
     g = z.options.asha_grace_period
     if g is not None and (not isinstance(g, int) or isinstance(g, bool) or not 1 <= g < epochs):
-        raise GridError(f"--asha-grace-period: expected an integer from 1 to {epochs - 1} (the budget's {epochs} epochs), found {g!r}")
+        raise OptionError(f"--asha-grace-period: expected an integer from 1 to {epochs - 1} (the budget's {epochs} epochs), found {g!r}")
     if epochs < 2:
-        raise GridError(f"--strategies asha: the budget {z.budget.name!r} trains {epochs} epoch per trial; ASHA needs at least 2")
+        raise OptionError(f"--strategies asha: the budget {z.budget.name!r} trains {epochs} epoch per trial; ASHA needs at least 2")
     return z.fixed.size
 
 
@@ -221,13 +222,13 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
     """Validate the strategies and their options; one Arm per run, in run order."""
     for s in families:
         if s not in FAMILIES:
-            raise GridError(f"--strategies: expected a comma-separated subset of {list(FAMILIES)}, found {s!r}")
+            raise OptionError(f"--strategies: expected a comma-separated subset of {list(FAMILIES)}, found {s!r}")
     if not families:
-        raise GridError(f"--strategies: expected at least one of {list(FAMILIES)}, found none")
+        raise OptionError(f"--strategies: expected at least one of {list(FAMILIES)}, found none")
     if len(set(families)) != len(families):
-        raise GridError(f"--strategies: expected each strategy once, found {','.join(families)}")
+        raise OptionError(f"--strategies: expected each strategy once, found {','.join(families)}")
     if not isinstance(options.repeats, int) or options.repeats < 1:
-        raise GridError(f"--repeats: expected an integer >= 1, found {options.repeats!r}")
+        raise OptionError(f"--repeats: expected an integer >= 1, found {options.repeats!r}")
     grids = {g: find_grid(task, g, grid_dir) for g in sorted({GRID_OF[s] for s in families})}
     fixed = grids.get("fixed")
 
@@ -235,7 +236,7 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
         try:
             return find_grid(task, "awnn", grid_dir).size
         except GridError as e:
-            raise GridError(f"{flag}: no default without an AWNN grid ({e}); give {flag} N") from None
+            raise OptionError(f"{flag}: no default without an AWNN grid ({e}); give {flag} N") from None
 
     # every chosen family's options are checked, in registry order, before any arm is made
     sizes = {s: f.trials(_Sizing(options, budget, fixed, grids[f.grid], awnn_size)) for s, f in REGISTRY.items() if s in families}

@@ -1,6 +1,8 @@
 """The tracking contract: the names this project writes to MLflow and reads
-back, in one place (the first step of issue #15; the tag and metric names
-themselves still live with their writers, see README "Tracking contract").
+back, in one place - tags (`Tag`), metrics (`Metric`), the params beyond a
+trial's TrainConfig keys (`Param`), the status sets, arm naming, the
+default store and experiment, the client factory, `redact_uri` and the
+assessment summary (README "What MLflow holds").
 
 Words used throughout the code:
 
@@ -22,13 +24,15 @@ test accuracy.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
 from typing import Any
 
 __all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "experiment_name", "default_tracking_uri", "client",
-           "redact_uri", "arm_name", "arm_family", "parse_param"]
+           "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
+           "FINAL_SCORES", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary"]
 
 KINDS = ("comparison", "sweep", "trial")
 PHASES = ("selection", "assessment")
@@ -128,6 +132,127 @@ class Tag:
 TAGS = tuple(v for k, v in vars(Tag).items() if k.isupper())
 
 
+class Metric:
+    """Every MLflow metric name this project writes (README "What MLflow holds").
+
+    Trial runs, per epoch (step = epoch; the trainer's epoch records, logged
+    as they come): the loss/accuracy curves, best_val_acc, width_total,
+    train_seconds, and per adaptive layer `width_<layer>` and `rate_<layer>`
+    (PER_LAYER).  Trial runs, once at the end (step = epochs run): the final
+    scores and the trial's cost.  Sweep runs: counts by status, cost, wall
+    time, and on assessment sweeps the test-accuracy summary.  The
+    comparison run: wall_seconds."""
+
+    # per epoch (trial)
+    TRAIN_LOSS = "train_loss"
+    TRAIN_ACC = "train_acc"
+    VAL_LOSS = "val_loss"
+    VAL_ACC = "val_acc"
+    BEST_VAL_ACC = "best_val_acc"
+    WIDTH_TOTAL = "width_total"
+    TRAIN_SECONDS = "train_seconds"
+    # final (trial)
+    TEST_ACC = "test_acc"
+    TEST_LOSS = "test_loss"
+    BEST_VAL_LOSS = "best_val_loss"
+    BEST_EPOCH = "best_epoch"
+    EPOCHS_RUN = "epochs_run"
+    N_TRAIN = "n_train"
+    FINAL_WIDTH_TOTAL = "final_width_total"
+    COMPUTE_SECONDS = "compute_seconds"
+    DEVICE_HOURS = "device_hours"
+    GPU_HOURS = "gpu_hours"
+    ATTEMPTS = "attempts"
+    RETRIES = "retries"
+    # sweep (and comparison: wall_seconds)
+    N_TRIALS = "n_trials"
+    N_OK = "n_ok"
+    N_DIVERGED = "n_diverged"
+    N_FAILED = "n_failed"
+    N_WIDTH_CAPPED = "n_width_capped"
+    N_STOPPED = "n_stopped"
+    WALL_SECONDS = "wall_seconds"
+    TEST_ACC_MEAN = "test_acc_mean"
+    TEST_ACC_STD = "test_acc_std"
+    RUNS_OK = "runs_ok"
+
+
+METRICS = tuple(v for k, v in vars(Metric).items() if k.isupper())
+PER_LAYER = ("width_", "rate_")  # + the layer's name: per-epoch width and rate of each adaptive layer
+# the final metrics a trial run gets from the trainer's final summary (the cost metrics come from the callback)
+FINAL_SCORES = (Metric.TEST_ACC, Metric.BEST_VAL_ACC, Metric.BEST_VAL_LOSS, Metric.BEST_EPOCH, Metric.EPOCHS_RUN,
+                Metric.TRAIN_SECONDS, Metric.N_TRAIN, Metric.TEST_LOSS)
+# the sweep-run counts of trials by status
+STATUS_COUNTS = {"ok": Metric.N_OK, "diverged": Metric.N_DIVERGED, "failed": Metric.N_FAILED,
+                 "width_capped": Metric.N_WIDTH_CAPPED, "stopped": Metric.N_STOPPED}
+
+
+def is_metric(name: str) -> bool:
+    """Is `name` a metric of the contract (a per-layer one included)?"""
+    return name in METRICS or any(name.startswith(p) and len(name) > len(p) for p in PER_LAYER)
+
+
+class Param:
+    """MLflow param names beyond a trial's TrainConfig keys (those are the
+    trial run's params, every default filled in: awnn/config.py owns them)."""
+
+    # trial runs
+    TRIAL_KEY = "trial_key"
+    PHASE = "phase"
+    GRID_INDEX = "grid_index"
+    # sweep runs
+    GRID_FILE = "grid_file"
+    GRID_DIGEST = "grid_digest"
+    BUDGET = "budget"
+    EPOCHS = "epochs"
+    RETRAIN_RUNS = "retrain_runs"
+    CONFIGS = "configs"
+    TRIALS = "trials"
+    FAMILY = "family"
+    REPEAT = "repeat"
+    SEARCH_SEED = "search_seed"
+    SELECTED_KEY = "selected_key"
+    OPTUNA_STORAGE = "optuna_storage"
+    OPTUNA_STUDY = "optuna_study"
+    TPE_TRIALS = "tpe_trials"
+    RANDOM_TRIALS = "random_trials"
+    ASHA_GRACE_PERIOD = "asha_grace_period"
+    ASHA_REDUCTION_FACTOR = "asha_reduction_factor"
+    ASHA_MAX_T = "asha_max_t"
+    ASHA_RUNGS = "asha_rungs"
+    # comparison run (+ BUDGET, OPTUNA_STORAGE and the SEARCH_OPTIONS)
+    TASK = "task"
+    STRATEGIES = "strategies"
+    CPUS_PER_TRIAL = "cpus_per_trial"
+    GPUS_PER_TRIAL = "gpus_per_trial"
+    STORAGE = "storage"
+    RAY_ADDRESS = "ray_address"
+    SEED = "seed"
+    REPEATS = "repeats"
+
+
+PARAMS = tuple(v for k, v in vars(Param).items() if k.isupper())
+TRIAL_PARAMS = (Param.TRIAL_KEY, Param.PHASE, Param.GRID_INDEX)  # a trial run's params beyond its config
+# the comparison-run params of the search options (part of the --resume key when they apply)
+SEARCH_OPTIONS = (Param.SEED, Param.REPEATS, Param.TPE_TRIALS, Param.RANDOM_TRIALS, Param.ASHA_GRACE_PERIOD, Param.ASHA_REDUCTION_FACTOR)
+
+
 def tag_equals(*pairs: tuple[str, str]) -> str:
     """An MLflow search filter: every (tag name, value) pair must match."""
     return " and ".join(f"tags.`{name}` = '{value}'" for name, value in pairs)
+
+
+def assessment_summary(accs) -> dict[str, Any]:
+    """The assessment summary of a strategy, as logged on its assessment sweep
+    run and as the report shows it: mean and sample standard deviation
+    (ddof=1) of the re-training runs' test accuracies, and their number
+    (`accs`: the runs with a selectable status and a finite test_acc).  One
+    run: std 0; none: NaN."""
+    import statistics
+
+    accs = [float(a) for a in accs]
+    return {
+        Metric.TEST_ACC_MEAN: statistics.fmean(accs) if accs else math.nan,
+        Metric.TEST_ACC_STD: statistics.stdev(accs) if len(accs) > 1 else (0.0 if accs else math.nan),
+        Metric.RUNS_OK: len(accs),
+    }

@@ -17,7 +17,7 @@ from .contract import PHASES, Tag, arm_family, redact_uri, tag_equals
 
 __all__ = ["AnalysisError", "ComparisonData", "find_comparison", "load_comparison", "load_histories", "trials_from_runs", "RUN_COLUMNS", "SEARCH_PARAMS"]
 
-SEARCH_PARAMS = ("seed", "repeats", "tpe_trials", "random_trials", "asha_grace_period", "asha_reduction_factor")
+SEARCH_PARAMS = C.SEARCH_OPTIONS  # the comparison run's search-option params
 
 
 # how stores written before the behaviour tags (awnn.order, awnn.stops_early) are read
@@ -263,7 +263,7 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
     for r in runs:
         t, p, m = r.data.tags, r.data.params, r.data.metrics
         status = t.get(Tag.STATUS, "running")
-        config = {k: C.parse_param(v) for k, v in p.items() if k not in ("trial_key", "phase", "grid_index")}
+        config = {k: C.parse_param(v) for k, v in p.items() if k not in C.TRIAL_PARAMS}
         estimated = "device_hours" not in m
         if estimated:  # no final metrics: open run, or one a dead driver left (see module docstring)
             seconds = m.get("train_seconds", 0.0)

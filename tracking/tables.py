@@ -10,7 +10,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .contract import PHASES, SELECTABLE, STATUSES
+from .contract import PHASES, SELECTABLE, STATUSES, assessment_summary
 from .reader import ComparisonData
 
 __all__ = ["REFERENCE", "REFERENCES", "cost_table", "strategy_table", "width_table", "savings", "savings_notes", "overhead"]
@@ -108,7 +108,7 @@ def strategy_table(data: ComparisonData) -> pd.DataFrame:
         cfg = sw["selected_config"].iloc[0] if len(sw) else None
         chosen = sel[sel["trial_key"] == key] if key else sel.iloc[0:0]
         ok = ass[_selectable(ass, "test_acc")] if len(ass) else ass
-        accs = ok["test_acc"].astype(float).to_numpy() if len(ok) else np.array([])
+        summary = assessment_summary(ok["test_acc"].astype(float) if len(ok) else [])
         dims = _grid_dims(sel)
         rows.append({
             "strategy": s,
@@ -118,9 +118,9 @@ def strategy_table(data: ComparisonData) -> pd.DataFrame:
             "selected_summary": _config_summary(cfg, dims) if cfg else "none selected",
             "selected_val_acc": float(chosen["best_val_acc"].iloc[0]) if len(chosen) else math.nan,
             "best_val_acc": float(sel.loc[_selectable(sel, "best_val_acc"), "best_val_acc"].max()) if len(sel) and _selectable(sel, "best_val_acc").any() else math.nan,
-            "test_acc_mean": float(accs.mean()) if len(accs) else math.nan,
-            "test_acc_std": float(accs.std(ddof=1)) if len(accs) > 1 else (0.0 if len(accs) else math.nan),
-            "test_runs": int(len(accs)),
+            "test_acc_mean": summary["test_acc_mean"],
+            "test_acc_std": summary["test_acc_std"],
+            "test_runs": summary["runs_ok"],
             "retrain_runs": int(len(ass)),
             "grid_dims": dims,
         })

@@ -45,7 +45,7 @@ def check_run_flags(args) -> None:
     """Numbers that argparse lets through (nan, inf, negatives) fail here, before anything starts."""
     import math
 
-    from ..errors import UsageError
+    from ..errors import OptionError
 
     for name, (low, inclusive, expected) in _NUMERIC_FLAGS.items():
         value = getattr(args, name, None)
@@ -53,7 +53,7 @@ def check_run_flags(args) -> None:
             continue
         ok = math.isfinite(value) and (value >= low if inclusive else value > low)
         if not ok:
-            raise UsageError(f"--{name.replace('_', '-')}: expected {expected}, found {value}")
+            raise OptionError(f"--{name.replace('_', '-')}: expected {expected}, found {value}")
 
 
 def settings_from(args):
@@ -80,20 +80,13 @@ def options_from(args):
 
 
 def run_comparison(args, strategies: list[str], kind: str) -> int:
-    from ..errors import UsageError
-    from ..errors import SearchError
-    from ..grid import GridError
     from ..sweep import Comparison
     from ..summary import print_summary
-    from tracking.store import TrackingUnavailable
 
-    check_run_flags(args)
-    try:
-        comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
-                                resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args))
-        results = comparison.run()
-    except (GridError, SearchError, TrackingUnavailable) as e:
-        raise UsageError(str(e)) from None
+    check_run_flags(args)  # bad input raises one of search.errors.user_errors(): one line, exit code 2
+    comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
+                            resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args))
+    results = comparison.run()
     if comparison.already_finished:  # --resume of a finished comparison: only its report may be missing
         if kind == "compare":
             write_comparison_report(comparison)

@@ -12,13 +12,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..errors import UsageError
-    from ..grid import GridError, discover_grids
+    from ..grid import discover_grids
 
-    try:
-        grids = discover_grids(args.grid_dir)
-    except GridError as e:
-        raise UsageError(str(e)) from None
+    grids = discover_grids(args.grid_dir)
     rows = [{"task": g.task, "strategy": g.strategy, "configs": g.size} for g in grids]
     if args.json:
         print(json.dumps(rows))

@@ -22,20 +22,15 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..errors import UsageError
-    from tracking.analysis import AnalysisError
     from tracking.report import log_report, write_report
     from tracking.contract import default_tracking_uri
-    from tracking.store import TrackingUnavailable, check_tracking
+    from tracking.store import check_tracking
 
     uri = args.tracking_uri or default_tracking_uri()
-    try:
-        check_tracking(uri, write=False)  # a read-only command: a missing, empty or corrupt store is one line, and is never written
-        paths = write_report(uri, args.out, comparison=args.comparison, experiment=args.experiment, margin=args.target_margin)
-        if args.log_artifact:
-            log_report(uri, paths["summary"]["comparison"], paths["out_dir"])
-    except (AnalysisError, TrackingUnavailable) as e:
-        raise UsageError(str(e)) from None
+    check_tracking(uri, write=False)  # a read-only command: a missing, empty or corrupt store is one line, and is never written
+    paths = write_report(uri, args.out, comparison=args.comparison, experiment=args.experiment, margin=args.target_margin)
+    if args.log_artifact:
+        log_report(uri, paths["summary"]["comparison"], paths["out_dir"])
     s = paths["summary"]
     print(f"report of comparison {s['comparison']} ({s['task']}, budget {s['budget']}, {s['state']}): {paths['report_html']}", file=sys.stdout)
     print(f"  {paths['report_md']}\n  {paths['summary_json']}", file=sys.stdout)

@@ -162,11 +162,8 @@ def _print_table(claim: str, rows: list[dict[str, Any]], verdicts: dict[str, Any
 
 
 def run(args) -> int:
-    from ..errors import UsageError
-    from ..errors import SearchError
-    from ..grid import GridError
+    from ..errors import OptionError
     from ..sweep import Comparison
-    from tracking.store import TrackingUnavailable
 
     from awnn.config import PROFILES
 
@@ -174,25 +171,22 @@ def run(args) -> int:
     profiles = [p.strip() for p in (args.profiles or default).split(",") if p.strip()]
     bad = [p for p in profiles if p not in PROFILES]
     if bad or not profiles:
-        raise UsageError(f"--profiles: expected a comma-separated list of {list(PROFILES)}, found {args.profiles!r}")
+        raise OptionError(f"--profiles: expected a comma-separated list of {list(PROFILES)}, found {args.profiles!r}")
     if args.cpus_per_trial <= 0:
-        raise UsageError(f"--cpus-per-trial: expected a number > 0, found {args.cpus_per_trial}")
+        raise OptionError(f"--cpus-per-trial: expected a number > 0, found {args.cpus_per_trial}")
     settings = settings_from(args)
     storage = settings.storage_path()
     root = (Path(storage) if "://" not in storage else Path.cwd() / "awnn-results") / "study-grids"
     rows, failed = [], False
-    try:
-        for profile in profiles:
-            directory, tasks = _study_grids(args.claim, profile, root, args.grid_dir)
-            for task in tasks:
-                comparison = Comparison(task, ["awnn"], args.budget, settings, tracking_uri=args.tracking_uri, resume=args.resume,
-                                        grid_dir=str(directory), kind="sweep", options=options_from(args))
-                result = comparison.run()[0]
-                failed |= result.selected is None
-                rows.append(_row(task, profile, result))
-                print(f"study {args.claim}: {profile} {task} done (sweep {comparison.id})", file=sys.stderr, flush=True)
-    except (GridError, SearchError, TrackingUnavailable) as e:
-        raise UsageError(str(e)) from None
+    for profile in profiles:
+        directory, tasks = _study_grids(args.claim, profile, root, args.grid_dir)
+        for task in tasks:
+            comparison = Comparison(task, ["awnn"], args.budget, settings, tracking_uri=args.tracking_uri, resume=args.resume,
+                                    grid_dir=str(directory), kind="sweep", options=options_from(args))
+            result = comparison.run()[0]
+            failed |= result.selected is None
+            rows.append(_row(task, profile, result))
+            print(f"study {args.claim}: {profile} {task} done (sweep {comparison.id})", file=sys.stderr, flush=True)
     verdicts = _verdicts(args.claim, rows, profiles)
     _print_table(args.claim, rows, verdicts)
     print(json.dumps({"claim": args.claim, "budget": args.budget, "profiles": profiles, "rows": rows, "verdicts": verdicts}, default=str))

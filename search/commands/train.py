@@ -59,14 +59,7 @@ def run(args) -> int:
             f"best {rec['best_val_acc']:.4f}  width {rec['width_total']}  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}"
         )
 
-    from awnn.data import DataError
-
-    try:
-        result = train(config, on_epoch=on_epoch)
-    except DataError as e:
-        from ..errors import UsageError
-
-        raise UsageError(str(e)) from None
+    result = train(config, on_epoch=on_epoch)  # a DataError is one line, exit code 2 (search/errors.py)
     progress.close()
     out = result.summary()
     out["config"] = config.to_dict()

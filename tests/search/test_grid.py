@@ -9,6 +9,7 @@ import pytest
 
 from conftest import run_awnn
 from search.budget import BUDGETS, resolve_budget
+from search.errors import BudgetError
 from search.grid import GridError, discover_grids, find_grid, load_grid
 
 
@@ -95,9 +96,9 @@ def test_budget_builtin_and_file(tmp_path):
     b = resolve_budget(str(p))
     assert b.epochs(g) == 50 and b.runs(g) == 4
     p.write_text("epoch_scale: 0.01\nretrain: 4\n")
-    with pytest.raises(GridError, match=r"b\.yaml: unknown key 'retrain'"):
+    with pytest.raises(BudgetError, match=r"b\.yaml: unknown key 'retrain'"):
         resolve_budget(str(p))
-    with pytest.raises(GridError, match=r"--budget: expected one of \['paper', 'quick', 'smoke'\] or a YAML file, found 'fast'"):
+    with pytest.raises(BudgetError, match=r"--budget: expected one of \['paper', 'quick', 'smoke'\] or a YAML file, found 'fast'"):
         resolve_budget("fast")
 
 
@@ -167,3 +168,19 @@ def test_grid_epochs_by_hidden_layers_rejects_a_bad_mapping(tmp_path):
     p.write_text("task: spiral\nstrategy: awnn\nepochs: 10\nepochs_by_hidden_layers: {2: 0}\ngrid: {sigma_theta: [1.0]}\n")
     with pytest.raises(GridError, match=r"g.yaml: key 'epochs_by_hidden_layers': expected a mapping of hidden_layers \(integer >= 0\) to epochs \(integer >= 1\), found \{2: 0\}"):
         load_grid(p)
+
+
+def test_error_classes_share_one_parent_and_name_their_input():
+    """GridError is for grid files only; budgets and options have their own
+    classes; all are UsageErrors (one line, exit code 2), and the CLI reports
+    the other layers' input errors the same way (search.errors.user_errors)."""
+    from awnn.config import ConfigError
+    from awnn.data import DataError
+    from search.errors import OptionError, SearchError, UsageError, user_errors
+    from tracking.checks import TrackingUnavailable
+    from tracking.reader import AnalysisError
+
+    for cls in (GridError, BudgetError, OptionError, SearchError):
+        assert issubclass(cls, UsageError) and issubclass(cls, ValueError)
+    assert not issubclass(BudgetError, GridError) and not issubclass(OptionError, GridError)
+    assert set(user_errors()) == {UsageError, ConfigError, DataError, TrackingUnavailable, AnalysisError}

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from search.budget import resolve_budget
-from search.grid import GridError, find_grid
+from search.errors import OptionError
+from search.grid import find_grid
 from search.strategies import FAMILIES, GRID_OF, REGISTRY, STOCHASTIC, StrategyOptions, asha_milestones, make_arms
 
 SMOKE, QUICK = resolve_budget("smoke"), resolve_budget("quick")
@@ -54,5 +55,5 @@ def test_repeats_make_one_arm_per_seed_for_stochastic_families_only():
 ])
 def test_bad_options_name_the_flag(families, options, message):
     budget = SMOKE if "asha" in families and "grace" in str(options) else QUICK
-    with pytest.raises(GridError, match=re.escape(message)):
+    with pytest.raises(OptionError, match=re.escape(message)):
         make_arms("doublemoon", families, StrategyOptions(**options), budget)
