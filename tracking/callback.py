@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from typing import Callable
 
 from ray.tune import Callback
 
-from .contract import Tag
+from .contract import FINAL_SCORES, TRIAL_PARAMS, Metric, Tag
 from .store import TrackingWriter
 
 __all__ = ["TrialTracker"]
@@ -39,13 +38,23 @@ SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
 
 
 class TrialTracker(Callback):
+    """Logs each trial as an MLflow run and announces what happened to it.
+
+    One job, as Ray's own MLflow logger callback has: it writes through the
+    driver's single writer and keeps only what it needs to write (attempts,
+    nodes, retries, the last final summary); nobody reads its state.  Two
+    hooks announce to the search side: `on_result(key, result)` after each
+    report, `on_finished(key, outcome)` once per trial when it ends, with the
+    outcome the protocol needs (search/record.py)."""
+
     def __init__(
         self,
         writer: TrackingWriter,
         tags: dict[str, str],
         cpus_per_trial: float,
         gpus_per_trial: float,
-        on_update: Callable[["TrialTracker", str], None] | None = None,
+        on_result: Callable[[str, dict], None] | None = None,
+        on_finished: Callable[[str, dict], None] | None = None,
     ):
         """`tags` are set on every trial run (comparison id, task); each trial's
         sweep run is `<strategy>/<phase>` of its spec, and its writer key
@@ -54,23 +63,23 @@ class TrialTracker(Callback):
         self.tags = dict(tags)
         self.cpus = cpus_per_trial
         self.gpus = gpus_per_trial
-        self.on_update = on_update
+        self.on_result = on_result
+        self.on_finished = on_finished
         self.started: set[str] = set()
-        self.outcomes: dict[str, dict] = {}  # what the protocol needs of each finished trial
+        self.ended: set[str] = set()
         self.attempts: dict[str, dict[str, tuple[float, float]]] = {}
         self.nodes: dict[str, list[tuple[str, str]]] = {}  # (node id, node ip) per attempt, in order
         self.retries: dict[str, int] = {}
         self.pids: dict[str, str] = {}
         self.finals: dict[str, dict] = {}
-        self.best_val_acc: dict[str, float] = {}  # per sweep ('<strategy>/<phase>')
-        self.t0 = time.monotonic()
 
     def __getstate__(self):
         # Ray pickles the Tuner (callbacks included) into the experiment folder
-        # for Tuner.restore; the live writer and progress hook stay behind.
+        # for Tuner.restore; the live writer and the hooks stay behind.
         state = self.__dict__.copy()
         state["writer"] = None
-        state["on_update"] = None
+        state["on_result"] = None
+        state["on_finished"] = None
         return state
 
     # ------------------------------------------------------------ helpers
@@ -100,7 +109,7 @@ class TrialTracker(Callback):
             return
         self.started.add(key)
         params = TrainConfig.from_dict(spec["config"]).to_dict()  # every key, defaults included
-        params.update({"trial_key": spec["key"], "phase": spec["phase"], "grid_index": spec["index"]})
+        params.update(zip(TRIAL_PARAMS, (spec["key"], spec["phase"], spec["index"])))
         tags = {**self.tags, Tag.KIND: "trial", Tag.STRATEGY: spec.get("family") or spec["strategy"], Tag.ARM: spec["strategy"],
                 Tag.REPEAT: str(spec.get("repeat", 0)), Tag.PHASE: spec["phase"], Tag.TRIAL_KEY: spec["key"], Tag.STATUS: "running",
                 # the config as the search gave it (params hold it with every default filled in): --resume reads it back
@@ -115,7 +124,7 @@ class TrialTracker(Callback):
         key = self._key(trial)
         attempt = result.get("attempt")
         if attempt:
-            self.attempts.setdefault(key, {})[attempt] = (float(result.get("attempt_start_seconds", 0.0)), float(result.get("train_seconds", 0.0)))
+            self.attempts.setdefault(key, {})[attempt] = (float(result.get("attempt_start_seconds", 0.0)), float(result.get(Metric.TRAIN_SECONDS, 0.0)))
             # a node is its id: several nodes can share an IP (e.g. on one host)
             node, node_id = str(result.get("node_ip", "")), str(result.get("node_id", ""))
             nodes = self.nodes.setdefault(key, [])
@@ -137,12 +146,8 @@ class TrialTracker(Callback):
             self.writer.log_metrics(key, rows)
         if result.get("final"):
             self.finals[key] = result["final"]
-        v = result.get("best_val_acc")
-        sweep = self.sweep_of(trial.config["spec"])
-        if isinstance(v, (int, float)) and v == v and v > self.best_val_acc.get(sweep, -math.inf):
-            self.best_val_acc[sweep] = float(v)
-        if self.on_update:
-            self.on_update(self, key)
+        if self.on_result:
+            self.on_result(key, result)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         key = self._key(trial)
@@ -165,38 +170,39 @@ class TrialTracker(Callback):
         """The driver is stopping (Ctrl-C, SIGTERM, an error): close the runs
         of the trials still in flight as `interrupted` (MLflow KILLED) with
         the compute they did so far; `--resume` runs those trials again."""
-        for key in sorted(self.started - set(self.outcomes)):
+        for key in sorted(self.started - self.ended):
             compute = self.compute_seconds(key)
             dev_h, gpu_h = self.device_hours(compute)
-            self.writer.log_metrics(key, [("compute_seconds", compute, 0), ("device_hours", dev_h, 0), ("gpu_hours", gpu_h, 0),
-                                          ("attempts", len(self.attempts.get(key, {})), 0)])
+            self.writer.log_metrics(key, [(Metric.COMPUTE_SECONDS, compute, 0), (Metric.DEVICE_HOURS, dev_h, 0), (Metric.GPU_HOURS, gpu_h, 0),
+                                          (Metric.ATTEMPTS, len(self.attempts.get(key, {})), 0)])
             self.writer.set_tags(key, {Tag.STATUS: "interrupted"})
             self.writer.end_run(key, "KILLED")
 
     # ------------------------------------------------------------ finishing
     def _finish(self, key: str, final: dict, error: str | None, trial) -> None:
-        if key in self.outcomes:
+        if key in self.ended:
             return
+        self.ended.add(key)
         status = final.get("status", "failed")
         compute = self.compute_seconds(key)
         dev_h, gpu_h = self.device_hours(compute)
         last = trial.last_result or {}
         metrics = {
-            "compute_seconds": compute,
-            "device_hours": dev_h,
-            "gpu_hours": gpu_h,
-            "attempts": len(self.attempts.get(key, {})),
-            "retries": self.retries.get(key, 0),
+            Metric.COMPUTE_SECONDS: compute,
+            Metric.DEVICE_HOURS: dev_h,
+            Metric.GPU_HOURS: gpu_h,
+            Metric.ATTEMPTS: len(self.attempts.get(key, {})),
+            Metric.RETRIES: self.retries.get(key, 0),
         }
-        for name in ("test_acc", "best_val_acc", "best_val_loss", "best_epoch", "epochs_run", "train_seconds", "n_train", "test_loss"):
-            v = final.get(name, last.get(name) if name in ("train_seconds", "best_val_acc") else None)
+        for name in FINAL_SCORES:  # the last report stands in for a final summary's training time and best score
+            v = final.get(name, last.get(name) if name in (Metric.TRAIN_SECONDS, Metric.BEST_VAL_ACC) else None)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and not math.isinf(v):
                 metrics[name] = float(v)
         if "widths" in final:
-            metrics["final_width_total"] = float(sum(final["widths"]))
-        step = int(final.get("epochs_run") or last.get("epoch") or 0)
+            metrics[Metric.FINAL_WIDTH_TOTAL] = float(sum(final["widths"]))
+        step = int(final.get(Metric.EPOCHS_RUN) or last.get("epoch") or 0)
         self.writer.log_metrics(key, [(k, v, step) for k, v in metrics.items()])
-        tags = {Tag.STATUS: status, Tag.ATTEMPTS: metrics["attempts"]}
+        tags = {Tag.STATUS: status, Tag.ATTEMPTS: metrics[Metric.ATTEMPTS]}
         if "widths" in final:
             tags[Tag.WIDTHS] = json.dumps(final["widths"])
             tags[Tag.WIDTHS_AT_BEST] = json.dumps(final.get("widths_at_best", final["widths"]))
@@ -210,9 +216,8 @@ class TrialTracker(Callback):
         outcome = dict(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)
         outcome["widths"] = final.get("widths")
         outcome["widths_at_best"] = final.get("widths_at_best")
-        self.outcomes[key] = outcome
-        if self.on_update:
-            self.on_update(self, key)
+        if self.on_finished:
+            self.on_finished(key, outcome)
 
 
 def _error_text(trial) -> str:

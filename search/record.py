@@ -1,0 +1,116 @@
+"""The protocol's record of a comparison's trials, owned by `search`.
+
+Trials are named by their writer key `<arm>/<phase>/<trial key>` (the
+sweep `<arm>/<phase>` plus the trial's key, e.g. `tpe.r2/selection/sel-0003`).
+
+* `OutcomeRecord`: the finished trials' outcomes - those an earlier driver
+  finished (read back by `--resume`, search/resume.py) and those finished by
+  this driver, announced by the tracking callback - and the best validation
+  accuracy reported so far in each sweep (for the progress line).  The
+  searcher (search/phases.py) reads it to know when a phase is complete and
+  which config it selects; nothing in `tracking` reads it.
+* `PhaseResult` / `StrategyResult`: what one phase and one arm produced, in
+  the order the searcher closed them (the summary table and `awnn study`
+  read them).
+
+An outcome is the dict the protocol needs of a finished trial: key, status,
+config, index, error, the final metrics (best_val_acc, best_val_loss,
+test_acc, compute_seconds, device_hours, ...) and widths / widths_at_best.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .grid import Grid
+
+__all__ = ["OutcomeRecord", "PhaseResult", "StrategyResult", "sweep_of"]
+
+
+def sweep_of(key: str) -> str:
+    """`<arm>/<phase>` of a writer key `<arm>/<phase>/<trial key>`."""
+    return key.rsplit("/", 1)[0]
+
+
+class OutcomeRecord:
+    """Finished trials by writer key, and each sweep's best reported
+    `best_val_acc`.  `listener(key)` is called after every change (a report
+    or a finished trial of this driver)."""
+
+    def __init__(self, earlier: Mapping[str, dict[str, Any]] | None = None, listener: Callable[[str], None] | None = None):
+        self.earlier: dict[str, dict[str, Any]] = dict(earlier or {})  # finished by earlier drivers (--resume)
+        self.here: dict[str, dict[str, Any]] = {}  # finished by this driver
+        self.best_val_acc: dict[str, float] = {}  # sweep -> best reported so far by this driver's trials
+        self.listener = listener
+
+    # --- what the tracking callback announces
+    def reported(self, key: str, result: Mapping[str, Any]) -> None:
+        """A trial's report (one or more epochs)."""
+        v = result.get("best_val_acc")
+        sweep = sweep_of(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v > self.best_val_acc.get(sweep, -math.inf):
+            self.best_val_acc[sweep] = float(v)
+        self._changed(key)
+
+    def finished(self, key: str, outcome: dict[str, Any]) -> None:
+        """A trial of this driver ended (any terminal status); the first outcome of a key counts."""
+        if key in self.here or key in self.earlier:
+            return
+        self.here[key] = outcome
+        self._changed(key)
+
+    # --- what the searcher reads
+    def done(self) -> set[str]:
+        return set(self.earlier) | set(self.here)
+
+    def is_new(self, key: str) -> bool:
+        """Did this driver finish `key` (as opposed to an earlier driver, or nobody yet)?"""
+        return key in self.here
+
+    def _changed(self, key: str) -> None:
+        if self.listener is not None:
+            self.listener(key)
+
+
+@dataclass
+class PhaseResult:
+    strategy: str  # the arm
+    phase: str
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    @property
+    def sweep(self) -> str:
+        return f"{self.strategy}/{self.phase}"
+
+    def total(self, name: str) -> float:
+        return float(sum(o.get(name) or 0.0 for o in self.outcomes))
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.get("status") == status)
+
+
+@dataclass
+class StrategyResult:
+    strategy: str  # the arm (search/strategies.py): "fixed", "tpe", "tpe.r2", ...
+    grid: Grid
+    selection: PhaseResult
+    assessment: PhaseResult | None = None
+    selected: dict[str, Any] | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    family: str = ""
+
+    def widths(self) -> str:
+        if not self.selected:
+            return "-"
+        cfg = self.selected["config"]
+        if cfg.get("model") == "awnn":
+            runs = [o for o in (self.assessment.outcomes if self.assessment else []) if o.get("widths_at_best")]
+            if runs:
+                totals = [sum(o["widths_at_best"]) for o in runs]
+                return f"{sum(totals) / len(totals):.0f} learned"
+            return f"{sum(self.selected.get('widths_at_best') or []):.0f} learned"
+        if cfg.get("width") == 0 or cfg.get("hidden_layers") == 0:
+            return "linear"
+        return f"{cfg.get('width')} x {cfg.get('hidden_layers')}"

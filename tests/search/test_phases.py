@@ -1,0 +1,227 @@
+"""The phased searcher and the outcome record without Ray: a fake trial loop
+plays Tune (asks `suggest`, finishes trials in launch order, fills the
+record as the tracking callback would), and fake hooks stand in for the
+MLflow sweep runs (search/sweep_runs.py)."""
+from __future__ import annotations
+
+import io
+import math
+import statistics
+
+import pytest
+
+from search.budget import resolve_budget
+from search.phases import PhasedSearcher
+from search.protocol import select_best
+from search.record import OutcomeRecord
+from search.resume import PriorAttempts, Rerun
+from search.strategies import StrategyOptions, TpeSource, make_arms
+
+FINISHED = "FINISHED"  # ray.tune.search.Searcher.FINISHED
+
+
+class Hooks:
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.walls: list[str | None] = []
+        self.logs: list[str] = []
+
+    def sweep_started(self, arm, phase, specs, selected):
+        self.calls.append(("started", f"{arm.name}/{phase}", len(specs), selected["key"] if selected else None))
+
+    def config_selected(self, arm, best):
+        self.calls.append(("selected", arm.name, best["key"]))
+
+    def sweep_ended(self, result, summary):
+        self.calls.append(("ended", result.sweep, len(result.outcomes), dict(summary) if summary else None))
+
+    def wall(self, sweep, seconds):
+        assert seconds >= 0
+        self.walls.append(sweep)
+
+    def log(self, text):
+        self.logs.append(text)
+
+
+def score(spec: dict) -> dict:
+    """A trial's outcome: selection index 4 is the best usable one, index 2
+    diverges with a higher score (never selected); re-training run r scores
+    test_acc 0.8 + 0.01 r."""
+    i = spec["index"]
+    out = {"key": spec["key"], "config": spec["config"], "index": i, "status": "ok", "error": None,
+           "best_val_loss": 1.0, "device_hours": 0.001, "compute_seconds": 3.6, "gpu_hours": 0.0}
+    if spec["phase"] == "assessment":
+        return {**out, "best_val_acc": 0.9, "test_acc": 0.8 + 0.01 * i}
+    if i == 2:
+        return {**out, "status": "diverged", "best_val_acc": 0.99}
+    return {**out, "best_val_acc": 0.9 if i == 4 else 0.6}
+
+
+def drive(searcher: PhasedSearcher, record: OutcomeRecord, outcome=score, concurrency: int = 3, order: str = "oldest") -> list[dict]:
+    """Play Tune: keep up to `concurrency` trials running, finish the oldest (or the newest),
+    until the searcher says FINISHED.  Checks on the way that no trial of a
+    later phase is suggested while one of an earlier phase is unfinished."""
+    running: list[tuple[str, dict]] = []
+    suggested: list[dict] = []
+    phase_order = [f"{name}/{ph}" for name, ph in searcher.phases]
+    n = 0
+    while True:
+        answer = None
+        while len(running) < concurrency:
+            answer = searcher.suggest(f"t{n}")
+            if not isinstance(answer, dict):
+                break
+            spec = answer["spec"]
+            sweep = f"{spec['strategy']}/{spec['phase']}"
+            for earlier in phase_order[:phase_order.index(sweep)]:
+                assert not any(f"{s['strategy']}/{s['phase']}" == earlier for _, s in running), f"{sweep} suggested while {earlier} runs"
+            running.append((f"t{n}", spec))
+            suggested.append(spec)
+            n += 1
+        if not running:
+            assert answer == FINISHED, f"the searcher waits ({answer!r}) with nothing running"
+            break
+        tid, spec = running.pop(0 if order == "oldest" else -1)
+        key = f"{spec['strategy']}/{spec['phase']}/{spec['key']}"
+        out = outcome(spec)
+        record.reported(key, {"best_val_acc": out.get("best_val_acc"), "epoch": 1})
+        record.finished(key, out)
+        searcher.on_trial_complete(tid, {"final": out})
+    searcher.finish_all()
+    return suggested
+
+
+@pytest.fixture
+def budget():
+    return resolve_budget("smoke")
+
+
+def make(families, budget, tmp_path, prior=None, **options):
+    arms = make_arms("doublemoon", families, StrategyOptions(**options), budget)
+    record = OutcomeRecord(earlier=(prior or PriorAttempts()).finished)
+    hooks = Hooks()
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    searcher = PhasedSearcher(arms, budget, record, hooks, prior=prior, stream=io.StringIO(), trial_settings={"x": 1},
+                              make_tpe=lambda arm: TpeSource(arm, budget, storage, f"study-{arm.name}"))
+    return arms, record, hooks, searcher
+
+
+@pytest.mark.parametrize("order", ["oldest", "newest"])
+def test_phases_run_in_order_and_assess_the_selected_config(budget, tmp_path, order):
+    arms, record, hooks, searcher = make(["fixed", "awnn", "random", "asha"], budget, tmp_path)
+    suggested = drive(searcher, record, order=order)
+    assert len(suggested) == searcher.max_trials() == sum(a.trials + budget.runs(a.grid) for a in arms)
+    expected = []
+    for a in arms:
+        sel = [s for s in suggested if s["strategy"] == a.name and s["phase"] == "selection"]
+        best = select_best([score(s) for s in sel])
+        assert best["index"] == 4 if 4 in [s["index"] for s in sel] else best["status"] == "ok"
+        runs = budget.runs(a.grid)
+        accs = [0.8 + 0.01 * r for r in range(1, runs + 1)]
+        summary = {"test_acc_mean": statistics.fmean(accs), "test_acc_std": statistics.stdev(accs), "runs_ok": runs}
+        expected += [("started", f"{a.name}/selection", a.trials, None), ("ended", f"{a.name}/selection", a.trials, None),
+                     ("selected", a.name, best["key"]), ("started", f"{a.name}/assessment", runs, best["key"]),
+                     ("ended", f"{a.name}/assessment", runs, summary)]
+        ass = [s for s in suggested if s["strategy"] == a.name and s["phase"] == "assessment"]
+        strip = ("split", "epochs", "patience", "seed", "data_seed")
+        for s in ass:  # the selected config, re-trained on the outer split with seeds 1..R
+            assert {k: v for k, v in s["config"].items() if k not in strip} == {k: v for k, v in best["config"].items() if k not in strip}
+            assert s["config"]["split"] == "outer" and s["config"]["seed"] == s["index"]
+        assert all(s["family"] == a.family and s["repeat"] == a.repeat for s in sel + ass)
+        if a.family == "asha":
+            assert all(s["report_at"] for s in sel)
+    assert hooks.calls == expected
+    assert [r.strategy for r in searcher.results] == [a.name for a in arms]
+    assert all(r.selected["index"] != 2 for r in searcher.results)  # a diverged trial is never selected
+    assert {r.summary["runs_ok"] for r in searcher.results} == {2}
+    assert searcher.suggest("after") == FINISHED
+    assert set(hooks.walls) >= {f"{a.name}/{ph}" for a in arms for ph in ("selection", "assessment")}
+
+
+def test_tpe_arm_asks_and_tells_its_study(budget, tmp_path):
+    arms, record, hooks, searcher = make(["tpe"], budget, tmp_path, seed=3)
+    suggested = drive(searcher, record)
+    sel = [s for s in suggested if s["phase"] == "selection"]
+    assert len(sel) == arms[0].trials and all(s["config"] and s["index"] >= 0 for s in sel)
+    study = searcher.tpe["tpe"].study
+    trials = study.get_trials(deepcopy=False)
+    assert len(trials) == len(sel)
+    told = {t.user_attrs["awnn_trial_key"]: (t.state.name, t.value) for t in trials}
+    for s in sel:  # usable scores told as values, a diverged trial as failed
+        o = score(s)
+        assert told[s["key"]] == (("FAIL", None) if o["status"] == "diverged" else ("COMPLETE", o["best_val_acc"]))
+
+
+def test_resume_skips_finished_trials_and_reruns_from_checkpoints(budget, tmp_path):
+    arms = make_arms("doublemoon", ["fixed", "awnn"], StrategyOptions(), budget)
+    fixed_sel = arms[0].selection_specs(budget)
+    awnn_sel = arms[1].selection_specs(budget)
+    prior = PriorAttempts(
+        finished={f"fixed/selection/{s.key}": score(s.to_dict()) for s in fixed_sel},
+        reruns={f"awnn/selection/{awnn_sel[1].key}": Rerun(config=awnn_sel[1].config, index=1, checkpoint="/ckpt/awnn-sel-0001")},
+        wall_seconds={"fixed/selection": 100.0},
+    )
+    _, record, hooks, searcher = make(["fixed", "awnn"], budget, tmp_path, prior=prior)
+    assert searcher.pending_trials()
+    suggested = drive(searcher, record)
+    assert not [s for s in suggested if s["strategy"] == "fixed" and s["phase"] == "selection"]
+    assert len(suggested) == searcher.max_trials() - len(fixed_sel)
+    assert [s["resume_from"] for s in suggested if s["strategy"] == "awnn" and s["key"] == awnn_sel[1].key] == ["/ckpt/awnn-sel-0001"]
+    fixed = searcher.results[0]
+    assert len(fixed.selection.outcomes) == len(fixed_sel) and fixed.selected["index"] == 4
+    assert fixed.selection.wall_seconds == pytest.approx(100.0)  # nothing ran here: the earlier drivers' time only
+    assert ("ended", "fixed/selection", len(fixed_sel), None) in hooks.calls
+
+
+def test_nothing_pending_when_every_trial_finished(budget, tmp_path):
+    arms = make_arms("doublemoon", ["awnn"], StrategyOptions(), budget)
+    finished = {f"awnn/selection/{s.key}": score(s.to_dict()) for s in arms[0].selection_specs(budget)}
+    best = select_best(finished.values())
+    from search.protocol import assessment_specs
+    finished.update({f"awnn/assessment/{s.key}": score(s.to_dict()) for s in assessment_specs(best["config"], arms[0].grid, budget)})
+    _, record, hooks, searcher = make(["awnn"], budget, tmp_path, prior=PriorAttempts(finished=finished))
+    assert not searcher.pending_trials()
+    searcher.finish_all()  # what the Comparison does when Ray is not needed
+    assert [c[0] for c in hooks.calls] == ["started", "ended", "selected", "started", "ended"]
+    assert searcher.results[0].summary["runs_ok"] == budget.runs(arms[0].grid)
+
+
+def test_an_arm_without_a_usable_selection_trial_is_not_retrained(budget, tmp_path):
+    def all_fail(spec):
+        return {**score(spec), "status": "failed", "best_val_acc": math.nan} if spec["phase"] == "selection" else score(spec)
+
+    arms, record, hooks, searcher = make(["awnn"], budget, tmp_path)
+    suggested = drive(searcher, record, outcome=all_fail)
+    assert {s["phase"] for s in suggested} == {"selection"}
+    assert [c[0] for c in hooks.calls] == ["started", "ended"]
+    assert hooks.logs == ["awnn: no selection trial finished with a validation score; no re-training"]
+    assert searcher.results[0].selected is None and searcher.results[0].assessment is None
+
+
+def test_trials_ray_never_reported_close_as_failed(budget, tmp_path):
+    _, record, hooks, searcher = make(["awnn"], budget, tmp_path)
+    first = searcher.suggest("t0")["spec"]
+    record.finished(f"awnn/selection/{first['key']}", score(first))
+    searcher.finish_all()  # Ray stopped: the rest never ran
+    sel = searcher.results[0].selection
+    assert sel.count("failed") == len(sel.outcomes) - 1
+    assert {o["error"] for o in sel.outcomes if o["status"] == "failed"} == {"no result from Ray"}
+
+
+def test_outcome_record():
+    seen: list[str] = []
+    rec = OutcomeRecord(earlier={"a/selection/sel-0000": {"status": "ok"}}, listener=seen.append)
+    rec.reported("a/selection/sel-0001", {"best_val_acc": 0.5})
+    rec.reported("a/selection/sel-0002", {"best_val_acc": math.nan})
+    rec.reported("a/selection/sel-0002", {"best_val_acc": True})
+    rec.reported("a/assessment/ass-01", {"best_val_acc": 0.7})
+    rec.reported("a/selection/sel-0001", {"best_val_acc": 0.4})
+    assert rec.best_val_acc == {"a/selection": 0.5, "a/assessment": 0.7}
+    rec.finished("a/selection/sel-0001", {"status": "ok", "n": 1})
+    rec.finished("a/selection/sel-0001", {"status": "failed", "n": 2})  # the first outcome of a key counts
+    rec.finished("a/selection/sel-0000", {"status": "failed"})  # finished by an earlier driver already
+    assert rec.here == {"a/selection/sel-0001": {"status": "ok", "n": 1}}
+    assert rec.done() == {"a/selection/sel-0000", "a/selection/sel-0001"}
+    assert rec.is_new("a/selection/sel-0001") and not rec.is_new("a/selection/sel-0000")
+    assert seen == ["a/selection/sel-0001", "a/selection/sel-0002", "a/selection/sel-0002", "a/assessment/ass-01",
+                    "a/selection/sel-0001", "a/selection/sel-0001"]

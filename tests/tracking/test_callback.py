@@ -1,0 +1,100 @@
+"""The tracking callback without Ray: fake Tune trials driven through its
+hooks, a real TrackingWriter on a real MLflow SQLite store.  It logs each
+trial, announces reports and ends through its two hooks (once per trial),
+and keeps nothing the search side reads."""
+from __future__ import annotations
+
+import json
+import pickle
+from types import SimpleNamespace
+
+import pytest
+
+from search.budget import resolve_budget
+from search.strategies import StrategyOptions, make_arms
+from tracking.callback import TrialTracker
+from tracking.contract import Tag, client
+from tracking.store import TrackingWriter, init_tracking
+
+
+@pytest.fixture
+def setup(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    init_tracking(uri)
+    writer = TrackingWriter(uri, "awnn-doublemoon")
+    writer.start_run("cmp", name="compare-x", tags={Tag.KIND: "comparison"})
+    writer.start_run("awnn/selection", name="awnn-selection", parent="cmp", tags={Tag.KIND: "sweep"})
+    results, finished = [], []
+    tracker = TrialTracker(writer, tags={Tag.COMPARISON: "cmp-1", Tag.TASK: "doublemoon"}, cpus_per_trial=2, gpus_per_trial=0,
+                           on_result=lambda k, r: results.append((k, r.get("epoch"))), on_finished=lambda k, o: finished.append((k, o)))
+    arm = make_arms("doublemoon", ["awnn"], StrategyOptions(), resolve_budget("smoke"))[0]
+    specs = arm.selection_specs(resolve_budget("smoke"))
+    trials = [SimpleNamespace(config={"spec": sp.to_dict()}, last_result={}, error_file=None, error_msg="RuntimeError: boom\n")
+              for sp in specs[:3]]
+    yield SimpleNamespace(uri=uri, writer=writer, tracker=tracker, trials=trials, results=results, finished=finished)
+    writer.close(timeout=30)
+
+
+def report(tracker, trial, epoch, attempt="a1", final=None, node=("10.0.0.1", "n1")):
+    result = {"epoch": epoch, "attempt": attempt, "attempt_start_seconds": 0.0, "train_seconds": 36.0 * epoch, "node_ip": node[0],
+              "node_id": node[1], "pid": "123", "best_val_acc": 0.5 + 0.1 * epoch,
+              "epochs": [{"epoch": epoch, "val_acc": 0.5 + 0.1 * epoch, "width_total": 10 + epoch, "status": "ok", "width_capped": False}]}
+    if final:
+        result["final"] = final
+    trial.last_result = result
+    tracker.on_trial_result(0, [], trial, result)
+
+
+def test_trials_are_logged_and_announced_once(setup):
+    t, (ok, bad, open_) = setup.tracker, setup.trials
+    for trial in (ok, bad, open_):
+        t.on_trial_start(0, [], trial)
+        t.on_trial_start(0, [], trial)  # a retried trial starts again: one run
+    report(t, ok, 1)
+    report(t, ok, 2, final={"status": "ok", "best_val_acc": 0.7, "best_val_loss": 0.4, "best_epoch": 2, "epochs_run": 2,
+                            "widths": [12], "widths_at_best": [11]})
+    t.on_trial_complete(0, [], ok)
+    t.on_trial_complete(0, [], ok)  # announced once
+    report(t, bad, 1, node=("10.0.0.2", "n2"))
+    t.on_trial_recover(0, [], bad)
+    t.on_trial_error(0, [], bad)
+    report(t, open_, 1)
+    t.interrupt_open()  # the driver stops: the trial in flight closes as interrupted
+
+    key = lambda trial: f"awnn/selection/{trial.config['spec']['key']}"  # noqa: E731
+    assert [k for k, _ in setup.results] == [key(ok), key(ok), key(bad), key(open_)]
+    assert [k for k, _ in setup.finished] == [key(ok), key(bad)]
+    outcome = dict(setup.finished[0][1])
+    assert outcome["status"] == "ok" and outcome["widths"] == [12] and outcome["widths_at_best"] == [11]
+    assert outcome["compute_seconds"] == pytest.approx(72.0) and outcome["device_hours"] == pytest.approx(72.0 * 2 / 3600)
+    assert outcome["config"] == ok.config["spec"]["config"] and outcome["key"] == ok.config["spec"]["key"]
+    failed = setup.finished[1][1]
+    assert failed["status"] == "failed" and failed["error"] == "RuntimeError: boom" and failed["retries"] == 1
+
+    assert setup.writer.flush(timeout=60)
+    runs = {r.data.tags[Tag.TRIAL_KEY]: r for r in client(setup.uri).search_runs([setup.writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'trial'")}
+    r_ok, r_bad, r_open = (runs[trial.config["spec"]["key"]] for trial in (ok, bad, open_))
+    assert (r_ok.info.status, r_ok.data.tags[Tag.STATUS]) == ("FINISHED", "ok")
+    assert (r_bad.info.status, r_bad.data.tags[Tag.STATUS], r_bad.data.tags[Tag.ERROR]) == ("FAILED", "failed", "RuntimeError: boom")
+    assert (r_open.info.status, r_open.data.tags[Tag.STATUS]) == ("KILLED", "interrupted")
+    assert r_ok.data.metrics["best_val_acc"] == 0.7 and r_ok.data.metrics["final_width_total"] == 12
+    assert json.loads(r_ok.data.tags[Tag.WIDTHS_AT_BEST]) == [11] and r_ok.data.tags[Tag.STRATEGY] == "awnn"
+    assert r_ok.data.tags[Tag.COMPARISON] == "cmp-1" and r_ok.data.tags[Tag.NODE_IP] == "10.0.0.1"
+    assert r_bad.data.tags[Tag.RETRIES] == "1" and r_bad.data.tags[Tag.NODES] == "10.0.0.2"
+    history = client(setup.uri).get_metric_history(r_ok.info.run_id, "val_acc")
+    assert sorted((m.step, round(m.value, 6)) for m in history) == [(1, 0.6), (2, 0.7)]
+    assert r_open.data.metrics["compute_seconds"] == pytest.approx(36.0)
+
+
+def test_a_trial_a_scheduler_stops_is_announced_as_stopped(setup):
+    t, trial = setup.tracker, setup.trials[0]
+    t.on_trial_start(0, [], trial)
+    report(t, trial, 1)
+    t.on_trial_complete(0, [], trial)  # no final summary: stopped before its last epoch
+    assert [o["status"] for _, o in setup.finished] == ["stopped"]
+    assert setup.finished[0][1]["best_val_acc"] == pytest.approx(0.6)
+
+
+def test_pickled_tracker_leaves_the_writer_and_hooks_behind(setup):
+    state = pickle.loads(pickle.dumps(setup.tracker))
+    assert state.writer is None and state.on_result is None and state.on_finished is None
