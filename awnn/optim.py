@@ -33,7 +33,7 @@ keeps the active (rows, cols) block contiguous at the start of its storage;
 a change of columns moves the kept block to its new row stride (one copy,
 only on steps where a width moves).  New entries are drawn exactly as the
 strided layout draws them (through a scratch view with the same strides),
-so both layouts give the same numbers; tests/test_optim.py checks it.
+so both layouts give the same numbers; tests/awnn/test_optim.py checks it.
 """
 from __future__ import annotations
 

@@ -36,10 +36,10 @@ step_setup() {
 }
 
 step_gputests() {
-  # the CUDA tests: everything marked gpu (tests/test_gpu.py and the three model tests)
+  # the CUDA tests: everything marked gpu (tests/system/test_gpu.py and the three model tests)
   $PY -m pytest tests -m gpu -v -p no:cacheprovider -o addopts="" --timeout 300 -rs
   # the bit-for-bit and step-path tests of the CPU suite, on this machine too
-  $PY -m pytest tests/test_optim.py tests/test_layers.py tests/test_step_speed_paths.py tests/test_train.py tests/test_train_prior_decay.py -q -p no:cacheprovider --timeout 300
+  $PY -m pytest tests/awnn/test_optim.py tests/awnn/test_layers.py tests/awnn/test_step_speed_paths.py tests/awnn/test_train.py tests/awnn/test_train_prior_decay.py -q -p no:cacheprovider --timeout 300
 }
 
 step_bench() {

@@ -9,7 +9,7 @@ what MLflow records.  They are applied only
 * when the installed Ray is one they were checked against (`TESTED_RAY`):
   on another version nothing is patched, with one line on stderr, and
 * when each patch target still has the shape it was written for (a missing
-  target skips that patch; `tests/test_ray_speedups.py` fails when a target
+  target skips that patch; `tests/search/test_ray_speedups.py` fails when a target
   moves, so an upgrade cannot silently turn them into no-ops).
 
 What is changed:

@@ -89,7 +89,7 @@ def parse_param(v: str) -> Any:
 class Tag:
     """Every MLflow tag name this project writes, one owner (what each holds:
     the README's tracking contract).  Writers and readers use these names,
-    never the strings (tests/test_contract.py checks)."""
+    never the strings (tests/tracking/test_contract.py checks)."""
 
     ARM = "awnn.arm"
     ARMS = "awnn.arms"
