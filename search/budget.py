@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from .errors import BudgetError
+from .yamlfile import read_yaml_file
 from .grid import Grid
 
 __all__ = ["Budget", "BUDGETS", "resolve_budget"]
@@ -78,16 +78,7 @@ def resolve_budget(name_or_path: str) -> Budget:
         raise BudgetError(f"--budget: expected one of {sorted(BUDGETS)} or a YAML file, found {name_or_path!r}")
     if path.is_dir():
         raise BudgetError(f"--budget {name_or_path}: expected a YAML file, found a folder")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BudgetError(f"{path}: no such budget file") from None
-    except UnicodeDecodeError as e:
-        raise BudgetError(f"{path}: not a UTF-8 text file (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
-    except OSError as e:
-        raise BudgetError(f"{path}: cannot read the budget file ({e.strerror or type(e).__name__})") from None
-    except yaml.YAMLError as e:
-        raise BudgetError(f"{path}: malformed YAML: {getattr(e, 'problem', e)}") from None
+    data = read_yaml_file(path, "budget", BudgetError)
     if not isinstance(data, dict):
         raise BudgetError(f"{path}: expected a mapping with keys {list(_KEYS)}, found {type(data).__name__}")
     values: dict[str, Any] = {}

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from .errors import GridError  # noqa: F401 - defined in search/errors.py, raised here
+from .yamlfile import read_yaml_file
 
 from awnn.config import ConfigError, TrainConfig
 
@@ -103,22 +103,7 @@ def _fail(path: Path | str, key: str, expected: str, found: Any) -> GridError:
 
 def load_grid(path: str | Path) -> Grid:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise GridError(f"{path}: no such grid file") from None
-    except OSError as e:
-        raise GridError(f"{path}: cannot read: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise GridError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise GridError(f"{path}: malformed YAML{where}: {problem}") from None
-    return grid_from_dict(data, path)
+    return grid_from_dict(read_yaml_file(path, "grid", GridError), path)
 
 
 def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:

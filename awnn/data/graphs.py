@@ -29,7 +29,7 @@ import torch
 
 from . import DataError, Task
 from .images import stratified_holdout
-from .splits import Split, stratified_split
+from .splits import Split, index_batches, stratified_split
 
 __all__ = ["GraphTask", "load_tu", "load_nci1", "load_reddit_binary", "tu_fold_splits", "FOLDS"]
 
@@ -76,13 +76,8 @@ class GraphTask(Task):
     def batches(self, split: str, part: str, batch_size: int, device: torch.device, generator: torch.Generator | None = None) -> Iterator:
         from torch_geometric.data import Batch
 
-        idx = self.indices(split, part)
-        if generator is not None:
-            idx = idx[torch.randperm(len(idx), generator=generator).numpy()]
-        else:
-            batch_size = min(batch_size, EVAL_BATCH)
-        for s in range(0, len(idx), batch_size):
-            b = Batch.from_data_list([self.graphs[i] for i in idx[s : s + batch_size]]).to(device)
+        for part_idx in index_batches(self.indices(split, part), batch_size, generator, EVAL_BATCH):
+            b = Batch.from_data_list([self.graphs[i] for i in part_idx]).to(device)
             if self.constant_features:
                 b.x = torch.ones(b.num_nodes, 1, device=device)
             yield b, b.y

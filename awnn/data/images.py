@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from . import DataError, Task
-from .splits import Split, outer_inner_splits
+from .splits import Split, index_batches, outer_inner_splits
 
 __all__ = ["ImageTask", "load_digits", "load_mnist", "load_cifar10", "load_cifar100", "stratified_holdout"]
 
@@ -123,14 +123,8 @@ class ImageTask(Task):
 
     def batches(self, split: str, part: str, batch_size: int, device: torch.device, generator: torch.Generator | None = None) -> Iterator:
         x_all, y_all, mean, std = self._on(device)
-        idx = torch.as_tensor(self.indices(split, part), dtype=torch.long)
         train = generator is not None
-        if train:
-            idx = idx[torch.randperm(len(idx), generator=generator)]
-        else:
-            batch_size = min(batch_size, EVAL_BATCH)
-        for s in range(0, len(idx), batch_size):
-            b = idx[s : s + batch_size]
+        for b in index_batches(torch.as_tensor(self.indices(split, part), dtype=torch.long), batch_size, generator, EVAL_BATCH):
             xb = x_all[b.to(device)].float()  # (B, C, H, W), raw pixel scale
             if train and self.augment != "none":
                 xb = self._augment(xb, generator)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Split", "stratified_split", "outer_inner_splits"]
+__all__ = ["Split", "stratified_split", "outer_inner_splits", "index_batches"]
 
 
 @dataclass(frozen=True)
@@ -60,3 +60,19 @@ def outer_inner_splits(labels: np.ndarray, seed: int = 0, outer: tuple[float, fl
     pool = np.concatenate([tr, va])
     itr, iva = stratified_split(labels[pool], (0.9, 0.1), seed + 1)
     return Split(tr, va, te), Split(pool[itr], pool[iva], np.array([], dtype=int))
+
+
+def index_batches(idx, batch_size: int, generator, eval_batch: int):
+    """The batches of indices of one pass over `idx` (a numpy array or a
+    tensor): training (a generator given) in a fresh random order drawn from
+    the generator, `batch_size` at a time; evaluation in order, at most
+    `eval_batch` at a time (activation memory)."""
+    import torch
+
+    if generator is not None:
+        perm = torch.randperm(len(idx), generator=generator)
+        idx = idx[perm.numpy() if isinstance(idx, np.ndarray) else perm]
+    else:
+        batch_size = min(batch_size, eval_batch)
+    for s in range(0, len(idx), batch_size):
+        yield idx[s : s + batch_size]

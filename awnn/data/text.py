@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from . import DataError, Task
-from .splits import Split
+from .splits import Split, index_batches
 
 __all__ = ["WordTokenizer", "GPT2Tokenizer", "TextTask", "load_multi30k", "WORD_MIN_FREQ"]
 
@@ -219,13 +219,7 @@ class TextTask(Task):
 
     def batches(self, split: str, part: str, batch_size: int, device: torch.device, generator: torch.Generator | None = None) -> Iterator:
         src_all, tgt_all = self._on(device)
-        idx = self.indices(split, part)
-        if generator is not None:
-            idx = idx[torch.randperm(len(idx), generator=generator).numpy()]
-        else:
-            batch_size = min(batch_size, EVAL_BATCH)
-        for s in range(0, len(idx), batch_size):
-            b = idx[s : s + batch_size]
+        for b in index_batches(self.indices(split, part), batch_size, generator, EVAL_BATCH):
             sl, tl = int(self.src_len[b].max()), int(self.tgt_len[b].max())
             bt = torch.as_tensor(b, dtype=torch.long).to(device)
             src = src_all[bt, :sl]  # (B, S)
