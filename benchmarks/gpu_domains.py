@@ -6,7 +6,7 @@ grid key) is trained for `--epochs` epochs on the GPU: ResNet-20 on digits
 (bundled) and on MNIST / CIFAR-10 data written in their real on-disk formats
 (IDX files, pickled python batches), GIN on a TU-format graph set (NCI1
 layout), the 6+6 Transformer on parallel text (Multi30k layout).  The data
-files are written by the test suite's own writers (tests/test_data_*.py).
+files are written by the test suite's own writers (tests/data_helpers.py).
 
 Prints one line per run on stderr and one JSON object last:
     {"device": ..., "torch": ..., "cuda": ..., "runs": [{task, model, status,
@@ -46,9 +46,7 @@ def first_config(task: str, strategy: str) -> dict:
 
 
 def write_data(root: Path, small: bool) -> None:
-    from test_data_graphs import write_tu
-    from test_data_images import make_cifar, make_mnist
-    from test_data_text import write_multi30k
+    from data_helpers import make_cifar, make_mnist, write_multi30k, write_tu
 
     k = 1 if small else 10
     make_mnist(str(root), n_train=200 * k, n_test=50 * k)

@@ -20,6 +20,8 @@ was expected and what was found; nothing is launched before a grid loads.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import itertools
 import json
@@ -87,10 +89,18 @@ class Grid:
             out.append({"task": self.task, **self.fixed, **dict(zip(keys, values))})
         return out
 
+    def with_data_root(self, data_root: str) -> "Grid":
+        """The grid with every config reading its data from `data_root` (an
+        absolute path resolved on the driver: `--data-root`).  Grid files do
+        not set it; it is not part of the digest."""
+        return dataclasses.replace(self, fixed={**self.fixed, "data_root": data_root})
+
     def digest(self) -> str:
-        """Short hash of the grid's content: identifies 'the same sweep' for --resume."""
+        """Short hash of the grid's content: identifies 'the same sweep' for --resume
+        (where the data lives, `data_root`, is not part of it)."""
+        fixed = {k: v for k, v in self.fixed.items() if k != "data_root"}
         content = {"task": self.task, "strategy": self.strategy, "epochs": self.epochs, "patience": self.patience,
-                   "retrain_runs": self.retrain_runs, "fixed": self.fixed, "grid": self.grid}
+                   "retrain_runs": self.retrain_runs, "fixed": fixed, "grid": self.grid}
         if self.epochs_by_hidden_layers:  # (absent: the digest of grids written before the key existed)
             content["epochs_by_hidden_layers"] = {str(k): v for k, v in sorted(self.epochs_by_hidden_layers.items())}
         body = json.dumps(content, sort_keys=True)

@@ -42,11 +42,17 @@ class OutcomeRecord:
         self.earlier: dict[str, dict[str, Any]] = dict(earlier or {})  # finished by earlier drivers (--resume)
         self.here: dict[str, dict[str, Any]] = {}  # finished by this driver
         self.best_val_acc: dict[str, float] = {}  # sweep -> best reported so far by this driver's trials
+        self.in_epoch: dict[str, dict[str, int]] = {}  # running trial -> {epoch, batch, batches} inside a long epoch
         self.listener = listener
 
     # --- what the tracking callback announces
     def reported(self, key: str, result: Mapping[str, Any]) -> None:
         """A trial's report (one or more epochs)."""
+        progress = result.get("progress")
+        if isinstance(progress, dict):
+            self.in_epoch[key] = progress
+        elif result.get("epochs"):
+            self.in_epoch.pop(key, None)
         v = result.get("best_val_acc")
         sweep = sweep_of(key)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v > self.best_val_acc.get(sweep, -math.inf):
@@ -57,12 +63,21 @@ class OutcomeRecord:
         """A trial of this driver ended (any terminal status); the first outcome of a key counts."""
         if key in self.here or key in self.earlier:
             return
+        self.in_epoch.pop(key, None)
         self.here[key] = outcome
         self._changed(key)
 
     # --- what the searcher reads
     def done(self) -> set[str]:
         return set(self.earlier) | set(self.here)
+
+    def data_error(self) -> str | None:
+        """The first trial of this driver that could not read its data (its
+        error line and the trial), or None: no retry fixes it, the comparison stops."""
+        for key, o in self.here.items():
+            if o.get("error_kind") == "data":
+                return f"{o.get('error') or 'data error'} (trial {key})"
+        return None
 
     def is_new(self, key: str) -> bool:
         """Did this driver finish `key` (as opposed to an earlier driver, or nobody yet)?"""
@@ -113,4 +128,6 @@ class StrategyResult:
             return f"{sum(self.selected.get('widths_at_best') or []):.0f} learned"
         if cfg.get("width") == 0 or cfg.get("hidden_layers") == 0:
             return "linear"
-        return f"{cfg.get('width')} x {cfg.get('hidden_layers')}"
+        # the layers the trainer recorded (the same ones AWNN's total sums, e.g. GIN: every MLP), else hidden_layers
+        recorded = [o["widths"] for o in (self.assessment.outcomes if self.assessment else []) if o.get("widths")]
+        return f"{cfg.get('width')} x {len(recorded[0]) if recorded else cfg.get('hidden_layers')}"

@@ -58,7 +58,7 @@ from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts, find_checkpoint, read_prior_attempts
 from .strategies import REGISTRY, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
 from .sweep_runs import SweepRuns
-from .tune import RunSettings, init_ray, run_plan, trial_settings, wait_for_warm_workers
+from .tune import RunSettings, init_ray, run_plan, stop_on_data_error, trial_settings, wait_for_warm_workers
 
 __all__ = ["Comparison", "PhaseResult", "StrategyResult"]
 
@@ -84,8 +84,11 @@ class Comparison:
         stream: TextIO | None = None,
         kind: str = "compare",
         options: StrategyOptions | None = None,
+        data_root: str | None = None,
     ):
         self.task = task
+        # where the trials read their data: an absolute path, resolved here on the driver (never against a trial's folder)
+        self.data_root = str(Path(data_root or "data").expanduser().resolve())
         self.strategies = list(strategies)
         self.settings = settings
         self.resume = resume
@@ -93,7 +96,7 @@ class Comparison:
         self.stream = stream or sys.stderr
         self.options = options or StrategyOptions()
         self.budget = resolve_budget(budget)
-        self.arms: list[Arm] = make_arms(task, self.strategies, self.options, self.budget, grid_dir)
+        self.arms: list[Arm] = make_arms(task, self.strategies, self.options, self.budget, grid_dir, data_root=self.data_root)
         self.arm = {a.name: a for a in self.arms}
         self.grids = {a.name: a.grid for a in self.arms}
         self._check_data()
@@ -133,7 +136,7 @@ class Comparison:
         """Load the task once on the driver: missing data fails here, in seconds."""
         from awnn.data import load_task
 
-        load_task(self.task, next(iter(self.grids.values())).fixed.get("data_root", "data"))  # raises DataError
+        load_task(self.task, self.data_root)  # raises DataError naming the file
 
     def log(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -177,8 +180,14 @@ class Comparison:
                 warm = wait_for_warm_workers()  # the local Ray's workers importing torch & co. since init_ray
                 if warm:
                     self.writer.set_tags("cmp", {Tag.WARM_PIDS: ",".join(map(str, warm))})
+                # a trial that cannot read its data stops the comparison at once (no retry can fix it)
+                stop = stop_on_data_error(record.data_error, lambda message: self.tracker.interrupt_open())
                 run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker],
-                         scheduler=make_scheduler(self.arms, self.budget))
+                         scheduler=make_scheduler(self.arms, self.budget), stop=stop)
+                if record.data_error():
+                    from awnn.data import DataError
+
+                    raise DataError(f"{record.data_error()}; fix the data and run the same command with --resume")
             searcher.finish_all()
             self.runs.finish()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (search/cli.py): resumable, and visibly not running
@@ -234,7 +243,7 @@ class Comparison:
         }
         params = {Param.TASK: self.task, Param.STRATEGIES: ",".join(self.strategies), Param.BUDGET: json.dumps(self.budget.to_dict()),
                   Param.CPUS_PER_TRIAL: self.settings.cpus_per_trial, Param.GPUS_PER_TRIAL: self.settings.gpus_per_trial,
-                  Param.STORAGE: self.settings.storage_path(),
+                  Param.STORAGE: self.settings.storage_path(), Param.DATA_ROOT: self.data_root,
                   Param.RAY_ADDRESS: self.settings.address or os.environ.get("RAY_ADDRESS", "local"), **self._search_options()}
         if self.optuna_storage:
             params[Param.OPTUNA_STORAGE] = redact_uri(self.optuna_storage)

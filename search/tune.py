@@ -16,6 +16,7 @@ from it: the epoch counter goes on, it does not start over.
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import shutil
 import tempfile
@@ -45,6 +46,7 @@ def tune_environment() -> None:
 
 
 CHECKPOINT_FILE = "trainer.pt"
+PROGRESS_SECONDS = 5.0  # a trial reports its progress inside an epoch at most this often (and only in epochs this long)
 
 
 @dataclass
@@ -76,6 +78,7 @@ def trainable(config: dict[str, Any]) -> None:
     from ray import tune
 
     from awnn.config import TrainConfig
+    from awnn.data import DataError
     from awnn.train import Trainer
 
     spec = config["spec"]
@@ -86,7 +89,12 @@ def trainable(config: dict[str, Any]) -> None:
     if settings["gpus_per_trial"] <= 0:
         values["device"] = "cpu"
     cfg = TrainConfig.from_dict(values, source=f"trial {spec['key']}")
-    trainer = Trainer(cfg)
+    try:
+        trainer = Trainer(cfg)
+    except DataError as e:  # no retry can fix missing or malformed data: the trial ends, and the driver stops the comparison
+        # (Tune requires the searcher's metric in every result)
+        tune.report({"epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": data_error_final(e)})
+        return
 
     state = None
     ckpt = tune.get_checkpoint()
@@ -154,10 +162,59 @@ def trainable(config: dict[str, Any]) -> None:
         if time.monotonic() - last_report >= interval or record["epoch"] in rungs:
             report()
 
-    result = trainer.run(on_epoch)
+    progress_every = max(interval, PROGRESS_SECONDS)
+
+    def on_batch(epoch: int, done: int, total: int, seconds: float) -> None:
+        # inside a long epoch: where the trial is, to the driver's progress line (ASHA sees no epoch in it)
+        nonlocal last_report
+        if seconds < progress_every or time.monotonic() - last_report < progress_every:
+            return
+        latest = trainer.history[-1] if trainer.history else {}
+        tune.report({**common, "best_val_acc": latest.get("best_val_acc", math.nan), "train_seconds": trainer.train_seconds + seconds,
+                     "epochs": [], "final": None, "progress": {"epoch": epoch, "batch": done, "batches": total}})
+        last_report = time.monotonic()
+
+    try:
+        result = trainer.run(on_epoch, on_batch)
+    except DataError as e:
+        report(data_error_final(e))
+        return
     final = result.summary()
     final["test_acc"] = None if final["test_acc"] != final["test_acc"] else final["test_acc"]
     report(final)
+
+
+def data_error_final(error: Exception) -> dict[str, Any]:
+    """The final summary of a trial whose data cannot be read (awnn.data.DataError)."""
+    return {"status": "failed", "error": f"{type(error).__name__}: {error}", "error_kind": "data"}
+
+
+def stop_on_data_error(first_error: Callable[[], str | None], on_stop: Callable[[str], None]):
+    """A Tune stopper that ends the whole run as soon as `first_error()`
+    names a trial whose data cannot be read, calling `on_stop(message)` once
+    before Tune stops the trials in flight (the driver closes their runs)."""
+    tune_environment()
+    from ray.tune.stopper import Stopper
+
+    class StopOnDataError(Stopper):
+        def __init__(self, first_error, on_stop):
+            self.first_error, self.on_stop, self.stopped = first_error, on_stop, False
+
+        def __getstate__(self):
+            # Ray pickles the run config for Tuner.restore; we resume from MLflow, so the live hooks stay behind
+            return {"stopped": self.stopped}
+
+        def __call__(self, trial_id: str, result: dict) -> bool:
+            return False
+
+        def stop_all(self) -> bool:
+            message = self.first_error() if self.first_error else None
+            if message is not None and not self.stopped:
+                self.stopped = True
+                self.on_stop(message)
+            return message is not None
+
+    return StopOnDataError(first_error, on_stop)
 
 
 # -------------------------------------------------------------------- Ray
@@ -254,7 +311,7 @@ def trial_settings(settings: RunSettings) -> dict[str, Any]:
     return {k: v for k, v in asdict(settings).items() if k in ("cpus_per_trial", "gpus_per_trial", "report_interval", "checkpoint_interval")}
 
 
-def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str, callbacks: list, scheduler=None) -> None:
+def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str, callbacks: list, scheduler=None, stop=None) -> None:
     """Run every trial `searcher` suggests (at most `num_samples`) on Ray Tune.
 
     One Tuner for a whole comparison: its actors are reused from trial to
@@ -282,6 +339,7 @@ def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str,
             ),
             run_config=tune.RunConfig(
                 name=experiment,
+                stop=stop,
                 storage_path=settings.storage_path(),
                 verbose=0,
                 callbacks=callbacks,

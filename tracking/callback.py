@@ -159,8 +159,8 @@ class TrialTracker(Callback):
         final = self.finals.get(key)
         if final is None:  # stopped by a scheduler before its end
             self._finish(key, {"status": "stopped"}, error=None, trial=trial)
-        else:
-            self._finish(key, final, error=None, trial=trial)
+        else:  # a trial that ended on its own, or on an error it reported (e.g. its data cannot be read)
+            self._finish(key, final, error=final.get("error"), trial=trial)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         key = self._key(trial)
@@ -177,6 +177,7 @@ class TrialTracker(Callback):
                                           (Metric.ATTEMPTS, len(self.attempts.get(key, {})), 0)])
             self.writer.set_tags(key, {Tag.STATUS: "interrupted"})
             self.writer.end_run(key, "KILLED")
+            self.ended.add(key)  # Tune may still report it as complete while stopping it: it stays interrupted
 
     # ------------------------------------------------------------ finishing
     def _finish(self, key: str, final: dict, error: str | None, trial) -> None:
@@ -214,6 +215,8 @@ class TrialTracker(Callback):
         self.writer.end_run(key, "FAILED" if status == "failed" else "FINISHED")
         spec = trial.config["spec"]
         outcome = dict(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)
+        if final.get("error_kind"):
+            outcome["error_kind"] = final["error_kind"]  # e.g. "data": no retry can fix it
         outcome["widths"] = final.get("widths")
         outcome["widths_at_best"] = final.get("widths_at_best")
         if self.on_finished:

@@ -226,6 +226,7 @@ class Param:
     CPUS_PER_TRIAL = "cpus_per_trial"
     GPUS_PER_TRIAL = "gpus_per_trial"
     STORAGE = "storage"
+    DATA_ROOT = "data_root"
     RAY_ADDRESS = "ray_address"
     SEED = "seed"
     REPEATS = "repeats"

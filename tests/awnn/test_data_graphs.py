@@ -13,37 +13,7 @@ from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import DataError, load_task  # noqa: E402
 from awnn.data.graphs import tu_fold_splits  # noqa: E402
 from awnn.train import train  # noqa: E402
-
-
-def write_tu(root, name, n_graphs=60, node_labels=True, seed=0):
-    """A TU dataset whose label depends on structure only: cycles (label 1)
-    versus paths (label -1, as in TU files) of 5..10 nodes; node labels,
-    when written, are random noise."""
-    rng = np.random.default_rng(seed)
-    raw = os.path.join(root, name, "raw")
-    os.makedirs(raw, exist_ok=True)
-    edges, indicator, graph_labels, labels = [], [], [], []
-    offset = 0
-    for g in range(n_graphs):
-        cycle = g % 2 == 0
-        n = int(rng.integers(5, 11))
-        pairs = [(i, i + 1) for i in range(n - 1)] + ([(n - 1, 0)] if cycle else [])
-        for a, b in pairs:  # 1-based node ids, both directions
-            edges += [(offset + a + 1, offset + b + 1), (offset + b + 1, offset + a + 1)]
-        indicator += [g + 1] * n
-        labels += list(rng.integers(0, 3, n))
-        graph_labels.append(1 if cycle else -1)
-        offset += n
-
-    def put(part, lines):
-        with open(os.path.join(raw, f"{name}_{part}.txt"), "w") as f:
-            f.writelines(f"{line}\n" for line in lines)
-
-    put("A", [f"{a}, {b}" for a, b in edges])
-    put("graph_indicator", indicator)
-    put("graph_labels", graph_labels)
-    if node_labels:
-        put("node_labels", labels)
+from data_helpers import write_tu  # noqa: E402
 
 
 def test_tu_fold_splits_partition_and_stratify():

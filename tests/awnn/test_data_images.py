@@ -1,57 +1,16 @@
 """Image tasks: real on-disk formats (MNIST IDX, CIFAR python batches),
 Table 2 splits, normalisation, training-only augmentation, clear errors."""
 import os
-import pickle
-import struct
 
-import numpy as np
 import pytest
 import torch
 
 from awnn.config import TrainConfig
 from awnn.data import DataError, Split, load_task
 from awnn.train import train
+from data_helpers import make_cifar, make_mnist
 
 pytest.importorskip("torchvision", reason="the image tasks read MNIST through torchvision")
-
-
-def write_idx(path, array):
-    """An IDX file (the MNIST format): magic, big-endian dims, unsigned bytes."""
-    array = np.asarray(array, dtype=np.uint8)
-    with open(path, "wb") as f:
-        f.write(struct.pack(">BBBB", 0, 0, 0x08, array.ndim))
-        f.write(struct.pack(f">{array.ndim}I", *array.shape))
-        f.write(array.tobytes())
-
-
-def make_mnist(root, n_train=120, n_test=30, seed=0):
-    rng = np.random.default_rng(seed)
-    raw = os.path.join(root, "MNIST", "raw")
-    os.makedirs(raw)
-    data = {}
-    for prefix, n in (("train", n_train), ("t10k", n_test)):
-        images = rng.integers(0, 256, (n, 28, 28))
-        labels = np.arange(n) % 10
-        write_idx(os.path.join(raw, f"{prefix}-images-idx3-ubyte"), images)
-        write_idx(os.path.join(raw, f"{prefix}-labels-idx1-ubyte"), labels)
-        data[prefix] = (images, labels)
-    return data
-
-
-def make_cifar(root, hundred=False, per_batch=20, n_test=20, seed=0):
-    rng = np.random.default_rng(seed)
-    folder = os.path.join(root, "cifar-100-python" if hundred else "cifar-10-batches-py")
-    os.makedirs(folder)
-    key, classes = ("fine_labels", 100) if hundred else ("labels", 10)
-    files = (["train"] if hundred else [f"data_batch_{i}" for i in range(1, 6)]) + (["test"] if hundred else ["test_batch"])
-    sizes = ([5 * per_batch] if hundred else [per_batch] * 5) + [n_test]
-    out = {}
-    for name, n in zip(files, sizes):
-        entry = {"data": rng.integers(0, 256, (n, 3072)).astype(np.uint8), key: list(rng.integers(0, classes, n))}
-        with open(os.path.join(folder, name), "wb") as f:
-            pickle.dump(entry, f)
-        out[name] = entry
-    return out
 
 
 def unnormalise(task, x):

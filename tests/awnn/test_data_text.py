@@ -1,9 +1,7 @@
 """Text task: parallel text files, the offline word tokenizer, a pretrained
 GPT-2 tokenizer loaded from its files, padded batches, clear errors, and a
 tiny Transformer trained end to end with named FFN widths."""
-import json
 import os
-import random
 
 import pytest
 import torch
@@ -12,37 +10,7 @@ from awnn.config import TrainConfig
 from awnn.data import DataError, load_task
 from awnn.data.text import IGNORE_INDEX, GPT2Tokenizer, WordTokenizer, _bytes_to_unicode
 from awnn.train import train
-
-WORDS = "a man dog runs the in park woman red blue sits plays ball".split()
-
-
-def write_multi30k(root, sizes=(("train", 200), ("val", 24), ("test", 24)), test_stem="test", seed=0):
-    """A toy translation task: German is each English word upper-cased + 'x'."""
-    rng = random.Random(seed)
-    folder = os.path.join(root, "multi30k")
-    os.makedirs(folder, exist_ok=True)
-    for split, n in sizes:
-        en = [[rng.choice(WORDS) for _ in range(rng.randint(3, 8))] for _ in range(n)]
-        stem = test_stem if split == "test" else split
-        with open(os.path.join(folder, f"{stem}.en"), "w", encoding="utf-8") as f:
-            f.writelines(" ".join(s) + " .\n" for s in en)
-        with open(os.path.join(folder, f"{stem}.de"), "w", encoding="utf-8") as f:
-            f.writelines(" ".join(w.upper() + "x" for w in s) + " .\n" for s in en)
-    return folder
-
-
-def write_gpt2(folder):
-    """GPT-2's file formats with a tiny vocabulary: 256 byte symbols and 5 merges."""
-    os.makedirs(folder, exist_ok=True)
-    symbols = list(_bytes_to_unicode().values())
-    merges = [("Ġ", "c"), ("a", "t"), ("Ġc", "at"), ("t", "h"), ("th", "e")]
-    vocab = {s: i for i, s in enumerate(symbols + ["".join(m) for m in merges] + ["<|endoftext|>"])}
-    with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
-        json.dump(vocab, f)
-    with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
-        f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
-    return vocab
-
+from data_helpers import write_gpt2, write_multi30k
 
 def test_word_tokenizer_is_built_from_training_text():
     tok = WordTokenizer.build(["a dog, a cat.", "a dog runs"], min_freq=2)
