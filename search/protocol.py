@@ -27,7 +27,7 @@ from tracking.contract import SELECTABLE, assessment_summary
 from .budget import Budget
 from .grid import Grid
 
-__all__ = ["TrialSpec", "selection_specs", "assessment_specs", "select_best", "summarize_assessment", "SELECTABLE"]
+__all__ = ["TrialSpec", "selection_specs", "assessment_specs", "select_best", "summarize_assessment", "single_run_config", "SELECTABLE"]
 
 
 @dataclass
@@ -120,3 +120,21 @@ def select_best(outcomes: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | No
 def summarize_assessment(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """test_acc_mean, test_acc_std, runs_ok of the re-training runs (tracking.contract.assessment_summary)."""
     return assessment_summary(o["test_acc"] for o in outcomes if o.get("status") in SELECTABLE and _finite(o.get("test_acc")))
+
+
+def single_run_config(grid: Grid, budget: Budget, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The config `awnn train` trains for the task and model of `grid`: what
+    the grid fixes (optimiser, learning rate, weight decay, schedule, batch
+    size, starting rate, ...), the first value of each key it searches, and
+    the epochs and patience a trial of that config gets under `budget`
+    (milestones scaled with them, as in a sweep); `overrides` (the command
+    line) win over all of it.  Split, seed and data are TrainConfig's
+    defaults unless overridden."""
+    cfg = {**grid.configs()[0], **overrides}
+    if "epochs" not in overrides:
+        cfg = _scale_milestones(cfg, grid, budget) if "lr_milestones" not in overrides else cfg
+        values = _protocol_values(grid, budget, "outer", 0, cfg)
+        cfg["epochs"] = values["epochs"]
+        if "patience" not in overrides:
+            cfg["patience"] = values["patience"]
+    return cfg

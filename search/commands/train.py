@@ -12,7 +12,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train one model (fixed or AWNN) and print its result as JSON")
     p.add_argument("--task", required=True, help="task name (see `awnn grids`), e.g. spiralhard")
     p.add_argument("--model", required=True, choices=["fixed", "awnn"])
-    p.add_argument("--epochs", type=int, default=None, help="number of epochs (default 100)")
+    p.add_argument("--epochs", type=int, default=None, help="number of epochs (default: the task's grid epochs under --budget)")
+    p.add_argument("--budget", default="paper", help="scales the grid's epochs and patience as in a sweep: smoke | quick | paper, or a budget YAML file (default: paper)")
+    p.add_argument("--grid-dir", default=None, help="folder with grid YAML files whose settings are the defaults (default: the packaged search/grids)")
     p.add_argument("--seed", type=int, default=None, help="training seed (default 0)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="any TrainConfig key, repeatable, e.g. --set hidden_layers=2 --set activation=relu6")
     p.add_argument("--data-root", default=None, help="folder with downloaded datasets (images, graphs, text)")
@@ -32,7 +34,30 @@ def parse_sets(sets: list[str]) -> dict[str, str]:
     return out
 
 
+def resolve_defaults(args, values: dict) -> tuple[dict, str]:
+    """The task's own setup as defaults (search.protocol.single_run_config):
+    the settings of its grid for --model, scaled by --budget.  A task without
+    a grid file keeps TrainConfig's defaults (an unknown task is reported by
+    TrainConfig, naming the known ones)."""
+    from awnn.data import TASKS
+    from ..budget import resolve_budget
+    from ..errors import GridError
+    from ..grid import find_grid
+    from ..protocol import single_run_config
+
+    budget = resolve_budget(args.budget)
+    if args.task not in TASKS:
+        return values, "TrainConfig defaults"
+    try:
+        grid = find_grid(args.task, args.model, args.grid_dir)
+    except GridError:
+        return values, "TrainConfig defaults (no grid file for this task and model)"
+    return single_run_config(grid, budget, values), f"{grid.path} (first value of each searched key), budget {budget.name}"
+
+
 def run(args) -> int:
+    import sys
+
     from awnn.config import TrainConfig
     from awnn.train import train
 
@@ -44,7 +69,11 @@ def run(args) -> int:
         values["seed"] = args.seed
     if args.data_root is not None:
         values["data_root"] = args.data_root
+    values, source = resolve_defaults(args, values)
     config = TrainConfig.from_dict(values, source="command line")
+    if not args.quiet:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
+        print(f"config (defaults from {source}; flags and --set override them): {shown}", file=sys.stderr, flush=True)
     progress = ProgressLine()
     start = time.monotonic()
 
@@ -59,7 +88,19 @@ def run(args) -> int:
             f"best {rec['best_val_acc']:.4f}  width {rec['width_total']}  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}"
         )
 
-    result = train(config, on_epoch=on_epoch)  # a DataError is one line, exit code 2 (search/errors.py)
+    shown_at = [0.0]
+
+    def on_batch(epoch, done, total, seconds):
+        # inside long epochs (a first MNIST epoch takes minutes on 2 cores): batches, rate and the epoch's ETA, once a second
+        now = time.monotonic()
+        if args.quiet or seconds < 2.0 or now - shown_at[0] < 1.0:
+            return
+        shown_at[0] = now
+        rate = done / seconds
+        progress.update(f"epoch {epoch}/{config.epochs}  batch {done}/{total}  {rate:.1f} batch/s  "
+                        f"epoch eta {fmt_seconds((total - done) / rate if rate else math.nan)}  elapsed {fmt_seconds(now - start)}")
+
+    result = train(config, on_epoch=on_epoch, on_batch=on_batch)  # a DataError is one line, exit code 2 (search/errors.py)
     progress.close()
     out = result.summary()
     out["config"] = config.to_dict()
