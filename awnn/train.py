@@ -42,6 +42,8 @@ __all__ = ["train", "Trainer", "RunResult", "CheckpointError", "evaluate", "trun
 OK, DIVERGED, WIDTH_CAPPED = "ok", "diverged", "width_capped"
 
 EpochCallback = Callable[[dict[str, Any]], Any]
+# progress inside an epoch: (epoch, training batches done, batches in the epoch, seconds since the epoch began)
+BatchCallback = Callable[[int, int, int, float], Any]
 
 
 class CheckpointError(ValueError):
@@ -294,8 +296,11 @@ class Trainer:
         count = sum(p.numel() for p in params)
         return -float(gaussian_log_prob_sum(torch.tensor(sq), count, c.sigma_theta)) / self.n_obs
 
-    def run(self, on_epoch: EpochCallback | None = None) -> RunResult:
+    def run(self, on_epoch: EpochCallback | None = None, on_batch: BatchCallback | None = None) -> RunResult:
+        """Train to the end; `on_epoch(record)` after each epoch, `on_batch(epoch, done, total, seconds)`
+        after each training batch (progress inside long epochs; keep it cheap)."""
         c = self.config
+        per_epoch = math.ceil(self.task.n_train(c.split) / c.batch_size) if on_batch is not None else 0
         model, blocks, device = self.model, self.blocks, self.device
         interval = c.width_update_interval
         with warnings.catch_warnings():
@@ -332,6 +337,8 @@ class Trainer:
                         correct += (out.detach().argmax(-1) == y).sum()
                         seen += len(y)
                     batches += 1
+                    if on_batch is not None:
+                        on_batch(epoch, batches, per_epoch, time.perf_counter() - t0)
                 # mean of the per-batch objective, plus the weight prior's term at the epoch's end
                 if batches:
                     train_loss = float(loss_sum) / batches + self.neg_log_weight_prior()
@@ -483,14 +490,16 @@ def train(
     on_epoch: EpochCallback | None = None,
     resume: dict[str, Any] | None = None,
     task: Task | None = None,
+    on_batch: BatchCallback | None = None,
 ) -> RunResult:
     """Run one training to the end (or until it diverges / hits max_width).
 
-    `on_epoch` receives each epoch's record; `resume` is a `Trainer.state_dict()`."""
+    `on_epoch` receives each epoch's record, `on_batch` the progress inside
+    an epoch; `resume` is a `Trainer.state_dict()`."""
     trainer = Trainer(config, task)
     if resume is not None:
         trainer.load_state_dict(resume)
-    return trainer.run(on_epoch)
+    return trainer.run(on_epoch, on_batch)
 
 
 @torch.no_grad()

@@ -170,6 +170,9 @@ class PhasedSearcher(_SearcherBase):
         text = f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}"
         if best == best:
             text += f"  best val_acc {best:.4f}"
+        inside = [p for k, p in sorted(self.record.in_epoch.items()) if k in self.keys and p.get("batches")]
+        if inside:  # trials in a long epoch: how far each is
+            text += "  in epoch: " + ", ".join(f"{p['epoch']}:{100 * p['batch'] // p['batches']}%" for p in inside[:4])
         self.progress.update(text)
         now = time.monotonic()
         if self.record.is_new(key) or now - self.last_wall_record >= WALL_RECORD_SECONDS:

@@ -166,10 +166,14 @@ def width_table(data: ComparisonData) -> pd.DataFrame:
                          "per_layer_mean": per_mean.tolist(), "per_layer_std": per_std.tolist(),
                          "total_mean": float(tot.mean()), "total_std": float(tot.std(ddof=1)) if len(tot) > 1 else 0.0, "n": len(ws)})
         else:
-            w = float(cfg.get("width", math.nan))
-            rows.append({"strategy": s["strategy"], "kind": "chosen by the grid", "layers": layers, "per_layer": ", ".join([f"{w:g}"] * layers),
-                         "per_layer_mean": [w] * layers, "per_layer_std": [0.0] * layers,
-                         "total_mean": w * layers, "total_std": 0.0, "n": 1})
+            # the widths the trainer recorded, on the same layers as AWNN's (e.g. GIN: the MLP before the
+            # convolutions and one per convolution); stores without them: the config's width per hidden layer
+            ass = trials[(trials["strategy"] == s["strategy"]) & (trials["phase"] == "assessment")]
+            recorded = [w for w in ass.loc[ass["status"].isin(SELECTABLE), "widths"] if isinstance(w, list) and w] if len(ass) else []
+            per = [float(v) for v in recorded[0]] if recorded else [float(cfg.get("width", math.nan))] * layers
+            rows.append({"strategy": s["strategy"], "kind": "chosen by the grid", "layers": len(per), "per_layer": ", ".join(f"{w:g}" for w in per),
+                         "per_layer_mean": per, "per_layer_std": [0.0] * len(per),
+                         "total_mean": float(sum(per)), "total_std": 0.0, "n": 1})
     return pd.DataFrame(rows)
 
 
@@ -258,6 +262,23 @@ def savings_notes(data: ComparisonData, references: Iterable[str] = REFERENCES) 
 
 
 # --------------------------------------------------------------- overhead
+ARCH_KEYS = ("conv_layers", "pooling")  # a model's own depth and pooling (GIN): matched first when a run's config has them
+
+
+def _arch(run) -> tuple:
+    cfg = run.get("config") if isinstance(run.get("config"), dict) else {}
+    return tuple((k, cfg[k]) for k in ARCH_KEYS if k in cfg)
+
+
+def _layers(run) -> float:
+    """The number of layers a run's width is spread over: the widths the trainer recorded, else hidden_layers."""
+    for col in ("widths", "widths_at_best"):
+        w = run.get(col)
+        if isinstance(w, list) and w:
+            return float(len(w))
+    return float(run["hidden_layers"]) if np.isfinite(run["hidden_layers"]) else 1.0
+
+
 def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
     """AWNN's cost per training sample per epoch relative to fixed-width
     trials of similar width, measured on the comparison's own runs.
@@ -270,7 +291,12 @@ def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
     whose width is closest (in log scale) to the AWNN run's mean learned
     width per layer over its epochs; when the comparison has none with the
     same batch size (or hidden layers), that condition is dropped and the
-    match says so.  The ratio of the two costs is the overhead."""
+    match says so.  The ratio of the two costs is the overhead.
+
+    Layers are the ones the trainer records widths for (GIN: the MLP before
+    the convolutions and one per convolution, each `hidden_layers` deep;
+    older stores: `hidden_layers`), and models with a depth or pooling of
+    their own (GIN's `conv_layers`, `pooling`) are matched on those first."""
     per = data.comparison["gpus_per_trial"] if data.comparison["gpus_per_trial"] > 0 else data.comparison["cpus_per_trial"]
     runs = data.runs
     cols = ["strategy", "phase", "trial_key", "run_id", "hidden_layers", "batch_size", "mean_width", "cost", "fixed_width", "fixed_cost", "fixed_runs", "match", "ratio"]
@@ -284,12 +310,13 @@ def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
     unit = "device-seconds per sample per epoch" if per_sample else "device-seconds per epoch"
     adaptive = ok[ok["model"] == "awnn"]
     fixed = ok[ok["model"] != "awnn"].copy()
-    fixed["total_width"] = fixed["width"] * fixed["hidden_layers"]
+    fixed["total_width"] = fixed["width"] * [_layers(r) for _, r in fixed.iterrows()]
+    fixed["arch"] = [_arch(r) for _, r in fixed.iterrows()]
     hist = data.histories
     wt = hist[hist["key"] == "width_total"].groupby("run_id")["value"].mean() if len(hist) else pd.Series(dtype=float)
     rows = []
     for _, a in adaptive.iterrows():
-        layers = a["hidden_layers"] if np.isfinite(a["hidden_layers"]) else 1.0
+        layers = _layers(a)
         total = wt.get(a["run_id"], a["final_width_total"])
         mean_w = float(total) / layers if np.isfinite(total) else math.nan
         row = {c: a.get(c) for c in ("strategy", "phase", "trial_key", "run_id", "hidden_layers", "batch_size")}
@@ -298,7 +325,12 @@ def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
         if not len(pool) or not np.isfinite(mean_w):
             rows.append(row)
             continue
-        cands = [("same split, layers and batch size", pool[(pool["hidden_layers"] == a["hidden_layers"]) & (pool["batch_size"] == a["batch_size"])]),
+        same = pool[(pool["hidden_layers"] == a["hidden_layers"]) & (pool["batch_size"] == a["batch_size"])]
+        arch = _arch(a)
+        same_arch = same[same["arch"] == arch]
+        # (named only where it matters: some fixed runs of the same layers and batch size differ in depth or pooling)
+        cands = ([(f"same split, layers, batch size and {', '.join(k for k, _ in arch)}", same_arch)] if len(same_arch) < len(same) else []) + [
+                 ("same split, layers and batch size", same),
                  ("same split and layers; other batch size", pool[pool["hidden_layers"] == a["hidden_layers"]]),
                  ("same split; other layers (matched on total width)", pool)]
         for label, c in cands:

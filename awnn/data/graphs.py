@@ -74,6 +74,7 @@ class GraphTask(Task):
         return len(self.indices(split, "train"))
 
     def batches(self, split: str, part: str, batch_size: int, device: torch.device, generator: torch.Generator | None = None) -> Iterator:
+        import_pyg()
         from torch_geometric.data import Batch
 
         for part_idx in index_batches(self.indices(split, part), batch_size, generator, EVAL_BATCH):
@@ -83,6 +84,17 @@ class GraphTask(Task):
             yield b, b.y
 
 
+def import_pyg() -> None:
+    """Import torch-geometric once without the FutureWarning its import
+    prints about `torch.jit.script` (torch >= 2.9 deprecates it; nothing
+    this project calls is affected).  Called before any torch_geometric import."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
+        import torch_geometric  # noqa: F401
+
+
 def load_tu(name: str, task_name: str, data_root: str | None, data_seed: int, fold: int) -> GraphTask:
     root = data_root or "data"
     raw = os.path.join(root, name, "raw")
@@ -90,6 +102,7 @@ def load_tu(name: str, task_name: str, data_root: str | None, data_seed: int, fo
     missing = [f for f in files if not os.path.isfile(os.path.join(raw, f))]
     if missing:
         raise DataError(f"{name}: expected the TU raw files {', '.join(files)} in {raw} (missing: {', '.join(missing)}); nothing is downloaded")
+    import_pyg()
     from torch_geometric.datasets import TUDataset
 
     try:

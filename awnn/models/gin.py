@@ -36,6 +36,9 @@ AWNN_EMBED_DIM = 64
 class GIN(nn.Module):
     def __init__(self, in_features: int, num_classes: int, make_mlp, conv_layers: int = 2, embed_dim: int = 64, pooling: str = "sum", dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
+        from ..data.graphs import import_pyg
+
+        import_pyg()
         from torch_geometric.nn import GINConv, global_add_pool, global_mean_pool
 
         if pooling not in ("sum", "mean"):

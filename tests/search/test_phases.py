@@ -225,3 +225,17 @@ def test_outcome_record():
     assert rec.is_new("a/selection/sel-0001") and not rec.is_new("a/selection/sel-0000")
     assert seen == ["a/selection/sel-0001", "a/selection/sel-0002", "a/selection/sel-0002", "a/assessment/ass-01",
                     "a/selection/sel-0001", "a/selection/sel-0001"]
+
+
+def test_progress_line_shows_trials_inside_long_epochs(budget, tmp_path):
+    _, record, hooks, searcher = make(["awnn"], budget, tmp_path)
+    spec = searcher.suggest("t0")["spec"]
+    key = f"awnn/selection/{spec['key']}"
+    searcher.progress.min_interval = 0.0
+    record.reported(key, {"best_val_acc": math.nan, "epochs": [], "progress": {"epoch": 1, "batch": 45, "batches": 100}})
+    assert "in epoch: 1:45%" in searcher.stream.getvalue().splitlines()[-1]
+    record.reported(key, {"best_val_acc": 0.7, "epochs": [{"epoch": 1}]})  # the epoch ended
+    assert key not in record.in_epoch and "in epoch" not in searcher.stream.getvalue().splitlines()[-1]
+    record.reported(key, {"progress": {"epoch": 2, "batch": 10, "batches": 100}})
+    record.finished(key, score(spec))
+    assert key not in record.in_epoch
