@@ -1,6 +1,7 @@
-"""Ray Tune: the trial function, Ray start-up and one phase of a sweep.
+"""Ray Tune: Ray start-up and the run of a comparison's trials on one Tuner.
 
-One trial trains one config with `awnn.train.Trainer`.  Per-epoch records
+The trial itself (what runs in a Ray worker) is search/trial.py.  One trial
+trains one config with `awnn.train.Trainer`.  Per-epoch records
 travel to the driver through `tune.report`; to keep Ray's per-report cost
 (a few milliseconds of driver work on a 2-core machine) from dominating
 trials whose epochs take milliseconds, a report is sent when at least
@@ -16,17 +17,16 @@ from it: the epoch counter goes on, it does not start over.
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import shutil
 import tempfile
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from . import _ray_speedups, signals
+from .trial import trainable  # the trial function Tune runs (search/trial.py)
 
 __all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers"]
 
@@ -45,8 +45,6 @@ def tune_environment() -> None:
     os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 
 
-CHECKPOINT_FILE = "trainer.pt"
-PROGRESS_SECONDS = 5.0  # a trial reports its progress inside an epoch at most this often (and only in epochs this long)
 
 
 @dataclass
@@ -68,125 +66,6 @@ class RunSettings:
         if self.storage:
             return self.storage if "://" in self.storage else str(Path(self.storage).expanduser().resolve())
         return str((Path.cwd() / "awnn-results").resolve())
-
-
-# ------------------------------------------------------------------ trial
-def trainable(config: dict[str, Any]) -> None:
-    """The Ray Tune function trainable (runs in a Ray worker)."""
-    import ray
-    import torch
-    from ray import tune
-
-    from awnn.config import TrainConfig
-    from awnn.data import DataError
-    from awnn.train import Trainer
-
-    spec = config["spec"]
-    settings = config["settings"]
-    cpus = max(1, int(settings["cpus_per_trial"]))
-    torch.set_num_threads(cpus)
-    values = dict(spec["config"])
-    if settings["gpus_per_trial"] <= 0:
-        values["device"] = "cpu"
-    cfg = TrainConfig.from_dict(values, source=f"trial {spec['key']}")
-    try:
-        trainer = Trainer(cfg)
-    except DataError as e:  # no retry can fix missing or malformed data: the trial ends, and the driver stops the comparison
-        # (Tune requires the searcher's metric in every result)
-        tune.report({"epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": data_error_final(e)})
-        return
-
-    state = None
-    ckpt = tune.get_checkpoint()
-    if ckpt is not None:
-        with ckpt.as_directory() as d:
-            state = torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
-    elif spec.get("resume_from"):
-        p = Path(spec["resume_from"]) / CHECKPOINT_FILE
-        if p.exists():
-            state = torch.load(p, map_location="cpu", weights_only=False)
-    if state is not None:
-        trainer.load_state_dict(state)
-
-    ctx = ray.get_runtime_context()
-    common = {
-        "attempt": uuid.uuid4().hex[:12],
-        "attempt_start_seconds": trainer.train_seconds,
-        "resumed_epoch": trainer.epoch,
-        "node_id": ctx.get_node_id(),
-        "node_ip": ray.util.get_node_ip_address(),
-        "hostname": os.uname().nodename,
-        "pid": os.getpid(),
-    }
-    interval = float(settings["report_interval"])
-    ckpt_interval = float(settings["checkpoint_interval"])
-    pending: list[dict] = []
-    last_report = time.monotonic()
-    last_ckpt = time.monotonic()
-
-    def report(final: dict | None = None) -> None:
-        nonlocal last_report, last_ckpt
-        latest = pending[-1] if pending else (trainer.history[-1] if trainer.history else {})
-        metrics = {k: v for k, v in latest.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        metrics.update(common)
-        metrics["epoch"] = trainer.epoch
-        metrics["train_seconds"] = trainer.train_seconds
-        metrics["epochs"] = list(pending)
-        metrics["final"] = final
-        metrics["status"] = final["status"] if final else trainer.status
-        checkpoint = None
-        tmp = None
-        if final is None and time.monotonic() - last_ckpt >= ckpt_interval:
-            tmp = tempfile.mkdtemp(prefix="awnn-ckpt-")
-            torch.save(trainer.state_dict(), Path(tmp) / CHECKPOINT_FILE)
-            checkpoint = tune.Checkpoint.from_directory(tmp)
-            last_ckpt = time.monotonic()
-        try:
-            tune.report(metrics, checkpoint=checkpoint)
-        finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
-        pending.clear()
-        last_report = time.monotonic()
-
-    rungs = set(spec.get("report_at") or ())
-
-    last_epoch = cfg.epochs
-
-    def on_epoch(record: dict) -> None:
-        pending.append(record)
-        if record["epoch"] >= last_epoch:
-            return  # the final report follows at once: a scheduler that stops trials at max_t must see the final one
-        # a scheduler's rung epochs are reported when reached, so ASHA compares
-        # every trial at the same epoch however the reports are batched
-        if time.monotonic() - last_report >= interval or record["epoch"] in rungs:
-            report()
-
-    progress_every = max(interval, PROGRESS_SECONDS)
-
-    def on_batch(epoch: int, done: int, total: int, seconds: float) -> None:
-        # inside a long epoch: where the trial is, to the driver's progress line (ASHA sees no epoch in it)
-        nonlocal last_report
-        if seconds < progress_every or time.monotonic() - last_report < progress_every:
-            return
-        latest = trainer.history[-1] if trainer.history else {}
-        tune.report({**common, "best_val_acc": latest.get("best_val_acc", math.nan), "train_seconds": trainer.train_seconds + seconds,
-                     "epochs": [], "final": None, "progress": {"epoch": epoch, "batch": done, "batches": total}})
-        last_report = time.monotonic()
-
-    try:
-        result = trainer.run(on_epoch, on_batch)
-    except DataError as e:
-        report(data_error_final(e))
-        return
-    final = result.summary()
-    final["test_acc"] = None if final["test_acc"] != final["test_acc"] else final["test_acc"]
-    report(final)
-
-
-def data_error_final(error: Exception) -> dict[str, Any]:
-    """The final summary of a trial whose data cannot be read (awnn.data.DataError)."""
-    return {"status": "failed", "error": f"{type(error).__name__}: {error}", "error_kind": "data"}
 
 
 def stop_on_data_error(first_error: Callable[[], str | None], on_stop: Callable[[str], None]):

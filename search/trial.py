@@ -1,0 +1,165 @@
+"""What runs inside a Ray worker: one trial of a comparison.
+
+`trainable(config)` is the Ray Tune function trainable: `config` holds the
+trial's spec (search/protocol.TrialSpec as a dict) and the run settings.  It
+trains the spec's config (awnn.train.Trainer), from the trial's last Tune
+checkpoint or from an earlier driver's checkpoint (`resume_from`), and
+reports to the driver (tracking/callback.py logs the reports):
+
+* the epochs' records in batches, at most every `report_interval` seconds,
+  and at once at a scheduler's rung epochs (`report_at`), with a checkpoint
+  every `checkpoint_interval` seconds;
+* inside an epoch longer than PROGRESS_SECONDS, where it is (`progress`),
+  at most that often: the driver's progress line shows it;
+* the final summary (`final`) once the training ends - or a failed one with
+  `error_kind: data` when its data cannot be read (awnn.data.DataError): no
+  retry can fix that, so the trial ends instead of raising and the driver
+  stops the comparison (search/sweep.py).
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+__all__ = ["trainable", "data_error_final", "CHECKPOINT_FILE", "PROGRESS_SECONDS"]
+
+CHECKPOINT_FILE = "trainer.pt"
+PROGRESS_SECONDS = 5.0  # a trial reports its progress inside an epoch at most this often (and only in epochs this long)
+
+
+def data_error_final(error: Exception) -> dict[str, Any]:
+    """The final summary of a trial whose data cannot be read (awnn.data.DataError)."""
+    return {"status": "failed", "error": f"{type(error).__name__}: {error}", "error_kind": "data"}
+
+
+def trainable(config: dict[str, Any]) -> None:
+    """The Ray Tune function trainable (runs in a Ray worker)."""
+    import torch
+    from ray import tune
+
+    from awnn.config import TrainConfig
+    from awnn.data import DataError
+    from awnn.train import Trainer
+
+    spec, settings = config["spec"], config["settings"]
+    torch.set_num_threads(max(1, int(settings["cpus_per_trial"])))
+    values = dict(spec["config"])
+    if settings["gpus_per_trial"] <= 0:
+        values["device"] = "cpu"
+    cfg = TrainConfig.from_dict(values, source=f"trial {spec['key']}")
+    try:
+        trainer = Trainer(cfg)
+    except DataError as e:  # no retry can fix missing or malformed data: the trial ends, and the driver stops the comparison
+        # (Tune requires the searcher's metric in every result)
+        tune.report({"epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": data_error_final(e)})
+        return
+    _restore(trainer, spec)
+    reporter = _Reporter(trainer, spec, settings)
+    try:
+        result = trainer.run(reporter.on_epoch, reporter.on_batch)
+    except DataError as e:
+        reporter.report(data_error_final(e))
+        return
+    final = result.summary()
+    final["test_acc"] = None if final["test_acc"] != final["test_acc"] else final["test_acc"]
+    reporter.report(final)
+
+
+def _restore(trainer, spec: dict[str, Any]) -> None:
+    """Continue from the trial's last Tune checkpoint (a retry), else from the
+    checkpoint an earlier driver's attempt left (`resume_from`, --resume)."""
+    import torch
+    from ray import tune
+
+    state = None
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            state = torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
+    elif spec.get("resume_from"):
+        p = Path(spec["resume_from"]) / CHECKPOINT_FILE
+        if p.exists():
+            state = torch.load(p, map_location="cpu", weights_only=False)
+    if state is not None:
+        trainer.load_state_dict(state)
+
+
+class _Reporter:
+    """The trial's reports to the driver (see the module docstring)."""
+
+    def __init__(self, trainer, spec: dict[str, Any], settings: dict[str, Any]):
+        import ray
+
+        self.trainer = trainer
+        ctx = ray.get_runtime_context()
+        self.common = {
+            "attempt": uuid.uuid4().hex[:12],
+            "attempt_start_seconds": trainer.train_seconds,
+            "resumed_epoch": trainer.epoch,
+            "node_id": ctx.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "hostname": os.uname().nodename,
+            "pid": os.getpid(),
+        }
+        self.interval = float(settings["report_interval"])
+        self.ckpt_interval = float(settings["checkpoint_interval"])
+        self.progress_every = max(self.interval, PROGRESS_SECONDS)
+        self.rungs = set(spec.get("report_at") or ())
+        self.last_epoch = trainer.config.epochs
+        self.pending: list[dict] = []
+        self.last_report = self.last_ckpt = time.monotonic()
+
+    def report(self, final: dict | None = None) -> None:
+        import torch
+        from ray import tune
+
+        trainer, pending = self.trainer, self.pending
+        latest = pending[-1] if pending else (trainer.history[-1] if trainer.history else {})
+        metrics = {k: v for k, v in latest.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        metrics.update(self.common)
+        metrics["epoch"] = trainer.epoch
+        metrics["train_seconds"] = trainer.train_seconds
+        metrics["epochs"] = list(pending)
+        metrics["final"] = final
+        metrics["status"] = final["status"] if final else trainer.status
+        checkpoint = None
+        tmp = None
+        if final is None and time.monotonic() - self.last_ckpt >= self.ckpt_interval:
+            tmp = tempfile.mkdtemp(prefix="awnn-ckpt-")
+            torch.save(trainer.state_dict(), Path(tmp) / CHECKPOINT_FILE)
+            checkpoint = tune.Checkpoint.from_directory(tmp)
+            self.last_ckpt = time.monotonic()
+        try:
+            tune.report(metrics, checkpoint=checkpoint)
+        finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
+        pending.clear()
+        self.last_report = time.monotonic()
+
+    def on_epoch(self, record: dict) -> None:
+        self.pending.append(record)
+        if record["epoch"] >= self.last_epoch:
+            return  # the final report follows at once: a scheduler that stops trials at max_t must see the final one
+        # a scheduler's rung epochs are reported when reached, so ASHA compares
+        # every trial at the same epoch however the reports are batched
+        if time.monotonic() - self.last_report >= self.interval or record["epoch"] in self.rungs:
+            self.report()
+
+    def on_batch(self, epoch: int, done: int, total: int, seconds: float) -> None:
+        # inside a long epoch: where the trial is, to the driver's progress line (ASHA sees no epoch in it)
+        if seconds < self.progress_every or time.monotonic() - self.last_report < self.progress_every:
+            return
+        from ray import tune
+
+        latest = self.trainer.history[-1] if self.trainer.history else {}
+        tune.report({**self.common, "best_val_acc": latest.get("best_val_acc", math.nan),
+                     "train_seconds": self.trainer.train_seconds + seconds, "epochs": [], "final": None,
+                     "progress": {"epoch": epoch, "batch": done, "batches": total}})
+        self.last_report = time.monotonic()
