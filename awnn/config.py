@@ -45,6 +45,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "select_metric": ("acc", "loss"),
     "augment": ("none", "crop", "crop_flip"),
     "pooling": ("sum", "mean"),
+    "readout_norm": ("none", "batch"),
     "tokenizer": ("auto", "word", "gpt2"),
     "awnn_profile": ("authors", "paper-text"),
     "width_rule": ("ceil", "floor+2"),
@@ -171,6 +172,7 @@ class TrainConfig:
     # graphs (GIN)
     conv_layers: int = 2  # GINConv layers after the input MLP
     pooling: str = "sum"  # global pooling of node embeddings
+    readout_norm: str = "none"  # batch: BatchNorm of each pooled graph embedding before its read-out (REDDIT-BINARY's grids)
     embed_dim: int = 0  # node-embedding size between convolutions; 0 = width (fixed) or 64 (awnn)
     fold: int = 0  # outer fold of the stratified 10-fold CV (Errica et al. 2020), 0..9
     # text (Transformer)

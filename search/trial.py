@@ -34,8 +34,9 @@ PROGRESS_SECONDS = 5.0  # a trial reports its progress inside an epoch at most t
 
 
 def data_error_final(error: Exception) -> dict[str, Any]:
-    """The final summary of a trial whose data cannot be read (awnn.data.DataError)."""
-    return {"status": "failed", "error": f"{type(error).__name__}: {error}", "error_kind": "data"}
+    """The final summary of a trial whose data cannot be read (awnn.data.DataError),
+    naming the machine (on a cluster, the node whose copy of the data is wrong)."""
+    return {"status": "failed", "error": f"{type(error).__name__}: {error} (on {os.uname().nodename})", "error_kind": "data"}
 
 
 def trainable(config: dict[str, Any]) -> None:

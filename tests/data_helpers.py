@@ -114,3 +114,35 @@ def write_gpt2(folder):
     with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
         f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
     return vocab
+
+
+def write_social(root, name="REDDIT-BINARY", n_graphs=200, seed=0, max_nodes=1500, noise=0.2):
+    """A social-graph set in TU format without node features, as REDDIT-BINARY:
+    question/answer threads (a hub replying to most users, label 1) against
+    discussions (chains of replies with branches, label -1), 30..max_nodes
+    nodes on a log scale, a share `noise` of the labels flipped."""
+    rng = np.random.default_rng(seed)
+    raw = os.path.join(root, name, "raw")
+    os.makedirs(raw, exist_ok=True)
+    edges, indicator, labels = [], [], []
+    offset = 0
+    for g in range(n_graphs):
+        qa = g % 2 == 0
+        n = int(np.exp(rng.uniform(np.log(30), np.log(max_nodes))))
+        for v in range(1, n):
+            if qa:
+                p = 0 if rng.random() < 0.8 else int(rng.integers(0, v))
+            else:
+                p = v - 1 if rng.random() < 0.7 else int(rng.integers(max(0, v - 5), v))
+            edges += [(offset + v + 1, offset + p + 1), (offset + p + 1, offset + v + 1)]
+        indicator += [g + 1] * n
+        labels.append((1 if qa else -1) * (-1 if rng.random() < noise else 1))
+        offset += n
+
+    def put(part, lines):
+        with open(os.path.join(raw, f"{name}_{part}.txt"), "w") as f:
+            f.writelines(f"{line}\n" for line in lines)
+
+    put("A", [f"{a}, {b}" for a, b in edges])
+    put("graph_indicator", indicator)
+    put("graph_labels", labels)
