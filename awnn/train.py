@@ -300,7 +300,8 @@ class Trainer:
         """Train to the end; `on_epoch(record)` after each epoch, `on_batch(epoch, done, total, seconds)`
         after each training batch (progress inside long epochs; keep it cheap)."""
         c = self.config
-        per_epoch = math.ceil(self.task.n_train(c.split) / c.batch_size) if on_batch is not None else 0
+        # batches per epoch: training examples (sentence pairs for text, whose n_train counts tokens) / batch size
+        per_epoch = math.ceil(len(self.task.indices(c.split, "train")) / c.batch_size) if on_batch is not None else 0
         model, blocks, device = self.model, self.blocks, self.device
         interval = c.width_update_interval
         with warnings.catch_warnings():
