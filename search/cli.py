@@ -16,8 +16,19 @@ COMMANDS = ["train", "grids", "sweep", "compare", "report", "env", "study"]
 from . import signals
 from .tune import tune_environment
 
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return package_version("awnn-search")
+    except PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="awnn", description="Adaptive Width Neural Networks: training, sweeps on Ray Tune, cost reports from MLflow.")
+    parser.add_argument("--version", action="version", version=f"awnn {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
@@ -37,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     tune_environment()  # Ray Tune's settings, before any command imports Ray
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # the reader went away (`awnn grids | head`): end quietly, as a command killed by SIGPIPE
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return 141
     except KeyboardInterrupt:
         hint = "; run the same command with --resume to continue" if args.command in ("sweep", "compare") else ""
         print(f"awnn {args.command}: interrupted{hint}", file=sys.stderr)

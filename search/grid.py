@@ -21,6 +21,7 @@ was expected and what was found; nothing is launched before a grid loads.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 
 import hashlib
 import itertools
@@ -218,8 +219,14 @@ def find_grid(task: str, strategy: str, directory: str | Path | None = None) -> 
     directory = Path(directory) if directory else GRID_DIR
     path = directory / f"{task}-{strategy}.yaml"
     if not path.exists():
-        available = sorted(p.stem for p in directory.glob("*.yaml"))
-        raise GridError(f"{path}: no grid for task {task!r} and strategy {strategy!r}; available: {', '.join(available)}")
+        stems = [p.stem.rsplit("-", 1) for p in directory.glob("*.yaml") if "-" in p.stem]
+        tasks = sorted({t for t, _ in stems})
+        if task in tasks:
+            raise GridError(f"{path}: no grid for task {task!r} and strategy {strategy!r}; "
+                            f"{task} has grids for {', '.join(sorted(s for t, s in stems if t == task))}")
+        hint = difflib.get_close_matches(task, tasks, n=1)
+        did = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise GridError(f"{path}: no grid for task {task!r}{did}; tasks with grids in {directory}: {', '.join(tasks) or 'none'}")
     grid = load_grid(path)
     if grid.task != task or grid.strategy != strategy:
         raise GridError(f"{path}: file name says {task}-{strategy} but it declares task {grid.task!r}, strategy {grid.strategy!r}")

@@ -24,6 +24,7 @@ strategy's name.  fixed and awnn are deterministic and run once.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import random
 from dataclasses import asdict, dataclass
@@ -224,7 +225,9 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
     `data_root` (absolute) goes into every config the arms train."""
     for s in families:
         if s not in FAMILIES:
-            raise OptionError(f"--strategies: expected a comma-separated subset of {list(FAMILIES)}, found {s!r}")
+            hint = difflib.get_close_matches(s, FAMILIES, n=1)
+            did = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise OptionError(f"--strategies: expected a comma-separated subset of {list(FAMILIES)}, found {s!r}{did}")
     if not families:
         raise OptionError(f"--strategies: expected at least one of {list(FAMILIES)}, found none")
     if len(set(families)) != len(families):

@@ -12,4 +12,13 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    import difflib
+
+    from ..errors import OptionError
+    from ..strategies import FAMILIES
+
+    if args.strategy not in FAMILIES:
+        hint = difflib.get_close_matches(args.strategy, FAMILIES, n=1)
+        did = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise OptionError(f"--strategy: expected one of {list(FAMILIES)}, found {args.strategy!r}{did}")
     return run_comparison(args, [args.strategy], kind="sweep")

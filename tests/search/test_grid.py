@@ -128,7 +128,7 @@ def test_cli_sweep_invalid_grid_exits_2_without_side_effects(tmp_path):
 @pytest.mark.parametrize(
     "args, match",
     [
-        (["--strategy", "nope"], "--strategies: expected a comma-separated subset"),
+        (["--strategy", "nope"], "--strategy: expected one of"),  # (the flag the user typed; issue #17)
         (["--strategy", "fixed", "--budget", "fast"], "--budget: expected one of"),
         (["--strategy", "fixed", "--cpus-per-trial", "0"], "--cpus-per-trial: expected a number > 0"),
     ],

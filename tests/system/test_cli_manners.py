@@ -1,0 +1,59 @@
+"""The CLI's manners (issue #17, CLI part): `--version`; `--strategy` and
+`--strategies` checked against the strategy registry, naming the flag the
+user typed, with "did you mean"; an unknown task named among the tasks that
+have grids, with "did you mean"; a reader that goes away (`| head`) ends the
+command quietly.  All before Ray starts."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conftest import AWNN, ROOT, run_awnn
+
+
+def test_version(tmp_path):
+    p = run_awnn(["--version"], cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("awnn ") and len(p.stdout.split()) >= 2
+
+
+@pytest.mark.parametrize("args,line", [
+    (["sweep", "--task", "doublemoon", "--strategy", "awnnn"],
+     "awnn sweep: error: --strategy: expected one of ['fixed', 'awnn', 'tpe', 'asha', 'random'], found 'awnnn' (did you mean 'awnn'?)"),
+    (["compare", "--task", "doublemoon", "--strategies", "fixed,randm"],
+     "awnn compare: error: --strategies: expected a comma-separated subset of ['fixed', 'awnn', 'tpe', 'asha', 'random'], found 'randm' (did you mean 'random'?)"),
+])
+def test_strategy_flags_name_themselves(tmp_path, args, line):
+    p = run_awnn([*args, "--budget", "smoke"], cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [line]
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_unknown_task_lists_task_names_with_a_hint(tmp_path):
+    p = run_awnn(["sweep", "--task", "doublemon", "--strategy", "awnn", "--budget", "smoke"], cwd=tmp_path)
+    assert p.returncode == 2
+    line = p.stderr.strip().splitlines()[-1]
+    assert "no grid for task 'doublemon' (did you mean 'doublemoon'?)" in line
+    assert "spiralhard" in line and "spiralhard-fixed" not in line  # task names, not file names
+
+
+def test_known_task_without_that_grid_says_which_it_has(tmp_path):
+    grids = tmp_path / "grids"
+    grids.mkdir()
+    (grids / "doublemoon-awnn.yaml").write_text((ROOT / "search" / "grids" / "doublemoon-awnn.yaml").read_text())
+    p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "fixed", "--budget", "smoke", "--grid-dir", str(grids)], cwd=tmp_path)
+    assert p.returncode == 2 and "doublemoon has grids for awnn" in p.stderr
+
+
+@pytest.mark.parametrize("args", [["grids"], ["grids", "--json"]])
+def test_a_closed_pipe_ends_quietly(tmp_path, args):
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([*AWNN, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.read(10)
+    proc.stdout.close()  # what `| head -c 10` does
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode in (0, 141), (proc.returncode, err)
