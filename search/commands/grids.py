@@ -1,11 +1,15 @@
 """awnn grids: every grid file with its task, strategy and number of configs."""
 from __future__ import annotations
 
+from . import command_parser
+
 import json
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("grids", help="list the grids (task, strategy, configs)")
+    p = command_parser(sub, "grids", "list the grids (task, strategy, configs)",
+                       "List the grid files a sweep can run: task, strategy, number of configs, the paper's epochs.",
+                       ["awnn grids", "awnn grids --json", "awnn grids --grid-dir my-grids/"])
     p.add_argument("--json", action="store_true", help="print a JSON list of {task, strategy, configs}")
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files (default: the packaged search/grids)")
     p.set_defaults(func=run)

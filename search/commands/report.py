@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import sys
 
+from . import command_parser
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "report",
-        help="write the cost report (report.md, report.html, summary.json, plots) of a comparison from MLflow",
-        description="Read a comparison back from MLflow and write report.md, a self-contained report.html, "
-                    "summary.json and PNG plots to --out.  Without --comparison: the newest comparison "
-                    "in --experiment, or in the whole tracking store.",
+    p = command_parser(
+        sub, "report", "write the cost report (report.md, report.html, summary.json, plots) of a comparison from MLflow",
+        "Read a comparison back from MLflow and write report.md, a self-contained report.html, "
+        "summary.json and PNG plots to --out.  Without --comparison: the newest comparison "
+        "in --experiment, or in the whole tracking store.",
+        ["awnn report --out report/", "awnn report --experiment awnn-spiralhard --out report/ --log-artifact",
+         "awnn report --comparison spiralhard-20261123-101500-ab12 --tracking-uri http://mlflow:5000 --out report/"],
     )
     p.add_argument("--comparison", default=None, metavar="ID", help="comparison id (tag awnn.comparison), as `awnn compare` prints it")
     p.add_argument("--experiment", default=None, metavar="NAME", help="MLflow experiment, e.g. awnn-spiralhard (default: search every experiment)")

@@ -28,6 +28,8 @@ JSON line.  Exit 1 when a sweep ends without a usable result.
 """
 from __future__ import annotations
 
+from . import command_parser
+
 import json
 import math
 import statistics
@@ -57,7 +59,10 @@ FIG4_GRID = {
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("study", help="check a claim of the AWNN paper (table1, fig3, fig4, profiles) with AWNN sweeps")
+    p = command_parser(sub, "study", "check a claim of the AWNN paper (table1, fig3, fig4, profiles) with AWNN sweeps",
+                       "Run the AWNN sweeps a claim of the paper rests on and print a verdict per profile, and one "
+                       "JSON line with the rows.",
+                       ["awnn study table1 --budget quick", "awnn study fig3 --budget smoke", "awnn study profiles --budget quick"])
     p.add_argument("claim", choices=CLAIMS, help="table1: Table 1's AWNN rows; fig3: width grows with difficulty; "
                                                  "fig4: widths converge across starting rates and batch sizes; profiles: table1 in both profiles")
     p.add_argument("--profiles", default=None, help="comma-separated awnn_profile values (default: authors; profiles: authors,paper-text)")

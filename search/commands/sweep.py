@@ -1,11 +1,19 @@
 """awnn sweep: one strategy's grid through selection and re-training."""
 from __future__ import annotations
 
+from . import command_parser
+
 from .common import add_run_flags, run_comparison
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("sweep", help="run one grid (selection + re-training) on Ray Tune, tracked in MLflow")
+    p = command_parser(sub, "sweep", "run one grid (selection + re-training) on Ray Tune, tracked in MLflow",
+                       "One strategy's search on Ray Tune: every selection trial, then the selected config re-trained "
+                       "R times; every trial is an MLflow run.  Local Ray and ./mlflow.db unless --address / "
+                       "--tracking-uri say otherwise; --resume continues the newest unfinished run of the same command.",
+                       ["awnn sweep --task spiralhard --strategy awnn --budget quick",
+                        "awnn sweep --task doublemoon --strategy tpe --budget smoke --seed 3",
+                        "awnn sweep --task nci1 --strategy awnn --data-root ../datasets --address ray://head:10001"])
     add_run_flags(p)
     p.add_argument("--strategy", required=True, help="fixed | awnn | tpe | asha | random")
     p.set_defaults(func=run)

@@ -5,11 +5,18 @@ import json
 import math
 import time
 
+from . import command_parser
 from ..progress import ProgressLine, fmt_seconds
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("train", help="train one model (fixed or AWNN) and print its result as JSON")
+    p = command_parser(sub, "train", "train one model (fixed or AWNN) and print its result as JSON",
+                       "Train one model on this machine, no Ray, no MLflow: the task's own setup (its grid's settings "
+                       "for --model, scaled by --budget) unless flags or --set say otherwise.  Progress goes to stderr, "
+                       "the result as one JSON line to stdout.",
+                       ["awnn train --task spiralhard --model awnn --budget quick",
+                        "awnn train --task doublemoon --model fixed --epochs 50 --set width=32 --set hidden_layers=2",
+                        "awnn train --task nci1 --model awnn --data-root ~/datasets --budget smoke"])
     p.add_argument("--task", required=True, help="task name (see `awnn grids`), e.g. spiralhard")
     p.add_argument("--model", required=True, choices=["fixed", "awnn"])
     p.add_argument("--epochs", type=int, default=None, help="number of epochs (default: the task's grid epochs under --budget)")

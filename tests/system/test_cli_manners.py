@@ -57,3 +57,28 @@ def test_a_closed_pipe_ends_quietly(tmp_path, args):
     proc.wait(timeout=60)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert proc.returncode in (0, 141), (proc.returncode, err)
+
+
+def test_every_subcommand_has_a_description_and_examples_that_parse():
+    import shlex
+
+    from search.cli import COMMANDS, build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")  # argparse keeps its subparsers there
+    for name in COMMANDS:
+        p = sub.choices[name]
+        assert p.description and p.epilog.startswith("examples:"), name
+        examples = [line.strip() for line in p.epilog.splitlines()[1:] if line.strip()]
+        assert examples, name
+        for example in examples:
+            words = shlex.split(example)
+            assert words[:2] == ["awnn", name], example
+            parser.parse_args(words[1:])  # every flag of every example exists (argparse exits 2 otherwise)
+
+
+def test_env_prints_versions_without_warnings(tmp_path):
+    p = run_awnn(["env"], cwd=tmp_path)
+    assert p.returncode == 0 and "Warning" not in p.stderr, p.stderr
+    for name in ("python", "torch", "ray", "mlflow", "cuda", "cpus"):
+        assert any(line.startswith(f"{name}:") for line in p.stdout.splitlines()), name
