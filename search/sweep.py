@@ -160,6 +160,8 @@ class Comparison:
             self.runs.wall_before = prior.wall("cmp")
             self.runs.open |= prior.reopened_sweeps
             if self.id is None:
+                if not self.resume:
+                    self._note_unfinished()
                 self._start_comparison()
             self.runs.comparison = self.id
             record = OutcomeRecord(earlier=prior.finished)
@@ -251,6 +253,21 @@ class Comparison:
         self.log(f"comparison {self.id}: task {self.task}, strategies {', '.join(self.strategies)}, budget {self.budget.name}; MLflow {self.tracking_uri}")
 
     # ------------------------------------------------------------- resume
+    def _note_unfinished(self) -> None:
+        """A new comparison whose arguments match an unfinished one says so: `--resume` would continue it."""
+        from mlflow.tracking import MlflowClient
+
+        try:
+            roots = MlflowClient(self.tracking_uri).search_runs(
+                [self.writer.experiment_id], filter_string=tag_equals((Tag.COMPARISON_KEY, self.key), (Tag.KIND, "comparison")),
+                order_by=["attributes.start_time DESC"], max_results=1)
+        except Exception:  # noqa: BLE001 - a hint, never a reason to stop
+            return
+        if roots and roots[0].data.tags.get(Tag.STATE) != "finished":
+            state = roots[0].data.tags.get(Tag.STATE, "running")
+            self.log(f"note: comparison {roots[0].data.tags.get(Tag.COMPARISON)} with these arguments is unfinished ({state}); "
+                     f"this starts a new one - run the same command with --resume to continue it instead")
+
     def _resume_state(self) -> PriorAttempts:
         """Adopt the newest unfinished comparison with the same key and read
         back what its earlier drivers did (search/resume.py)."""

@@ -82,3 +82,27 @@ def test_env_prints_versions_without_warnings(tmp_path):
     assert p.returncode == 0 and "Warning" not in p.stderr, p.stderr
     for name in ("python", "torch", "ray", "mlflow", "cuda", "cpus"):
         assert any(line.startswith(f"{name}:") for line in p.stdout.splitlines()), name
+
+
+@pytest.mark.slow
+def test_a_new_run_says_when_the_same_comparison_is_unfinished(tmp_path):
+    """(issue #17) e.g. after a driver whose terminal was closed: the user is told that --resume would continue it."""
+    from fault_helpers import sweep_args, write_inputs
+    from search.sweep import Comparison
+    from search.tune import RunSettings
+    from tracking.contract import Tag, experiment_name
+    from tracking.store import TrackingWriter, init_tracking
+
+    grids, budget = write_inputs(tmp_path, epochs=2)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    key = Comparison("doublemoon", ["awnn"], str(budget), RunSettings(storage=str(tmp_path / "results")), tracking_uri=tracking,
+                     grid_dir=str(grids), kind="sweep").key
+    init_tracking(tracking)
+    w = TrackingWriter(tracking, experiment_name("doublemoon"))
+    w.start_run("cmp", name="sweep-old", tags={Tag.KIND: "comparison", Tag.COMPARISON: "doublemoon-old", Tag.COMPARISON_KEY: key, Tag.STATE: "running"})
+    assert not w.close(timeout=30)
+    p = run_awnn([*sweep_args(tmp_path, grids, budget, tracking), "--num-cpus", "2"], cwd=tmp_path, check=True)
+    notes = [line for line in p.stderr.splitlines() if line.startswith("note: comparison doublemoon-old")]
+    assert len(notes) == 1 and "unfinished (running)" in notes[0] and "--resume" in notes[0]
+    again = run_awnn([*sweep_args(tmp_path, grids, budget, tracking), "--num-cpus", "2"], cwd=tmp_path, check=True)
+    assert "note: comparison" not in again.stderr  # the newest with these arguments is now finished
