@@ -178,6 +178,18 @@ class Metric:
 
 
 METRICS = tuple(v for k, v in vars(Metric).items() if k.isupper())
+# the comparison run's headline metrics (logged with its report, so the MLflow runs table answers the question):
+# `<arm>.<name>` for each arm, plus the headline savings ratio (`savings_ratio`, `savings_ratio_lo`, `savings_ratio_hi`)
+ARM_HEADLINE = ("selection_device_hours", "total_device_hours", "test_acc_mean", "test_acc_std", "test_runs", "width_total",
+                "trials", "savings_vs_reference", "savings_vs_reference_lo", "savings_vs_reference_hi",
+                "total_savings_vs_reference", "total_savings_vs_reference_lo", "total_savings_vs_reference_hi")
+COMPARISON_HEADLINE = ("savings_ratio", "savings_ratio_lo", "savings_ratio_hi", "savings_ratio_total", "savings_ratio_total_lo",
+                       "savings_ratio_total_hi")
+
+
+def arm_metric(arm: str, name: str) -> str:
+    """The comparison run's headline metric `name` of arm `arm`."""
+    return f"{arm}.{name}"
 PER_LAYER = ("width_", "rate_")  # + the layer's name: per-epoch width and rate of each adaptive layer
 # the final metrics a trial run gets from the trainer's final summary (the cost metrics come from the callback)
 FINAL_SCORES = (Metric.TEST_ACC, Metric.BEST_VAL_ACC, Metric.BEST_VAL_LOSS, Metric.BEST_EPOCH, Metric.EPOCHS_RUN,
@@ -189,7 +201,10 @@ STATUS_COUNTS = {"ok": Metric.N_OK, "diverged": Metric.N_DIVERGED, "failed": Met
 
 def is_metric(name: str) -> bool:
     """Is `name` a metric of the contract (a per-layer one included)?"""
-    return name in METRICS or any(name.startswith(p) and len(name) > len(p) for p in PER_LAYER)
+    if name in METRICS or name in COMPARISON_HEADLINE or any(name.startswith(p) and len(name) > len(p) for p in PER_LAYER):
+        return True
+    arm, _, base = name.rpartition(".")
+    return bool(arm) and base in ARM_HEADLINE
 
 
 class Param:

@@ -10,6 +10,7 @@ a report rebuilt later, or elsewhere against the same server, can be diffed.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from . import contract as C
 from .document import build_document  # noqa: F401 - part of this module's API
 from .plots import PLOTS, plot_accuracy_width, plot_anytime, plot_cost, plot_projection, plot_widths
 from .render import render_html, render_markdown
-from .summary import SUMMARY_KEYS, STRATEGY_KEYS, validate_summary  # noqa: F401 - part of this module's API
+from .summary import SUMMARY_KEYS, STRATEGY_KEYS, headline_metrics, validate_summary  # noqa: F401 - part of this module's API
 
 
 # ------------------------------------------------------------------ entry
@@ -53,8 +54,19 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
             "summary_json": str(out / "summary.json"), "plots": {k: str(v) for k, v in paths.items()}, "summary": summary}
 
 
-def log_report(tracking_uri: str, comparison: str, out_dir: str | Path, artifact_path: str = "report") -> str:
-    """Log the report folder as an artifact of the comparison's parent run; returns that run's id."""
+def log_report(tracking_uri: str, comparison: str, out_dir: str | Path, artifact_path: str = "report",
+               summary: dict[str, Any] | None = None) -> str:
+    """Log the report folder as an artifact of the comparison's parent run,
+    and the summary's headline numbers as that run's metrics (`<arm>.<name>`,
+    `savings_ratio`: tracking/summary.headline_metrics); returns the run's id."""
+    from mlflow.entities import Metric as MlflowMetric
+
     root, _ = A.find_comparison(tracking_uri, comparison=comparison)
-    C.client(tracking_uri).log_artifacts(root.info.run_id, str(out_dir), artifact_path)
+    client = C.client(tracking_uri)
+    if summary is not None:
+        now = int(time.time() * 1000)
+        rows = [MlflowMetric(name, value, now, 0) for name, value in headline_metrics(summary)]
+        for i in range(0, len(rows), 500):  # MLflow takes at most 1000 metrics per batch
+            client.log_batch(root.info.run_id, metrics=rows[i:i + 500], synchronous=True)
+    client.log_artifacts(root.info.run_id, str(out_dir), artifact_path)
     return root.info.run_id

@@ -166,3 +166,43 @@ def summarize(a: Analysis) -> dict[str, Any]:
         "settings": a.settings,
     }
     return _clean(out)
+
+
+def headline_metrics(summary: dict[str, Any]) -> list[tuple[str, float]]:
+    """The numbers of summary.json a reader of the MLflow runs table needs,
+    as (metric name, value) for the comparison run (tracking.contract:
+    ARM_HEADLINE per arm, COMPARISON_HEADLINE): per arm the selection and
+    total device-hours, the selected config's test accuracy (mean, std,
+    runs), its width (learned mean total, or chosen), its selection trials
+    and its savings ratio against the reference arm (selection and total,
+    with the bootstrap interval); then the headline savings ratio.  Values
+    that are missing or not finite are left out (MLflow has no NaN-free None)."""
+    from .contract import arm_metric
+
+    out: list[tuple[str, float]] = []
+
+    def put(name: str, value) -> None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out.append((name, float(value)))
+
+    for arm, s in summary.get("strategies", {}).items():
+        dh = s.get("device_hours") or {}
+        put(arm_metric(arm, "selection_device_hours"), dh.get("selection"))
+        put(arm_metric(arm, "total_device_hours"), dh.get("total"))
+        put(arm_metric(arm, "test_acc_mean"), s.get("test_acc_mean"))
+        put(arm_metric(arm, "test_acc_std"), s.get("test_acc_std"))
+        put(arm_metric(arm, "test_runs"), s.get("test_runs"))
+        put(arm_metric(arm, "width_total"), (s.get("width") or {}).get("total_mean"))
+        put(arm_metric(arm, "trials"), (s.get("trials") or {}).get("selection"))
+        sv = (summary.get("savings") or {}).get(arm) or {}
+        for kind, key in (("savings_vs_reference", "selection"), ("total_savings_vs_reference", "total")):
+            put(arm_metric(arm, kind), sv.get(key))
+            ci = sv.get(f"{key}_ci") or [None, None]
+            put(arm_metric(arm, f"{kind}_lo"), ci[0])
+            put(arm_metric(arm, f"{kind}_hi"), ci[1])
+    for key in ("savings_ratio", "savings_ratio_total"):
+        put(key, summary.get(key))
+        ci = summary.get(f"{key}_ci") or [None, None]
+        put(f"{key}_lo", ci[0])
+        put(f"{key}_hi", ci[1])
+    return out

@@ -116,12 +116,12 @@ def write_comparison_report(comparison) -> str | None:
     out = base / "reports" / str(comparison.id)
     retry = f"awnn report --comparison {comparison.id} --tracking-uri {redact_uri(comparison.tracking_uri)} --out {out}"
     try:
-        write_report(comparison.tracking_uri, out, comparison=comparison.id)
+        paths = write_report(comparison.tracking_uri, out, comparison=comparison.id)
     except Exception as e:  # noqa: BLE001 - any failure: the sweep itself succeeded
         print(f"warning: could not write the cost report ({type(e).__name__}: {str(e)[:300]}); rebuild it with: {retry}", file=sys.stderr)
         return None
     try:
-        run_id = log_report(comparison.tracking_uri, comparison.id, out)
+        run_id = log_report(comparison.tracking_uri, comparison.id, out, summary=paths["summary"])
         where = f"logged to MLflow as artifact 'report' of the comparison run {run_id}"
     except Exception as e:  # noqa: BLE001 - e.g. an artifact store this machine cannot write to
         where = f"not logged to MLflow: {type(e).__name__}: {str(e)[:200]}"

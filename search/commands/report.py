@@ -33,7 +33,7 @@ def run(args) -> int:
     check_tracking(uri, write=False)  # a read-only command: a missing, empty or corrupt store is one line, and is never written
     paths = write_report(uri, args.out, comparison=args.comparison, experiment=args.experiment, margin=args.target_margin)
     if args.log_artifact:
-        log_report(uri, paths["summary"]["comparison"], paths["out_dir"])
+        log_report(uri, paths["summary"]["comparison"], paths["out_dir"], summary=paths["summary"])
     s = paths["summary"]
     print(f"report of comparison {s['comparison']} ({s['task']}, budget {s['budget']}, {s['state']}): {paths['report_html']}", file=sys.stdout)
     print(f"  {paths['report_md']}\n  {paths['summary_json']}", file=sys.stdout)
