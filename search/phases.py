@@ -167,7 +167,8 @@ class PhasedSearcher(_SearcherBase):
         elapsed = time.monotonic() - self.t0
         eta = elapsed / new * (todo - new) if new else math.nan
         best = self.record.best_val_acc.get(r.sweep, math.nan)
-        text = f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}"
+        text = (f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  "
+                f"phase {self.current + 1}/{len(self.phases)}")
         if best == best:
             text += f"  best val_acc {best:.4f}"
         inside = [p for k, p in sorted(self.record.in_epoch.items()) if k in self.keys and p.get("batches")]

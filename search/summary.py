@@ -46,4 +46,24 @@ def print_summary(comparison, results, stream=None) -> None:
     problems = [(s, o["key"], o["status"]) for s, o in outcomes if o.get("status") != "ok" and not any(o is e for e in by_design)]
     if problems:
         print(f"\n{len(problems)} trials did not end ok (their compute is counted above): " + ", ".join(f"{s}:{k}={st}" for s, k, st in problems[:12]) + (" ..." if len(problems) > 12 else ""), file=out)
+    for line in caveats(comparison.budget.name, results):
+        print(f"\nwarning: {line}", file=out)
     print(f"\nMLflow: {comparison.tracking_uri}  (open it with: mlflow ui --backend-store-uri {comparison.tracking_uri})", file=out)
+
+
+SATURATED = 0.995  # every arm's mean test accuracy at or above this: the task does not tell the arms apart
+
+
+def caveats(budget: str, results) -> list[str]:
+    """What a reader must know before trusting the table: a smoke budget's
+    numbers only show that the pipeline runs; arms that all reach ~100% test
+    accuracy cannot be told apart by accuracy (only cost compares them)."""
+    out = []
+    if budget == "smoke":
+        out.append("the smoke budget trains 2 epochs a trial: these numbers check that the pipeline runs, they say nothing about the strategies "
+                   "(use --budget quick or paper)")
+    means = [r.summary.get("test_acc_mean") for r in results if r.summary]
+    if len(means) > 1 and all(isinstance(m, float) and m >= SATURATED for m in means):
+        out.append(f"every arm's test accuracy is {100 * SATURATED:.1f}% or more: the task is saturated, accuracy cannot rank the arms, "
+                   "compare their cost only")
+    return out

@@ -239,3 +239,22 @@ def test_progress_line_shows_trials_inside_long_epochs(budget, tmp_path):
     record.reported(key, {"progress": {"epoch": 2, "batch": 10, "batches": 100}})
     record.finished(key, score(spec))
     assert key not in record.in_epoch
+
+
+def test_progress_line_counts_phases(budget, tmp_path):
+    _, record, hooks, searcher = make(["fixed", "awnn"], budget, tmp_path)
+    searcher.suggest("t0")
+    line = searcher.stream.getvalue().splitlines()[-1]
+    assert line.startswith("fixed selection: 0/") and line.endswith("phase 1/4")
+
+
+def test_summary_warns_about_smoke_budgets_and_saturated_tasks():
+    from types import SimpleNamespace
+
+    from search.summary import caveats
+
+    arms = [SimpleNamespace(summary={"test_acc_mean": 1.0}), SimpleNamespace(summary={"test_acc_mean": 0.999})]
+    lines = caveats("smoke", arms)
+    assert len(lines) == 2 and "smoke budget" in lines[0] and "saturated" in lines[1]
+    assert caveats("quick", [SimpleNamespace(summary={"test_acc_mean": 1.0}), SimpleNamespace(summary={"test_acc_mean": 0.9})]) == []
+    assert caveats("quick", [SimpleNamespace(summary={})]) == []
