@@ -36,15 +36,7 @@ def write_tu(root, name, n_graphs=60, node_labels=True, seed=0):
         graph_labels.append(1 if cycle else -1)
         offset += n
 
-    def put(part, lines):
-        with open(os.path.join(raw, f"{name}_{part}.txt"), "w") as f:
-            f.writelines(f"{line}\n" for line in lines)
-
-    put("A", [f"{a}, {b}" for a, b in edges])
-    put("graph_indicator", indicator)
-    put("graph_labels", graph_labels)
-    if node_labels:
-        put("node_labels", labels)
+    _put_tu(raw, name, edges, indicator, graph_labels, labels if node_labels else None)
 
 
 def write_idx(path, array):
@@ -139,10 +131,14 @@ def write_social(root, name="REDDIT-BINARY", n_graphs=200, seed=0, max_nodes=150
         labels.append((1 if qa else -1) * (-1 if rng.random() < noise else 1))
         offset += n
 
-    def put(part, lines):
+    _put_tu(raw, name, edges, indicator, labels)
+
+
+def _put_tu(raw, name, edges, indicator, graph_labels, node_labels=None):
+    """The TU raw text files: `<name>_A.txt` (1-based edge pairs), graph indicator, graph labels[, node labels]."""
+    parts = {"A": [f"{a}, {b}" for a, b in edges], "graph_indicator": indicator, "graph_labels": graph_labels}
+    if node_labels is not None:
+        parts["node_labels"] = node_labels
+    for part, lines in parts.items():
         with open(os.path.join(raw, f"{name}_{part}.txt"), "w") as f:
             f.writelines(f"{line}\n" for line in lines)
-
-    put("A", [f"{a}, {b}" for a, b in edges])
-    put("graph_indicator", indicator)
-    put("graph_labels", labels)
