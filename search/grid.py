@@ -20,7 +20,6 @@ was expected and what was found; nothing is launched before a grid loads.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 
 import hashlib
@@ -89,12 +88,6 @@ class Grid:
         for values in itertools.product(*(self.grid[k] for k in keys)):
             out.append({"task": self.task, **self.fixed, **dict(zip(keys, values))})
         return out
-
-    def with_data_root(self, data_root: str) -> "Grid":
-        """The grid with every config reading its data from `data_root` (an
-        absolute path resolved on the driver: `--data-root`).  Grid files do
-        not set it; it is not part of the digest."""
-        return dataclasses.replace(self, fixed={**self.fixed, "data_root": data_root})
 
     def digest(self) -> str:
         """Short hash of the grid's content: identifies 'the same sweep' for --resume

@@ -219,10 +219,8 @@ def asha_milestones(grace: int, rf: float, max_t: int) -> list[int]:
     return sorted({int(math.ceil(grace * rf**k)) for k in range(n) if grace * rf**k < max_t})
 
 
-def make_arms(task: str, families: list[str], options: StrategyOptions, budget: Budget, grid_dir: str | None = None,
-              data_root: str | None = None) -> list[Arm]:
-    """Validate the strategies and their options; one Arm per run, in run order.
-    `data_root` (absolute) goes into every config the arms train."""
+def make_arms(task: str, families: list[str], options: StrategyOptions, budget: Budget, grid_dir: str | None = None) -> list[Arm]:
+    """Validate the strategies and their options; one Arm per run, in run order."""
     for s in families:
         if s not in FAMILIES:
             hint = difflib.get_close_matches(s, FAMILIES, n=1)
@@ -235,8 +233,6 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
     if not isinstance(options.repeats, int) or options.repeats < 1:
         raise OptionError(f"--repeats: expected an integer >= 1, found {options.repeats!r}")
     grids = {g: find_grid(task, g, grid_dir) for g in sorted({GRID_OF[s] for s in families})}
-    if data_root is not None:
-        grids = {g: grid.with_data_root(data_root) for g, grid in grids.items()}
     fixed = grids.get("fixed")
 
     def awnn_size(flag: str) -> int:

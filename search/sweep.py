@@ -96,7 +96,7 @@ class Comparison:
         self.stream = stream or sys.stderr
         self.options = options or StrategyOptions()
         self.budget = resolve_budget(budget)
-        self.arms: list[Arm] = make_arms(task, self.strategies, self.options, self.budget, grid_dir, data_root=self.data_root)
+        self.arms: list[Arm] = make_arms(task, self.strategies, self.options, self.budget, grid_dir)
         self.arm = {a.name: a for a in self.arms}
         self.grids = {a.name: a.grid for a in self.arms}
         self._check_data()
@@ -168,13 +168,14 @@ class Comparison:
             searcher = self.searcher = PhasedSearcher(
                 self.arms, self.budget, record, self.runs, prior=prior, stream=self.stream,
                 make_tpe=lambda arm: TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm)),
-                trial_settings=trial_settings(self.settings))
+                # where the data is belongs to the command, not to the configs (a selected config stays portable)
+                trial_settings={**trial_settings(self.settings), "data_root": self.data_root})
             self.results = searcher.results
             # the callback logs each trial and announces its reports and its end to the record
             self.tracker = TrialTracker(
                 self.writer, tags={Tag.COMPARISON: self.id, Tag.TASK: self.task},
                 cpus_per_trial=self.settings.cpus_per_trial, gpus_per_trial=self.settings.gpus_per_trial,
-                on_result=record.reported, on_finished=record.finished,
+                params={"data_root": self.data_root}, on_result=record.reported, on_finished=record.finished,
             )
             if searcher.pending_trials():
                 attempt = self._attempt_number()

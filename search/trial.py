@@ -51,6 +51,8 @@ def trainable(config: dict[str, Any]) -> None:
     spec, settings = config["spec"], config["settings"]
     torch.set_num_threads(max(1, int(settings["cpus_per_trial"])))
     values = dict(spec["config"])
+    if settings.get("data_root"):  # the command's --data-root, absolute (search/sweep.py)
+        values["data_root"] = settings["data_root"]
     if settings["gpus_per_trial"] <= 0:
         values["device"] = "cpu"
     cfg = TrainConfig.from_dict(values, source=f"trial {spec['key']}")

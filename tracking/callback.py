@@ -55,12 +55,14 @@ class TrialTracker(Callback):
         gpus_per_trial: float,
         on_result: Callable[[str, dict], None] | None = None,
         on_finished: Callable[[str, dict], None] | None = None,
+        params: dict | None = None,
     ):
         """`tags` are set on every trial run (comparison id, task); each trial's
         sweep run is `<strategy>/<phase>` of its spec, and its writer key
         `<strategy>/<phase>/<trial key>`."""
         self.writer = writer
         self.tags = dict(tags)
+        self.params = dict(params or {})  # config values the command sets for every trial (e.g. data_root)
         self.cpus = cpus_per_trial
         self.gpus = gpus_per_trial
         self.on_result = on_result
@@ -108,7 +110,7 @@ class TrialTracker(Callback):
         if key in self.started:
             return
         self.started.add(key)
-        params = TrainConfig.from_dict(spec["config"]).to_dict()  # every key, defaults included
+        params = TrainConfig.from_dict({**spec["config"], **self.params}).to_dict()  # every key, defaults included
         params.update(zip(TRIAL_PARAMS, (spec["key"], spec["phase"], spec["index"])))
         tags = {**self.tags, Tag.KIND: "trial", Tag.STRATEGY: spec.get("family") or spec["strategy"], Tag.ARM: spec["strategy"],
                 Tag.REPEAT: str(spec.get("repeat", 0)), Tag.PHASE: spec["phase"], Tag.TRIAL_KEY: spec["key"], Tag.STATUS: "running",
