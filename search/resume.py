@@ -85,6 +85,11 @@ def read_prior_attempts(client, experiment_id: str, comparison: str, writer: Tra
             continue
         status = tags.get(Tag.STATUS, "running")
         if status in TERMINAL:
+            if run.info.status == "RUNNING":  # the driver died between tagging the trial's ending and closing its run
+                stale = f"stale/{run.info.run_id}"
+                writer.adopt(stale, run.info.run_id)
+                writer.end_run(stale, "FAILED" if status == "failed" else "FINISHED")
+                closed += 1
             if key in prior.finished:  # two finished runs for one trial cannot happen; keep the first, as the analysis does
                 continue
             prior.finished[key] = {
