@@ -12,6 +12,12 @@ file with the same keys:
     max_epochs: 300
     retrain_runs: 3        # R; omit to use the grid's (the paper's 10)
     patience_scale: 0.06   # early-stopping patience scaled like epochs (0 = off)
+    folds: 1               # outer folds of the risk assessment: 1 = the hold-out
+                           #   split; omit to use the grid's (the graph grids: 10)
+
+`paper` uses each grid's `folds` (the graph tasks: the 10-fold protocol of
+Errica et al. 2020, R re-training runs per fold); `quick` and `smoke` keep
+one hold-out split.  `--protocol holdout|cv10` overrides either.
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ class Budget:
     max_epochs: int = 1_000_000
     retrain_runs: int | None = None  # None: the grid's
     patience_scale: float = 1.0
+    folds: int | None = None  # None: the grid's (search/grid.py `folds`)
 
     def epochs(self, grid: Grid) -> int:
         e = round(grid.epochs * self.epoch_scale)
@@ -49,14 +56,23 @@ class Budget:
     def runs(self, grid: Grid) -> int:
         return self.retrain_runs if self.retrain_runs is not None else grid.retrain_runs
 
+    def folds_for(self, grid: Grid) -> int:
+        """Outer folds of the grid's risk assessment under this budget (1: hold-out)."""
+        return self.folds if self.folds is not None else grid.folds
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The budget's scaling (the comparison run's `budget` param and part of
+        the --resume key).  The folds are not in it: the comparison records its
+        protocol on its own (`protocol`, and `folds` in the --resume key when > 1)."""
+        out = asdict(self)
+        out.pop("folds")
+        return out
 
 
 BUDGETS = {
-    "smoke": Budget("smoke", epoch_scale=0.0, min_epochs=2, max_epochs=2, retrain_runs=2, patience_scale=0.0),
+    "smoke": Budget("smoke", epoch_scale=0.0, min_epochs=2, max_epochs=2, retrain_runs=2, patience_scale=0.0, folds=1),
     # max 60 epochs (was 120): the authors' SpiralHard has twice the training rows, so an epoch costs twice as much
-    "quick": Budget("quick", epoch_scale=0.06, min_epochs=20, max_epochs=60, retrain_runs=3, patience_scale=0.06),
+    "quick": Budget("quick", epoch_scale=0.06, min_epochs=20, max_epochs=60, retrain_runs=3, patience_scale=0.06, folds=1),
     "paper": Budget("paper"),
 }
 
@@ -66,6 +82,7 @@ _KEYS = {
     "max_epochs": (int, "an integer >= 1"),
     "retrain_runs": (int, "an integer >= 1"),
     "patience_scale": (float, "a number >= 0"),
+    "folds": (int, "an integer >= 1"),
 }
 
 

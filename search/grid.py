@@ -10,6 +10,8 @@ A grid file::
       2: 10000                #   hidden_layers (the authors' SpiralHard budgets)
     patience: 0               # optional early-stopping patience (paper's)
     retrain_runs: 10          # R re-training runs of the selected config
+    folds: 10                 # optional: the paper's risk assessment is a k-fold
+                              #   cross-validation (graph tasks; default 1, a hold-out)
     fixed:                    # TrainConfig values shared by every config
       model: fixed
     grid:                     # TrainConfig keys -> non-empty lists; cartesian product
@@ -47,6 +49,7 @@ TOP_KEYS = {
     "epochs_by_hidden_layers": "a mapping of hidden_layers (integer >= 0) to epochs (integer >= 1)",
     "patience": "an integer >= 0",
     "retrain_runs": "an integer >= 1",
+    "folds": "an integer >= 1 (outer folds of the risk assessment; > 1 only for tasks with folds)",
     "fixed": "a mapping of config keys to values",
     "grid": "a mapping of config keys to non-empty lists",
 }
@@ -68,6 +71,7 @@ class Grid:
     description: str = ""
     patience: int = 0
     retrain_runs: int = 10
+    folds: int = 1  # outer folds of the paper's risk assessment (1: the hold-out split)
     epochs_by_hidden_layers: dict[int, int] = field(default_factory=dict)
 
     def epochs_for(self, config: dict[str, Any]) -> int:
@@ -95,6 +99,8 @@ class Grid:
         fixed = {k: v for k, v in self.fixed.items() if k != "data_root"}
         content = {"task": self.task, "strategy": self.strategy, "epochs": self.epochs, "patience": self.patience,
                    "retrain_runs": self.retrain_runs, "fixed": fixed, "grid": self.grid}
+        if self.folds != 1:  # (absent for hold-out grids: their digest as before the key existed)
+            content["folds"] = self.folds
         if self.epochs_by_hidden_layers:  # (absent: the digest of grids written before the key existed)
             content["epochs_by_hidden_layers"] = {str(k): v for k, v in sorted(self.epochs_by_hidden_layers.items())}
         body = json.dumps(content, sort_keys=True)
@@ -136,11 +142,20 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
     if not isinstance(description, str):
         raise _fail(path, "description", "a string", description)
     ints = {}
-    for key, minimum in (("epochs", 1), ("patience", 0), ("retrain_runs", 1)):
-        value = data.get(key, {"patience": 0, "retrain_runs": 10}.get(key))
+    for key, minimum in (("epochs", 1), ("patience", 0), ("retrain_runs", 1), ("folds", 1)):
+        value = data.get(key, {"patience": 0, "retrain_runs": 10, "folds": 1}.get(key))
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise _fail(path, key, f"an integer >= {minimum}", value)
         ints[key] = value
+
+    task_folds = getattr(TASKS[task], "folds", 1)
+    if ints["folds"] != 1 and ints["folds"] != task_folds:
+        expected = f"1 (a hold-out) or {task_folds} (task {task}'s outer folds)" if task_folds > 1 else f"1 (task {task} has one hold-out split)"
+        raise _fail(path, "folds", expected, ints["folds"])
+    if ints["folds"] > 1:
+        for section in ("fixed", "grid"):
+            if "fold" in (data.get(section) or {}):
+                raise _fail(path, f"{section}.fold", f"no fold: with folds: {ints['folds']} the protocol trains every fold", "fold")
 
     by_layers = data.get("epochs_by_hidden_layers") or {}
     if not isinstance(by_layers, dict) or not all(
@@ -186,7 +201,7 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
         if len(set(map(repr, values))) != len(values):
             raise _fail(path, f"grid.{key}", "distinct values", values)
     g = Grid(path=Path(path), task=task, strategy=strategy, epochs=ints["epochs"], grid=grid, fixed=fixed,
-             description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], epochs_by_hidden_layers=dict(by_layers))
+             description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], folds=ints["folds"], epochs_by_hidden_layers=dict(by_layers))
     for i, cfg in enumerate(g.configs()):
         _check(path, f"grid point {i}", cfg)
     return g

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Protocol, TextIO
 
 from .budget import Budget
 from .progress import ProgressLine, fmt_seconds
-from .protocol import TrialSpec, assessment_specs, select_best, summarize_assessment
+from .protocol import TrialSpec, fold_assessment_specs, most_selected, select_by_fold, summarize_assessment
 from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts
 from .strategies import Arm, TpeSource
@@ -43,7 +43,7 @@ class PhaseHooks(Protocol):
 
     def sweep_started(self, arm: Arm, phase: str, specs: list[TrialSpec], selected: Mapping[str, Any] | None) -> None: ...
 
-    def config_selected(self, arm: Arm, best: Mapping[str, Any]) -> None: ...
+    def config_selected(self, arm: Arm, best: Mapping[str, Any], by_fold: Mapping[int, Mapping[str, Any]] | None = None) -> None: ...
 
     def sweep_ended(self, result: PhaseResult, summary: Mapping[str, Any] | None) -> None: ...
 
@@ -95,7 +95,7 @@ class PhasedSearcher(_SearcherBase):
 
     # --- sizes, for num_samples and the progress line
     def max_trials(self) -> int:
-        return sum(a.trials + self.budget.runs(a.grid) for a in self.arms.values())
+        return sum((a.trials + self.budget.runs(a.grid)) * self.budget.folds_for(a.grid) for a in self.arms.values())
 
     def pending_trials(self) -> bool:
         return len(self.record.earlier) < self.max_trials()
@@ -227,13 +227,21 @@ class PhasedSearcher(_SearcherBase):
                 self.tpe[arm.name] = self.make_tpe(arm)
             specs = arm.selection_specs(self.budget)
         else:
-            best = select_best(self.strategy_result.selection.outcomes)
-            if best is None:
+            chosen = select_by_fold(self.strategy_result.selection.outcomes)
+            if not chosen:
                 self.hooks.log(f"{arm.name}: no selection trial finished with a validation score; no re-training")
                 return None
+            folds = self.budget.folds_for(arm.grid)
+            by_fold = {f: dict(o) for f, o in chosen.items() if f is not None}
+            if folds > 1 and len(by_fold) < folds:
+                missing = sorted(set(range(folds)) - set(by_fold))
+                self.hooks.log(f"{arm.name}: no selection trial of fold(s) {', '.join(map(str, missing))} finished with a validation score; "
+                               f"those folds are not re-trained")
+            best = most_selected(chosen)
             self.strategy_result.selected = dict(best)
-            self.hooks.config_selected(arm, best)
-            specs = assessment_specs(best["config"], arm.grid, self.budget)
+            self.strategy_result.selected_by_fold = by_fold
+            self.hooks.config_selected(arm, best, by_fold or None)
+            specs = fold_assessment_specs(chosen, arm.grid, self.budget)
         for sp in specs:
             sp.strategy, sp.family, sp.repeat = arm.name, arm.family, arm.repeat
         return specs

@@ -14,20 +14,37 @@ assessment by R re-training runs of the selected config on the outer split.
   outer train part, the epoch is chosen by outer validation accuracy, and
   the test accuracy at that epoch is reported as mean and sample standard
   deviation (ddof=1) over the R runs that finished.
+
+Cross-validated risk assessment (`folds` > 1: the graph tasks under the
+`paper` budget or `--protocol cv10`, as Errica et al. 2020): every outer
+fold k runs its own selection (the grid on fold k's inner 90/10 hold-out)
+and re-trains the config selected for it R times on fold k's outer
+training part; the test accuracy is the mean over folds of each fold's
+mean (std over the folds' means).  Trial keys carry the fold (`f3-sel-0007`,
+`f3-ass-01`, tracking.contract.fold_key); costs add up over all folds.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import asdict, dataclass, field
 import math
 from typing import Any, Iterable, Mapping
 
-from tracking.contract import SELECTABLE, assessment_summary
+from tracking.contract import SELECTABLE, assessment_summary, fold_key, fold_of_key
 
 from .budget import Budget
 from .grid import Grid
 
-__all__ = ["TrialSpec", "selection_specs", "assessment_specs", "select_best", "summarize_assessment", "single_run_config", "SELECTABLE"]
+__all__ = ["TrialSpec", "selection_specs", "assessment_specs", "select_best", "summarize_assessment", "single_run_config", "SELECTABLE",
+           "PROTOCOLS", "protocol_name", "per_fold", "select_by_fold", "fold_assessment_specs", "most_selected"]
+
+PROTOCOLS = {"holdout": 1, "cv10": 10}  # --protocol: the outer folds of the risk assessment
+
+
+def protocol_name(folds: int) -> str:
+    """`holdout` (one outer split) or `cv<k>` (k outer folds)."""
+    return "holdout" if folds == 1 else f"cv{folds}"
 
 
 @dataclass
@@ -97,6 +114,52 @@ def assessment_specs(config: Mapping[str, Any], grid: Grid, budget: Budget) -> l
     ]
 
 
+def per_fold(specs: list[TrialSpec], folds: int) -> list[TrialSpec]:
+    """The selection trials of every outer fold, fold by fold (keys
+    `f<k>-...`, config `fold: k`); `specs` unchanged under a hold-out."""
+    if folds == 1:
+        return specs
+    return [dataclasses.replace(sp, key=fold_key(k, sp.key), config={**sp.config, "fold": k}, report_at=list(sp.report_at))
+            for k in range(folds) for sp in specs]
+
+
+def select_by_fold(outcomes: Iterable[Mapping[str, Any]]) -> dict[int | None, Mapping[str, Any]]:
+    """The selected trial of each outer fold (the key None: the hold-out's
+    one selection); a fold none of whose trials can be selected is absent."""
+    groups: dict[int | None, list[Mapping[str, Any]]] = {}
+    for o in outcomes:
+        groups.setdefault(fold_of_key(o.get("key", "")), []).append(o)
+    out = {}
+    for fold in sorted(groups, key=lambda f: -1 if f is None else f):
+        best = select_best(groups[fold])
+        if best is not None:
+            out[fold] = best
+    return out
+
+
+def fold_assessment_specs(selected: Mapping[int | None, Mapping[str, Any]], grid: Grid, budget: Budget) -> list[TrialSpec]:
+    """The re-training trials of every fold's selected config (keys `f<k>-ass-<r>`)."""
+    out: list[TrialSpec] = []
+    for fold, best in selected.items():
+        for sp in assessment_specs(best["config"], grid, budget):
+            out.append(dataclasses.replace(sp, key=fold_key(fold, sp.key)))
+    return out
+
+
+def most_selected(selected: Mapping[int | None, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The one config a cross-validated arm reports as "selected": the one
+    most folds selected (ties: the lowest fold's), as its fold's trial."""
+    if not selected:
+        return None
+    def identity(o):
+        return json.dumps({k: v for k, v in (o.get("config") or {}).items() if k != "fold"}, sort_keys=True, default=str)
+    counts: dict[str, int] = {}
+    for o in selected.values():
+        counts[identity(o)] = counts.get(identity(o), 0) + 1
+    top = max(counts.values())
+    return next(o for o in selected.values() if counts[identity(o)] == top)
+
+
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -119,7 +182,8 @@ def select_best(outcomes: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | No
 
 def summarize_assessment(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """test_acc_mean, test_acc_std, runs_ok of the re-training runs (tracking.contract.assessment_summary)."""
-    return assessment_summary(o["test_acc"] for o in outcomes if o.get("status") in SELECTABLE and _finite(o.get("test_acc")))
+    ok = [o for o in outcomes if o.get("status") in SELECTABLE and _finite(o.get("test_acc"))]
+    return assessment_summary([o["test_acc"] for o in ok], folds=[fold_of_key(o.get("key", "")) for o in ok])
 
 
 def single_run_config(grid: Grid, budget: Budget, overrides: Mapping[str, Any]) -> dict[str, Any]:

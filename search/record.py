@@ -112,9 +112,10 @@ class StrategyResult:
     grid: Grid
     selection: PhaseResult
     assessment: PhaseResult | None = None
-    selected: dict[str, Any] | None = None
+    selected: dict[str, Any] | None = None  # the selected trial (cross-validated: the config most folds selected)
     summary: dict[str, Any] = field(default_factory=dict)
     family: str = ""
+    selected_by_fold: dict[int, dict[str, Any]] = field(default_factory=dict)  # cross-validated: each fold's selected trial
 
     def widths(self) -> str:
         if not self.selected:

@@ -35,9 +35,9 @@ from tracking.contract import SELECTABLE, Param, Tag, arm_name
 from .budget import Budget
 from .errors import OptionError
 from .grid import Grid, GridError, find_grid
-from .protocol import TrialSpec, _protocol_values, _scale_milestones, selection_specs
+from .protocol import PROTOCOLS, TrialSpec, _protocol_values, _scale_milestones, per_fold, protocol_name, selection_specs
 
-__all__ = ["FAMILIES", "STOCHASTIC", "REGISTRY", "Family", "StrategyOptions", "Arm", "make_arms", "default_optuna_storage", "asha_milestones"]
+__all__ = ["with_protocol", "check_protocol", "FAMILIES", "STOCHASTIC", "REGISTRY", "Family", "StrategyOptions", "Arm", "make_arms", "default_optuna_storage", "asha_milestones"]
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Arm:
     def selection_specs(self, budget: Budget) -> list[TrialSpec]:
         """The selection trials, in launch order.  For tpe the configs are not
         known yet: the specs carry keys only and are filled by `TpeSource`."""
-        out = REGISTRY[self.family].plan(self, budget)
+        out = per_fold(REGISTRY[self.family].plan(self, budget), budget.folds_for(self.grid))
         for sp in out:
             sp.strategy, sp.family, sp.repeat = self.name, self.family, self.repeat
         return out
@@ -113,6 +113,8 @@ class Family:
     order: str = "random"  # its selection trials' order for the analysis: "random" (a whole grid, no natural
     #                        order: curves average random orders) or "actual" (as they ran: sequential searches)
     stops_early: bool = False  # its scheduler stops trials on purpose (awnn.status=stopped)
+    cross_validates: bool = True  # can run once per outer fold (a cross-validated protocol): a static plan, no
+    #                               search state or scheduler shared across the folds' trials
 
     def tags(self) -> dict[str, str]:
         """The sweep-run tags that tell the analysis how to read this family's
@@ -200,9 +202,9 @@ def _asha_trials(z: _Sizing) -> int:
 REGISTRY: dict[str, Family] = {f.name: f for f in (
     Family("fixed", "fixed", False, _whole_grid, _no_params, lambda z: z.grid.size),
     Family("awnn", "awnn", False, _whole_grid, _no_params, lambda z: z.grid.size),
-    Family("tpe", "fixed", True, _tpe_plan, _trials_param, lambda z: z.count("--tpe-trials", z.options.tpe_trials), order="actual"),
+    Family("tpe", "fixed", True, _tpe_plan, _trials_param, lambda z: z.count("--tpe-trials", z.options.tpe_trials), order="actual", cross_validates=False),
     Family("random", "fixed", True, _random_plan, _trials_param, _random_trials, order="actual"),
-    Family("asha", "fixed", True, _asha_plan, _asha_params, _asha_trials, order="actual", stops_early=True),
+    Family("asha", "fixed", True, _asha_plan, _asha_params, _asha_trials, order="actual", stops_early=True, cross_validates=False),
 )}
 FAMILIES = ("fixed", "awnn", "tpe", "asha", "random")  # as the CLI lists them
 assert set(FAMILIES) == set(REGISTRY)
@@ -234,6 +236,7 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
         raise OptionError(f"--repeats: expected an integer >= 1, found {options.repeats!r}")
     grids = {g: find_grid(task, g, grid_dir) for g in sorted({GRID_OF[s] for s in families})}
     fixed = grids.get("fixed")
+    check_protocol(task, families, grids, budget)
 
     def awnn_size(flag: str) -> int:
         try:
@@ -253,6 +256,43 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
             name = arm_name(s, k, options.repeats)
             arms.append(Arm(name, s, k, options.seed + k - 1, grid, sizes[s], options))
     return arms
+
+
+def with_protocol(budget: Budget, protocol: str | None, task: str) -> Budget:
+    """`budget` with the outer folds `--protocol` asks for (None: the budget's own)."""
+    import dataclasses
+
+    if protocol is None:
+        return budget
+    if protocol not in PROTOCOLS:
+        hint = difflib.get_close_matches(protocol, list(PROTOCOLS), n=1)
+        did = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise OptionError(f"--protocol: expected one of {list(PROTOCOLS)}, found {protocol!r}{did}")
+    from awnn.data import TASKS
+
+    folds = PROTOCOLS[protocol]
+    available = getattr(TASKS.get(task), "folds", 1)
+    if folds > 1 and available != folds:
+        with_folds = sorted(name for name, loader in TASKS.items() if getattr(loader, "folds", 1) == folds)
+        raise OptionError(f"--protocol {protocol}: task {task} has one hold-out split; {protocol} applies to {', '.join(with_folds)}")
+    return dataclasses.replace(budget, folds=folds)
+
+
+def check_protocol(task: str, families: list[str], grids: dict[str, Grid], budget: Budget) -> None:
+    """Every arm of a comparison assesses risk the same way, and a family
+    that cannot run once per fold is refused under a cross-validated protocol."""
+    folds = {g: budget.folds_for(grid) for g, grid in grids.items()}
+    if len(set(folds.values())) > 1:
+        raise OptionError(f"task {task}: the grids disagree on the outer folds ("
+                          + ", ".join(f"{grids[g].path}: folds {n}" for g, n in sorted(folds.items()))
+                          + "); give --protocol holdout or cv10 to run every arm the same way")
+    n = next(iter(folds.values()), 1)
+    if n > 1:
+        refused = [s for s in families if not REGISTRY[s].cross_validates]
+        if refused:
+            raise OptionError(f"--strategies {','.join(refused)}: not available under the {protocol_name(n)} protocol "
+                              f"(a sequential search or an early-stopping scheduler would mix the folds' trials); "
+                              f"run them with --protocol holdout, or drop them")
 
 
 def default_optuna_storage(tracking_uri: str) -> str:

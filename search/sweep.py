@@ -56,7 +56,8 @@ from .grid import Grid
 from .phases import PhasedSearcher
 from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts, find_checkpoint, read_prior_attempts
-from .strategies import REGISTRY, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler
+from .protocol import protocol_name
+from .strategies import REGISTRY, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler, with_protocol
 from .sweep_runs import SweepRuns
 from .tune import RunSettings, init_ray, run_plan, stop_on_data_error, trial_settings, wait_for_warm_workers
 
@@ -85,6 +86,7 @@ class Comparison:
         kind: str = "compare",
         options: StrategyOptions | None = None,
         data_root: str | None = None,
+        protocol: str | None = None,
     ):
         self.task = task
         # where the trials read their data: an absolute path, resolved here on the driver (never against a trial's folder)
@@ -95,10 +97,13 @@ class Comparison:
         self.kind = kind
         self.stream = stream or sys.stderr
         self.options = options or StrategyOptions()
-        self.budget = resolve_budget(budget)
+        self.budget = with_protocol(resolve_budget(budget), protocol, task)
         self.arms: list[Arm] = make_arms(task, self.strategies, self.options, self.budget, grid_dir)
         self.arm = {a.name: a for a in self.arms}
         self.grids = {a.name: a.grid for a in self.arms}
+        self.folds = max(self.budget.folds_for(g) for g in self.grids.values())  # outer folds (1: hold-out)
+        self.protocol = protocol_name(self.folds)
+        self.folds_digest: str | None = None  # cross-validated: which graph falls in which fold (set by _check_data)
         self._check_data()
         self.tracking_uri = tracking_uri or default_tracking_uri()
         check_tracking(self.tracking_uri)
@@ -130,14 +135,17 @@ class Comparison:
         if "asha" in self.strategies:
             a = next(a for a in self.arms if a.family == "asha")
             out.update({Param.ASHA_GRACE_PERIOD: a.grace_period(self.budget), Param.ASHA_REDUCTION_FACTOR: o.asha_reduction_factor})
+        if self.folds > 1:  # (hold-out comparisons: keys as before the protocol option existed)
+            out[Param.FOLDS] = self.folds
         return out
 
     def _check_data(self) -> None:
         """Load the task once on the driver: missing data fails here, in seconds."""
         from awnn.data import load_task
 
-        load_task(self.task, self.data_root)  # raises DataError naming the file
-
+        task = load_task(self.task, self.data_root)  # raises DataError naming the file
+        if self.folds > 1:
+            self.folds_digest = task.folds_digest
     def log(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
@@ -169,7 +177,8 @@ class Comparison:
                 self.arms, self.budget, record, self.runs, prior=prior, stream=self.stream,
                 make_tpe=lambda arm: TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm)),
                 # where the data is belongs to the command, not to the configs (a selected config stays portable)
-                trial_settings={**trial_settings(self.settings), "data_root": self.data_root})
+                trial_settings={**trial_settings(self.settings), "data_root": self.data_root,
+                                **({"folds_digest": self.folds_digest} if self.folds_digest else {})})
             self.results = searcher.results
             # the callback logs each trial and announces its reports and its end to the record
             self.tracker = TrialTracker(
@@ -247,7 +256,10 @@ class Comparison:
         params = {Param.TASK: self.task, Param.STRATEGIES: ",".join(self.strategies), Param.BUDGET: json.dumps(self.budget.to_dict()),
                   Param.CPUS_PER_TRIAL: self.settings.cpus_per_trial, Param.GPUS_PER_TRIAL: self.settings.gpus_per_trial,
                   Param.STORAGE: self.settings.storage_path(), Param.DATA_ROOT: self.data_root,
-                  Param.RAY_ADDRESS: self.settings.address or os.environ.get("RAY_ADDRESS", "local"), **self._search_options()}
+                  Param.RAY_ADDRESS: self.settings.address or os.environ.get("RAY_ADDRESS", "local"), **self._search_options(),
+                  Param.PROTOCOL: self.protocol}
+        if self.folds_digest:
+            params[Param.FOLDS_DIGEST] = self.folds_digest
         if self.optuna_storage:
             params[Param.OPTUNA_STORAGE] = redact_uri(self.optuna_storage)
         self.writer.start_run("cmp", name=f"{self.kind}-{self.id}", tags=tags, params=params)
@@ -291,6 +303,13 @@ class Comparison:
         if root is None:
             self.log("resume: no unfinished comparison with these arguments; starting a new one")
             return PriorAttempts()
+        saved = root.data.params.get(Param.FOLDS_DIGEST)
+        if self.folds_digest and saved and saved != self.folds_digest:
+            from awnn.data import DataError
+
+            raise DataError(f"{self.data_root}: the {self.task} data draws other outer folds than comparison "
+                            f"{root.data.tags.get(Tag.COMPARISON)} saved (folds digest {self.folds_digest}, saved {saved}): "
+                            f"the data changed since it started; restore it, or run without --resume to start anew")
         self.id = root.data.tags[Tag.COMPARISON]
         self.writer.adopt("cmp", root.info.run_id)
         self.writer.reopen_run("cmp")

@@ -60,6 +60,9 @@ class SweepRuns:
         params = {Param.GRID_FILE: str(grid.path), Param.GRID_DIGEST: grid.digest(), Param.BUDGET: self.budget.name,
                   Param.EPOCHS: self.budget.epochs(grid), Param.RETRAIN_RUNS: self.budget.runs(grid), Param.CONFIGS: grid.size,
                   Param.TRIALS: len(specs)}
+        folds = self.budget.folds_for(grid)
+        if folds > 1:
+            params[Param.FOLDS] = folds
         if phase == "selection":
             params.update(arm.describe(self.budget))
             if arm.family == "tpe":
@@ -68,8 +71,11 @@ class SweepRuns:
             params[Param.SELECTED_KEY] = selected["key"]
         self.writer.start_run(sweep, name=f"{arm.name}-{phase}", parent="cmp", tags=tags, params=params)
 
-    def config_selected(self, arm: Arm, best: Mapping[str, Any]) -> None:
-        self.writer.set_tags(f"{arm.name}/selection", {Tag.SELECTED_KEY: best["key"], Tag.SELECTED_CONFIG: json.dumps(best["config"], sort_keys=True)})
+    def config_selected(self, arm: Arm, best: Mapping[str, Any], by_fold: Mapping[int, Mapping[str, Any]] | None = None) -> None:
+        tags = {Tag.SELECTED_KEY: best["key"], Tag.SELECTED_CONFIG: json.dumps(best["config"], sort_keys=True)}
+        if by_fold:  # cross-validated: every fold's selected trial
+            tags[Tag.SELECTED_BY_FOLD] = json.dumps({str(f): o["key"] for f, o in sorted(by_fold.items())})
+        self.writer.set_tags(f"{arm.name}/selection", tags)
 
     def sweep_ended(self, result: PhaseResult, summary: Mapping[str, Any] | None) -> None:
         sweep = result.sweep

@@ -58,6 +58,7 @@ def trainable(config: dict[str, Any]) -> None:
     cfg = TrainConfig.from_dict(values, source=f"trial {spec['key']}")
     try:
         trainer = Trainer(cfg)
+        _check_folds(trainer.task, settings)
     except DataError as e:  # no retry can fix missing or malformed data: the trial ends, and the driver stops the comparison
         # (Tune requires the searcher's metric in every result)
         tune.report({"epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": data_error_final(e)})
@@ -72,6 +73,18 @@ def trainable(config: dict[str, Any]) -> None:
     final = result.summary()
     final["test_acc"] = None if final["test_acc"] != final["test_acc"] else final["test_acc"]
     reporter.report(final)
+
+
+def _check_folds(task, settings: dict[str, Any]) -> None:
+    """A cross-validated comparison's trial draws the folds its driver saved
+    (a node whose copy of the data differs would train on other folds)."""
+    from awnn.data import DataError
+
+    expected = settings.get("folds_digest")
+    found = getattr(task, "folds_digest", None)
+    if expected and found != expected:
+        raise DataError(f"{settings.get('data_root')}: the {task.name} data here draws other outer folds than the comparison's "
+                        f"(folds digest {found}, expected {expected}): this node's copy of the data differs from the driver's")
 
 
 def _restore(trainer, spec: dict[str, Any]) -> None:

@@ -32,7 +32,8 @@ from typing import Any
 
 __all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "experiment_name", "default_tracking_uri", "client",
            "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
-           "FINAL_SCORES", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary"]
+           "FINAL_SCORES", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary",
+           "fold_key", "fold_of_key"]
 
 KINDS = ("comparison", "sweep", "trial")
 PHASES = ("selection", "assessment")
@@ -72,6 +73,18 @@ def arm_family(arm: str) -> str:
     """The family of an arm: `tpe.r2` -> `tpe`, `fixed` -> `fixed`."""
     m = re.fullmatch(r"(.+)\.r\d+", arm)
     return m.group(1) if m else arm
+
+
+def fold_key(fold: int | None, key: str) -> str:
+    """A trial key within outer fold `fold` of a cross-validated protocol
+    (`f3-sel-0007`, `f3-ass-01`); the key itself under a hold-out (None)."""
+    return key if fold is None else f"f{int(fold)}-{key}"
+
+
+def fold_of_key(key: str) -> int | None:
+    """The outer fold a trial key belongs to (`f3-ass-01` -> 3), None under a hold-out."""
+    m = re.match(r"f(\d+)-", str(key))
+    return int(m.group(1)) if m else None
 
 
 def parse_param(v: str) -> Any:
@@ -115,6 +128,7 @@ class Tag:
     REPEATS = "awnn.repeats"
     RESUMED_FROM = "awnn.resumed_from"
     RETRIES = "awnn.retries"
+    SELECTED_BY_FOLD = "awnn.selected_by_fold"
     SELECTED_CONFIG = "awnn.selected_config"
     SELECTED_KEY = "awnn.selected_key"
     STATE = "awnn.state"
@@ -245,12 +259,16 @@ class Param:
     RAY_ADDRESS = "ray_address"
     SEED = "seed"
     REPEATS = "repeats"
+    PROTOCOL = "protocol"  # holdout | cv<k>
+    FOLDS = "folds"  # outer folds (cv<k> only; part of the --resume key)
+    FOLDS_DIGEST = "folds_digest"  # digest of the drawn fold of every example (cv<k> only)
 
 
 PARAMS = tuple(v for k, v in vars(Param).items() if k.isupper())
 TRIAL_PARAMS = (Param.TRIAL_KEY, Param.PHASE, Param.GRID_INDEX)  # a trial run's params beyond its config
 # the comparison-run params of the search options (part of the --resume key when they apply)
-SEARCH_OPTIONS = (Param.SEED, Param.REPEATS, Param.TPE_TRIALS, Param.RANDOM_TRIALS, Param.ASHA_GRACE_PERIOD, Param.ASHA_REDUCTION_FACTOR)
+SEARCH_OPTIONS = (Param.SEED, Param.REPEATS, Param.TPE_TRIALS, Param.RANDOM_TRIALS, Param.ASHA_GRACE_PERIOD, Param.ASHA_REDUCTION_FACTOR,
+                  Param.FOLDS)
 
 
 def tag_equals(*pairs: tuple[str, str]) -> str:
@@ -258,15 +276,31 @@ def tag_equals(*pairs: tuple[str, str]) -> str:
     return " and ".join(f"tags.`{name}` = '{value}'" for name, value in pairs)
 
 
-def assessment_summary(accs) -> dict[str, Any]:
+def assessment_summary(accs, folds=None) -> dict[str, Any]:
     """The assessment summary of a strategy, as logged on its assessment sweep
     run and as the report shows it: mean and sample standard deviation
     (ddof=1) of the re-training runs' test accuracies, and their number
     (`accs`: the runs with a selectable status and a finite test_acc).  One
-    run: std 0; none: NaN."""
+    run: std 0; none: NaN.
+
+    Under a cross-validated protocol (`folds`: each run's outer fold, as
+    `fold_of_key` reads it from its key; None under a hold-out) the runs of a
+    fold are averaged first, and mean and std are over the folds' means, as
+    Errica et al. (2020) report them."""
     import statistics
 
     accs = [float(a) for a in accs]
+    folds = list(folds) if folds is not None else []
+    if any(f is not None for f in folds):
+        by_fold: dict[Any, list[float]] = {}
+        for a, f in zip(accs, folds):
+            by_fold.setdefault(f, []).append(a)
+        means = [statistics.fmean(v) for _, v in sorted(by_fold.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))]
+        return {
+            Metric.TEST_ACC_MEAN: statistics.fmean(means) if means else math.nan,
+            Metric.TEST_ACC_STD: statistics.stdev(means) if len(means) > 1 else (0.0 if means else math.nan),
+            Metric.RUNS_OK: len(accs),
+        }
     return {
         Metric.TEST_ACC_MEAN: statistics.fmean(accs) if accs else math.nan,
         Metric.TEST_ACC_STD: statistics.stdev(accs) if len(accs) > 1 else (0.0 if accs else math.nan),

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .contract import PHASES
+from .contract import PHASES, fold_of_key
 from .reader import ComparisonData
 from .tables import REFERENCE, _ratio, _selectable
 
@@ -25,9 +25,15 @@ def _selection_points(data: ComparisonData, strategy: str, actual_order: bool = 
     """Per selection trial of an arm: device-hours (all its runs) and
     inner-validation score (NaN when it cannot be selected: diverged,
     failed, stopped early, ...).  With `actual_order`, in the order the
-    trials ran (run end time; trials still open last)."""
+    trials ran (run end time; trials still open last).  Under a
+    cross-validated protocol, fold 0's selection trials only: a search's
+    any-time behaviour is that of one fold's selection (the report says so)."""
     t = data.trials()
     t = t[(t["strategy"] == strategy) & (t["phase"] == "selection")] if len(t) else t
+    if len(t):
+        folds = t["trial_key"].map(fold_of_key)
+        if folds.notna().any():
+            t = t[folds == 0]
     if not len(t):
         return np.zeros(0), np.zeros(0)
     if actual_order:

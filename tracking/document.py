@@ -13,6 +13,15 @@ MAX_PROBLEMS = 40  # lines of the Problems list in the report; summary.json has 
 
 
 # --------------------------------------------------------------- document
+def _protocol_text(c: dict) -> str:
+    """How risk was assessed (search/protocol.py)."""
+    if c.get("folds", 1) > 1:
+        return (f"protocol `{c['protocol']}` ({c['folds']} stratified outer folds, Errica et al. 2020: each fold's own selection on its "
+                f"inner 90/10 hold-out and re-training runs of the config selected for it; test accuracy = mean over the folds of each "
+                f"fold's mean, std over the folds; costs add up over the folds; any-time curves and cost to target use fold 0's selection)")
+    return "protocol `holdout` (one outer split)"
+
+
 def _strategies_text(d: A.ComparisonData) -> str:
     out = []
     for family, arms in d.families.items():
@@ -80,7 +89,7 @@ def _header_section(a: A.Analysis) -> list[tuple]:
     doc: list[tuple] = []
     n_runs = len(d.runs)
     doc.append(("h1", f"AWNN search-cost report: {c['task']} ({c['id']})"))
-    doc.append(("p", f"Comparison `{c['id']}` in MLflow experiment `{c['experiment']}`: strategies {_strategies_text(d)}; budget `{c['budget']}`; "
+    doc.append(("p", f"Comparison `{c['id']}` in MLflow experiment `{c['experiment']}`: strategies {_strategies_text(d)}; budget `{c['budget']}`; {_protocol_text(c)}; "
                      f"started {_date(c['start_time'])}; state **{c['state']}**; {n_runs} trial runs in {len(d.sweeps)} sweeps. "
                      f"Every number below is read back from MLflow. Device-hours = training time of every attempt x allocated CPUs "
                      f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")

@@ -173,6 +173,9 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         "task": tags.get(Tag.TASK) or params.get("task"),
         "budget": tags.get(Tag.BUDGET) or budget.get("name"),
         "budget_params": budget,
+        # risk assessment: holdout, or cv<k> (k outer folds; stores written before the param: holdout)
+        "protocol": params.get(C.Param.PROTOCOL) or "holdout",
+        "folds": int(_num(params.get(C.Param.FOLDS), 1.0)),
         "state": tags.get(Tag.STATE, "unknown"),
         "run_status": root.info.status,
         "strategies": strategies,

@@ -22,6 +22,7 @@ SUMMARY_KEYS = {
     "experiment": str,
     "task": (str, type(None)),
     "budget": (str, type(None)),
+    "protocol": dict,
     "state": str,
     "reference": str,
     "strategies": dict,
@@ -141,7 +142,8 @@ def summarize(a: Analysis) -> dict[str, Any]:
                                      for _, r in rows.iterrows()}}
     out = {
         "schema": "awnn-report/1",
-        "comparison": c["id"], "experiment": c["experiment"], "task": c["task"], "budget": c["budget"], "state": c["state"],
+        "comparison": c["id"], "experiment": c["experiment"], "task": c["task"], "budget": c["budget"],
+        "protocol": {"name": c.get("protocol", "holdout"), "folds": c.get("folds", 1)}, "state": c["state"],
         "reference": a.settings["reference"],
         "strategies": per,
         "device_hours": dev, "gpu_hours": gpu,

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .contract import PHASES, SELECTABLE, STATUSES, assessment_summary
+from .contract import PHASES, SELECTABLE, STATUSES, assessment_summary, fold_of_key
 from .reader import ComparisonData
 
 __all__ = ["REFERENCE", "REFERENCES", "cost_table", "strategy_table", "width_table", "savings", "savings_notes", "overhead"]
@@ -108,7 +108,9 @@ def strategy_table(data: ComparisonData) -> pd.DataFrame:
         cfg = sw["selected_config"].iloc[0] if len(sw) else None
         chosen = sel[sel["trial_key"] == key] if key else sel.iloc[0:0]
         ok = ass[_selectable(ass, "test_acc")] if len(ass) else ass
-        summary = assessment_summary(ok["test_acc"].astype(float) if len(ok) else [])
+        # (cross-validated: the mean over folds of each fold's mean; the fold is in the trial key)
+        summary = assessment_summary(ok["test_acc"].astype(float) if len(ok) else [],
+                                     folds=ok["trial_key"].map(fold_of_key).tolist() if len(ok) else None)
         dims = _grid_dims(sel)
         rows.append({
             "strategy": s,

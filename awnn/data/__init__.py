@@ -96,9 +96,11 @@ def _tabular(name: str) -> Callable[..., TensorTask]:
     return load
 
 
-def _lazy(module: str, function: str, config_keys: tuple[str, ...]) -> Callable[..., Task]:
+def _lazy(module: str, function: str, config_keys: tuple[str, ...], folds: int = 1) -> Callable[..., Task]:
     """A loader that imports its domain module (torchvision, torch-geometric,
-    ...) only when called, so `import awnn` stays light."""
+    ...) only when called, so `import awnn` stays light.  `folds`: the
+    number of outer folds of the task's cross-validated risk assessment
+    (the config key `fold` picks one); 1 for a task with one hold-out split."""
 
     def load(data_root: str | None = None, data_seed: int = 0, **options) -> Task:
         import importlib
@@ -106,6 +108,7 @@ def _lazy(module: str, function: str, config_keys: tuple[str, ...]) -> Callable[
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)(data_root=data_root, data_seed=data_seed, **options)
 
     load.config_keys = config_keys
+    load.folds = folds
     return load
 
 
@@ -116,8 +119,8 @@ TASKS.update(
         "mnist": _lazy("images", "load_mnist", ("augment",)),
         "cifar10": _lazy("images", "load_cifar10", ("augment",)),
         "cifar100": _lazy("images", "load_cifar100", ("augment",)),
-        "nci1": _lazy("graphs", "load_nci1", ("fold",)),
-        "reddit_binary": _lazy("graphs", "load_reddit_binary", ("fold",)),
+        "nci1": _lazy("graphs", "load_nci1", ("fold",), folds=10),
+        "reddit_binary": _lazy("graphs", "load_reddit_binary", ("fold",), folds=10),
         "multi30k": _lazy("text", "load_multi30k", ("tokenizer", "max_len")),
     }
 )

@@ -31,10 +31,30 @@ from . import DataError, Task
 from .images import stratified_holdout
 from .splits import Split, index_batches, stratified_split
 
-__all__ = ["GraphTask", "load_tu", "load_nci1", "load_reddit_binary", "tu_fold_splits", "FOLDS"]
+__all__ = ["GraphTask", "load_tu", "load_nci1", "load_reddit_binary", "tu_fold_splits", "fold_assignment", "folds_digest", "FOLDS"]
 
 FOLDS = 10
 EVAL_BATCH = 512  # graphs per evaluation batch
+
+
+def fold_assignment(labels: np.ndarray, seed: int = 0) -> np.ndarray:
+    """The outer fold (0..FOLDS-1) of every graph: FOLDS disjoint stratified
+    test folds covering the set, drawn from `seed` (the data seed)."""
+    labels = np.asarray(labels)
+    out = np.full(len(labels), -1, dtype=np.int64)
+    for k, part in enumerate(stratified_split(labels, (1.0 / FOLDS,) * FOLDS, seed)):
+        out[part] = k
+    return out
+
+
+def folds_digest(labels: np.ndarray, seed: int = 0) -> str:
+    """A short digest of `fold_assignment`: a comparison saves it, and a
+    resumed driver or a trial on another node checks that its data draws
+    the same folds (the same graphs, labels and order)."""
+    import hashlib
+
+    a = fold_assignment(labels, seed)
+    return hashlib.sha1(a.astype("<i8").tobytes() + np.asarray(labels, dtype="<i8").tobytes()).hexdigest()[:12]
 
 
 def tu_fold_splits(labels: np.ndarray, fold: int, seed: int = 0) -> tuple[Split, Split]:
@@ -66,6 +86,11 @@ class GraphTask(Task):
         self.num_classes = int(num_classes)
         self.in_features = int(in_features)
         self.constant_features = constant_features
+        self.data_seed = 0
+
+    @property
+    def folds_digest(self) -> str:
+        return folds_digest(self.labels, self.data_seed)
 
     def indices(self, split: str, part: str) -> np.ndarray:
         return getattr({"inner": self.inner, "outer": self.outer}[split], part)
@@ -95,6 +120,19 @@ def import_pyg() -> None:
         import torch_geometric  # noqa: F401
 
 
+def _drop_stale_cache(folder: str, raw_files: list[str]) -> None:
+    """`TUDataset` reads its processed cache whenever the cache exists, even
+    when the raw files changed since: a replaced or corrected dataset would be
+    trained on as it was.  A cache older than any raw file is removed, so it
+    is rebuilt from the raw files."""
+    import shutil
+
+    processed = os.path.join(folder, "processed")
+    cached = [os.path.join(processed, f) for f in os.listdir(processed)] if os.path.isdir(processed) else []
+    if cached and raw_files and max(os.path.getmtime(f) for f in raw_files) > min(os.path.getmtime(f) for f in cached):
+        shutil.rmtree(processed, ignore_errors=True)
+
+
 def load_tu(name: str, task_name: str, data_root: str | None, data_seed: int, fold: int) -> GraphTask:
     root = data_root or "data"
     raw = os.path.join(root, name, "raw")
@@ -102,6 +140,7 @@ def load_tu(name: str, task_name: str, data_root: str | None, data_seed: int, fo
     missing = [f for f in files if not os.path.isfile(os.path.join(raw, f))]
     if missing:
         raise DataError(f"{name}: expected the TU raw files {', '.join(files)} in {raw} (missing: {', '.join(missing)}); nothing is downloaded")
+    _drop_stale_cache(os.path.join(root, name), [os.path.join(raw, f) for f in os.listdir(raw)])
     import_pyg()
     from torch_geometric.datasets import TUDataset
 
@@ -113,7 +152,9 @@ def load_tu(name: str, task_name: str, data_root: str | None, data_seed: int, fo
     labels = np.array([int(g.y) for g in graphs])
     constant = dataset.num_node_features == 0
     outer, inner = tu_fold_splits(labels, fold, data_seed)
-    return GraphTask(task_name, graphs, labels, outer, inner, num_classes=int(labels.max()) + 1, in_features=1 if constant else dataset.num_node_features, constant_features=constant)
+    task = GraphTask(task_name, graphs, labels, outer, inner, num_classes=int(labels.max()) + 1, in_features=1 if constant else dataset.num_node_features, constant_features=constant)
+    task.data_seed = data_seed
+    return task
 
 
 def load_nci1(data_root: str | None = None, data_seed: int = 0, fold: int = 0) -> GraphTask:

@@ -21,6 +21,10 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files (default: the packaged search/grids)")
     p.add_argument("--data-root", default=None, help="folder with the datasets of the image, graph and text tasks (docs/domains.md); "
                    "a relative path is taken from the working directory and made absolute before any trial starts (default: ./data)")
+    p.add_argument("--protocol", default=None, choices=None, metavar="{holdout,cv10}",
+                   help="risk assessment: holdout (one outer split) or cv10 (the graph tasks' 10 outer folds, Errica et al. 2020: "
+                        "selection and R re-trainings per fold); default: the budget's (paper: the grid's, cv10 for the graph "
+                        "tasks; quick, smoke: holdout)")
     p.add_argument("--resume", action="store_true", help="continue the newest unfinished run of the same command instead of starting anew")
     g = p.add_argument_group("search strategies (tpe, asha, random)")
     g.add_argument("--seed", type=int, default=0, help="seed of the stochastic strategies' search (sampling, launch order); repeat k uses seed+k-1 (default 0)")
@@ -87,7 +91,8 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
 
     check_run_flags(args)  # bad input raises one of search.errors.user_errors(): one line, exit code 2
     comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
-                            resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root)
+                            resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root,
+                            protocol=args.protocol)
     results = comparison.run()
     if comparison.already_finished:  # --resume of a finished comparison: only its report may be missing
         if kind == "compare":

@@ -187,7 +187,8 @@ def run(args) -> int:
         directory, tasks = _study_grids(args.claim, profile, root, args.grid_dir)
         for task in tasks:
             comparison = Comparison(task, ["awnn"], args.budget, settings, tracking_uri=args.tracking_uri, resume=args.resume,
-                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root)
+                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root,
+                                    protocol=args.protocol)
             result = comparison.run()[0]
             failed |= result.selected is None
             rows.append(_row(task, profile, result))

@@ -78,3 +78,23 @@ def test_gin_learns_the_structural_label_and_records_named_widths(tmp_path, mode
     record = result.history[-1]
     assert {"width_input", "width_conv0", "width_conv1"} <= set(record)
     assert record["width_total"] == record["width_input"] + record["width_conv0"] + record["width_conv1"]
+
+
+def test_changed_raw_files_are_read_again_not_the_stale_processed_cache(tmp_path):
+    """TUDataset reuses its processed cache even when the raw files changed:
+    the loader rebuilds it, so a corrected dataset is what trains (and what
+    a cross-validated comparison's folds digest checks)."""
+    write_tu(str(tmp_path), "NCI1", n_graphs=40)
+    first = load_task("nci1", str(tmp_path))
+    assert os.path.isdir(tmp_path / "NCI1" / "processed")
+    labels = tmp_path / "NCI1" / "raw" / "NCI1_graph_labels.txt"
+    values = labels.read_text().split()
+    values[0], values[1] = values[1], values[0]  # the first two graphs' labels swapped (a corrected file)
+    labels.write_text("\n".join(values) + "\n")
+    st = os.stat(labels)
+    os.utime(labels, (st.st_atime, st.st_mtime + 5))
+    second = load_task("nci1", str(tmp_path))
+    assert second.labels[0] == first.labels[1] and second.labels[1] == first.labels[0]
+    assert second.folds_digest != first.folds_digest
+    third = load_task("nci1", str(tmp_path))  # unchanged since: the (new) cache serves
+    assert (third.labels == second.labels).all()

@@ -29,7 +29,7 @@ class Hooks:
     def sweep_started(self, arm, phase, specs, selected):
         self.calls.append(("started", f"{arm.name}/{phase}", len(specs), selected["key"] if selected else None))
 
-    def config_selected(self, arm, best):
+    def config_selected(self, arm, best, by_fold=None):
         self.calls.append(("selected", arm.name, best["key"]))
 
     def sweep_ended(self, result, summary):

@@ -77,3 +77,75 @@ def test_a_data_error_in_the_trials_stops_the_comparison_at_once(tmp_path):
     assert len(trials) < 12  # the grid has 12 configs: the comparison stopped at the first failures
     others = [r for r in found if r.data.tags["awnn.kind"] != "trial"]
     assert {r.info.status for r in others} == {"FAILED"} and {r.data.tags["awnn.state"] for r in others} == {"failed"}
+
+
+def test_cv10_comparison_on_tu_files_selects_and_retrains_per_fold_and_resumes_on_the_same_folds(tmp_path):
+    """`--protocol cv10` through real Ray and MLflow on TU raw files: every
+    fold's own selection (its inner hold-out) and re-training runs of the
+    config selected for it, the summary over folds, the protocol in MLflow
+    and the report; a --resume on data that draws other folds is refused."""
+    import json
+    import statistics
+
+    import numpy as np
+    import yaml
+
+    from awnn.data.graphs import folds_digest
+    from search.grid import GRID_DIR
+
+    data = tmp_path / "datasets"
+    write_tu(str(data), "NCI1", n_graphs=60)
+    grids = tmp_path / "grids"
+    grids.mkdir()
+    g = yaml.safe_load((GRID_DIR / "nci1-awnn.yaml").read_text())
+    g["grid"] = {"pooling": ["sum", "mean"]}  # 2 configs: 10 folds x (2 selection + 2 re-training) trials
+    (grids / "nci1-awnn.yaml").write_text(yaml.safe_dump(g))
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["compare", "--task", "nci1", "--budget", "smoke", "--protocol", "cv10", "--strategies", "awnn", "--grid-dir", str(grids),
+            "--data-root", str(data), "--num-cpus", "2", "--tracking-uri", tracking]
+    p = run_awnn(args, cwd=tmp_path, check=True, timeout=900)
+    found = runs(tracking, "nci1")
+    assert {r.info.status for r in found} == {"FINISHED"}
+    trials = [r for r in found if r.data.tags["awnn.kind"] == "trial"]
+    sel = {r.data.tags["awnn.trial_key"]: r for r in trials if r.data.tags["awnn.phase"] == "selection"}
+    ass = {r.data.tags["awnn.trial_key"]: r for r in trials if r.data.tags["awnn.phase"] == "assessment"}
+    assert sorted(sel) == sorted(f"f{k}-sel-{i:04d}" for k in range(10) for i in range(2))
+    assert sorted(ass) == sorted(f"f{k}-ass-{r:02d}" for k in range(10) for r in (1, 2))
+    assert all(r.data.params["fold"] == key[1:key.index("-")] for key, r in {**sel, **ass}.items())
+    assert {r.data.params["split"] for r in sel.values()} == {"inner"} and {r.data.params["split"] for r in ass.values()} == {"outer"}
+    labels = np.loadtxt(data / "NCI1" / "raw" / "NCI1_graph_labels.txt", dtype=int)
+    cmp_run = next(r for r in found if r.data.tags["awnn.kind"] == "comparison")
+    assert cmp_run.data.params["protocol"] == "cv10" and cmp_run.data.params["folds"] == "10"
+    assert cmp_run.data.params["folds_digest"] == folds_digest(np.where(labels < 0, 0, labels))  # (TU labels -1/1 are read as 0/1)
+    selection = next(r for r in found if r.data.tags.get("awnn.phase") == "selection" and r.data.tags["awnn.kind"] == "sweep")
+    by_fold = json.loads(selection.data.tags["awnn.selected_by_fold"])
+    for k in range(10):  # each fold re-trains the pooling its own selection chose
+        chosen = sel[by_fold[str(k)]]
+        assert by_fold[str(k)].startswith(f"f{k}-")
+        assert {ass[f"f{k}-ass-{r:02d}"].data.params["pooling"] for r in (1, 2)} == {chosen.data.params["pooling"]}
+    fold_means = [statistics.fmean(ass[f"f{k}-ass-{r:02d}"].data.metrics["test_acc"] for r in (1, 2)) for k in range(10)]
+    assessment = next(r for r in found if r.data.tags.get("awnn.phase") == "assessment" and r.data.tags["awnn.kind"] == "sweep")
+    assert assessment.data.metrics["test_acc_mean"] == pytest.approx(statistics.fmean(fold_means))
+    assert assessment.data.metrics["test_acc_std"] == pytest.approx(statistics.stdev(fold_means))
+    report = next((tmp_path / "awnn-results" / "reports").glob("*/report.md")).read_text()
+    assert "protocol `cv10` (10 stratified outer folds" in report
+    summary = json.loads(next((tmp_path / "awnn-results" / "reports").glob("*/summary.json")).read_text())
+    assert summary["protocol"] == {"name": "cv10", "folds": 10}
+    assert summary["test_acc_mean"]["awnn"] == pytest.approx(statistics.fmean(fold_means))
+
+    # a driver that died: the comparison is unfinished; the data then changes under it
+    client = MlflowClient(tracking)
+    client.set_tag(cmp_run.info.run_id, "awnn.state", "interrupted")
+    raw = data / "NCI1" / "raw" / "NCI1_graph_labels.txt"
+    original = raw.read_text()
+    values = original.split()
+    values[0], values[1] = values[1], values[0]
+    raw.write_text("\n".join(values) + "\n")
+    p = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=600)
+    errors = [line for line in p.stderr.splitlines() if line.startswith("awnn compare: error:")]
+    assert p.returncode == 2 and len(errors) == 1 and "draws other outer folds" in errors[0] and str(data) in errors[0], p.stderr[-3000:]
+    raw.write_text(original)  # the data as it was: the resume goes on, on the same folds, with nothing to re-run
+    p = run_awnn(args + ["--resume"], cwd=tmp_path, check=True, timeout=600)
+    after = runs(tracking, "nci1")
+    assert len([r for r in after if r.data.tags["awnn.kind"] == "trial"]) == len(trials)
+    assert {r.info.status for r in after} == {"FINISHED"}
