@@ -175,6 +175,9 @@ class TrainConfig:
     readout_norm: str = "none"  # batch: BatchNorm of each pooled graph embedding before its read-out (REDDIT-BINARY's grids)
     embed_dim: int = 0  # node-embedding size between convolutions; 0 = width (fixed) or 64 (awnn)
     fold: int = 0  # outer fold of the stratified 10-fold CV (Errica et al. 2020), 0..9
+    # every domain: train on at most this many examples of the split's training part (0: all); a stratified
+    # subset drawn from data_seed.  The CPU budgets (quick, smoke) set it for the large real datasets (grid key `cpu`)
+    max_train_examples: int = 0
     # text (Transformer)
     d_model: int = 512
     heads: int = 8
@@ -244,7 +247,7 @@ class TrainConfig:
         for key in positive_int:
             if getattr(self, key) < 1:
                 raise bad(key, "an integer >= 1")
-        for key in ["patience", "threads", "seed", "data_seed", "compress_start_epoch", "compress_end_epoch", "embed_dim", "n_obs"]:
+        for key in ["patience", "threads", "seed", "data_seed", "compress_start_epoch", "compress_end_epoch", "embed_dim", "n_obs", "max_train_examples"]:
             if getattr(self, key) < 0:
                 raise bad(key, "an integer >= 0")
         if self.width < (0 if self.model == "fixed" else 1):

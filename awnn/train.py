@@ -120,6 +120,8 @@ class Trainer:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         self.task = task or load_task(config.task, config.data_root, config.data_seed, config=config)
+        if config.max_train_examples:  # a CPU budget's cap on the training part (the same subset for every config)
+            self.task = self.task.cap_train(config.max_train_examples, config.data_seed)
         self.model = build_model(config, self.task).to(self.device)
         self.blocks = adaptive_modules(self.model)
         self.n_train = self.task.n_train(config.split)

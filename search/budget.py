@@ -14,6 +14,14 @@ file with the same keys:
     patience_scale: 0.06   # early-stopping patience scaled like epochs (0 = off)
     folds: 1               # outer folds of the risk assessment: 1 = the hold-out
                            #   split; omit to use the grid's (the graph grids: 10)
+    cpu: true              # use the grids' `cpu` values (smaller training sets, a
+                           #   smaller Transformer: what a CPU can train); default false
+
+`quick` and `smoke` are CPU budgets: they train with each grid's `cpu`
+values (MNIST/CIFAR: 5,000 training images; Multi30k: a 2+2-layer
+Transformer of width 256 on 5,000 sentence pairs; the tabular tasks and
+digits have none), which the report's header and the sweep runs' `cpu`
+param state; `paper` trains the paper's setup.
 
 `paper` uses each grid's `folds` (the graph tasks: the 10-fold protocol of
 Errica et al. 2020, R re-training runs per fold); `quick` and `smoke` keep
@@ -43,6 +51,7 @@ class Budget:
     retrain_runs: int | None = None  # None: the grid's
     patience_scale: float = 1.0
     folds: int | None = None  # None: the grid's (search/grid.py `folds`)
+    cpu: bool = False  # train with the grids' `cpu` values (search/grid.py)
 
     def epochs(self, grid: Grid) -> int:
         e = round(grid.epochs * self.epoch_scale)
@@ -60,19 +69,26 @@ class Budget:
         """Outer folds of the grid's risk assessment under this budget (1: hold-out)."""
         return self.folds if self.folds is not None else grid.folds
 
+    def cpu_values(self, grid: Grid) -> dict[str, Any]:
+        """The config values this budget changes in the grid's configs (its `cpu` section on a CPU budget)."""
+        return dict(grid.cpu) if self.cpu else {}
+
     def to_dict(self) -> dict[str, Any]:
         """The budget's scaling (the comparison run's `budget` param and part of
         the --resume key).  The folds are not in it: the comparison records its
-        protocol on its own (`protocol`, and `folds` in the --resume key when > 1)."""
+        protocol on its own (`protocol`, and `folds` in the --resume key when > 1),
+        and so does `cpu` (the sweep runs' `cpu` param; in the key when a grid has
+        `cpu` values), so budgets keep their keys where neither applies."""
         out = asdict(self)
         out.pop("folds")
+        out.pop("cpu")
         return out
 
 
 BUDGETS = {
-    "smoke": Budget("smoke", epoch_scale=0.0, min_epochs=2, max_epochs=2, retrain_runs=2, patience_scale=0.0, folds=1),
+    "smoke": Budget("smoke", epoch_scale=0.0, min_epochs=2, max_epochs=2, retrain_runs=2, patience_scale=0.0, folds=1, cpu=True),
     # max 60 epochs (was 120): the authors' SpiralHard has twice the training rows, so an epoch costs twice as much
-    "quick": Budget("quick", epoch_scale=0.06, min_epochs=20, max_epochs=60, retrain_runs=3, patience_scale=0.06, folds=1),
+    "quick": Budget("quick", epoch_scale=0.06, min_epochs=20, max_epochs=60, retrain_runs=3, patience_scale=0.06, folds=1, cpu=True),
     "paper": Budget("paper"),
 }
 
@@ -83,6 +99,7 @@ _KEYS = {
     "retrain_runs": (int, "an integer >= 1"),
     "patience_scale": (float, "a number >= 0"),
     "folds": (int, "an integer >= 1"),
+    "cpu": (bool, "true or false"),
 }
 
 
@@ -103,6 +120,11 @@ def resolve_budget(name_or_path: str) -> Budget:
         if key not in _KEYS:
             raise BudgetError(f"{path}: unknown key {key!r}; expected one of {list(_KEYS)}")
         typ, expected = _KEYS[key]
+        if typ is bool:
+            if not isinstance(value, bool):
+                raise BudgetError(f"{path}: key {key!r}: expected {expected}, found {value!r}")
+            values[key] = value
+            continue
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
               and (typ is float or float(value).is_integer()))
         if not ok or value < (0 if typ is float else 1):  # NaN and infinities are never ok

@@ -16,6 +16,9 @@ A grid file::
       model: fixed
     grid:                     # TrainConfig keys -> non-empty lists; cartesian product
       width: [8, 16, 24, 128, 256]
+    cpu:                      # optional: TrainConfig values the CPU budgets (quick, smoke)
+      max_train_examples: 5000  #   use instead of the paper's (the large real datasets;
+                              #   keys not searched by `grid`); `paper` ignores them
 
 Every problem raises GridError with one line naming the file, the key, what
 was expected and what was found; nothing is launched before a grid loads.
@@ -52,6 +55,7 @@ TOP_KEYS = {
     "folds": "an integer >= 1 (outer folds of the risk assessment; > 1 only for tasks with folds)",
     "fixed": "a mapping of config keys to values",
     "grid": "a mapping of config keys to non-empty lists",
+    "cpu": "a mapping of config keys to values the CPU budgets use (keys not under grid)",
 }
 REQUIRED = ("task", "strategy", "epochs", "grid")
 # keys a grid may not set: they belong to the protocol and the budget
@@ -72,6 +76,7 @@ class Grid:
     patience: int = 0
     retrain_runs: int = 10
     folds: int = 1  # outer folds of the paper's risk assessment (1: the hold-out split)
+    cpu: dict[str, Any] = field(default_factory=dict)  # config values of the CPU budgets (search/budget.py `cpu`)
     epochs_by_hidden_layers: dict[int, int] = field(default_factory=dict)
 
     def epochs_for(self, config: dict[str, Any]) -> int:
@@ -99,6 +104,8 @@ class Grid:
         fixed = {k: v for k, v in self.fixed.items() if k != "data_root"}
         content = {"task": self.task, "strategy": self.strategy, "epochs": self.epochs, "patience": self.patience,
                    "retrain_runs": self.retrain_runs, "fixed": fixed, "grid": self.grid}
+        if self.cpu:  # (absent for grids without it: their digest as before the key existed)
+            content["cpu"] = self.cpu
         if self.folds != 1:  # (absent for hold-out grids: their digest as before the key existed)
             content["folds"] = self.folds
         if self.epochs_by_hidden_layers:  # (absent: the digest of grids written before the key existed)
@@ -121,7 +128,6 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
         raise GridError(f"{path}: expected a mapping with keys {list(TOP_KEYS)}, found {type(data).__name__}")
     for key in data:
         if key not in TOP_KEYS:
-            import difflib
 
             hint = difflib.get_close_matches(str(key), list(TOP_KEYS), n=1)
             did = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -173,7 +179,6 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
     for section, mapping in (("fixed", fixed), ("grid", grid)):
         for key, value in mapping.items():
             if key not in known:
-                import difflib
 
                 hint = difflib.get_close_matches(str(key), sorted(known), n=1)
                 did = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -185,6 +190,18 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
             if section == "fixed" and isinstance(value, (list, dict)):
                 raise _fail(path, f"fixed.{key}", "a single value (lists belong under grid)", value)
         # a key in both sections is ambiguous
+    cpu = data.get("cpu") or {}
+    if not isinstance(cpu, dict):
+        raise _fail(path, "cpu", TOP_KEYS["cpu"], cpu)
+    for key, value in cpu.items():
+        if key not in known:
+            hint = difflib.get_close_matches(str(key), sorted(known), n=1)
+            did = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise _fail(path, f"cpu.{key}", f"a config key{did}", key)
+        if key in PROTOCOL_KEYS or key in grid:
+            raise _fail(path, f"cpu.{key}", "a key the grid does not search and the protocol does not set", key)
+        if isinstance(value, (list, dict)):
+            raise _fail(path, f"cpu.{key}", "a single value", value)
     both = set(fixed) & set(grid)
     if both:
         key = sorted(both)[0]
@@ -200,10 +217,14 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
             _check(path, f"grid.{key}", {**base, key: v}, only=key)
         if len(set(map(repr, values))) != len(values):
             raise _fail(path, f"grid.{key}", "distinct values", values)
+    if cpu:
+        _check(path, "cpu", {**base, **cpu})
     g = Grid(path=Path(path), task=task, strategy=strategy, epochs=ints["epochs"], grid=grid, fixed=fixed,
-             description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], folds=ints["folds"], epochs_by_hidden_layers=dict(by_layers))
+             description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], folds=ints["folds"], cpu=dict(cpu), epochs_by_hidden_layers=dict(by_layers))
     for i, cfg in enumerate(g.configs()):
         _check(path, f"grid point {i}", cfg)
+        if cpu:
+            _check(path, f"grid point {i} with cpu", {**cfg, **cpu})
     return g
 
 
@@ -213,7 +234,7 @@ def _check(path, where: str, values: dict, only: str | None = None) -> None:
     except ConfigError as e:
         if only is not None and e.key not in (only, None):
             return  # another key's problem: reported when that key or the combination is checked
-        key = where if where.startswith("grid.") or e.key is None else (f"{where}.{e.key}" if where == "fixed" else f"{where}: {e.key}")
+        key = where if where.startswith("grid.") or e.key is None else (f"{where}.{e.key}" if where in ("fixed", "cpu") else f"{where}: {e.key}")
         raise GridError(f"{path}: key {key!r}: expected {e.expected}, found {e.found!r}") from None
 
 

@@ -98,10 +98,16 @@ def _scale_milestones(cfg: dict[str, Any], grid: Grid, budget: Budget) -> dict[s
     return {**cfg, "lr_milestones": ",".join(map(str, out))}
 
 
+def budget_config(cfg: Mapping[str, Any], grid: Grid, budget: Budget) -> dict[str, Any]:
+    """A grid config as `budget` trains it: the grid's `cpu` values on a CPU
+    budget, the LR milestones scaled with the budget's epochs."""
+    return _scale_milestones({**cfg, **budget.cpu_values(grid)}, grid, budget)
+
+
 def selection_specs(grid: Grid, budget: Budget) -> list[TrialSpec]:
     return [
         TrialSpec(key=f"sel-{i:04d}", phase="selection", index=i,
-                  config={**_scale_milestones(cfg, grid, budget), **_protocol_values(grid, budget, "inner", 0, cfg)})
+                  config={**budget_config(cfg, grid, budget), **_protocol_values(grid, budget, "inner", 0, cfg)})
         for i, cfg in enumerate(grid.configs())
     ]
 
@@ -190,11 +196,12 @@ def single_run_config(grid: Grid, budget: Budget, overrides: Mapping[str, Any]) 
     """The config `awnn train` trains for the task and model of `grid`: what
     the grid fixes (optimiser, learning rate, weight decay, schedule, batch
     size, starting rate, ...), the first value of each key it searches, and
-    the epochs and patience a trial of that config gets under `budget`
+    the CPU budget's `cpu` values (quick, smoke), the epochs and patience a
+    trial of that config gets under `budget`
     (milestones scaled with them, as in a sweep); `overrides` (the command
     line) win over all of it.  Split, seed and data are TrainConfig's
     defaults unless overridden."""
-    cfg = {**grid.configs()[0], **overrides}
+    cfg = {**grid.configs()[0], **budget.cpu_values(grid), **overrides}
     if "epochs" not in overrides:
         cfg = _scale_milestones(cfg, grid, budget) if "lr_milestones" not in overrides else cfg
         values = _protocol_values(grid, budget, "outer", 0, cfg)

@@ -35,7 +35,7 @@ from tracking.contract import SELECTABLE, Param, Tag, arm_name
 from .budget import Budget
 from .errors import OptionError
 from .grid import Grid, GridError, find_grid
-from .protocol import PROTOCOLS, TrialSpec, _protocol_values, _scale_milestones, per_fold, protocol_name, selection_specs
+from .protocol import PROTOCOLS, TrialSpec, _protocol_values, budget_config, per_fold, protocol_name, selection_specs
 
 __all__ = ["with_protocol", "check_protocol", "FAMILIES", "STOCHASTIC", "REGISTRY", "Family", "StrategyOptions", "Arm", "make_arms", "default_optuna_storage", "asha_milestones"]
 
@@ -353,7 +353,7 @@ class TpeSource:
         sampled = trial.params
         cfg = {"task": self.arm.grid.task, **self.arm.grid.fixed, **{k: sampled[k] for k in self.keys}}
         spec.index = self.index[tuple(repr(cfg[k]) for k in self.keys)]
-        spec.config = {**_scale_milestones(cfg, self.arm.grid, self.budget), **_protocol_values(self.arm.grid, self.budget, "inner", 0)}
+        spec.config = {**budget_config(cfg, self.arm.grid, self.budget), **_protocol_values(self.arm.grid, self.budget, "inner", 0)}
 
     def told_later(self, spec: TrialSpec, trial_id: str) -> None:
         """A trial re-run after a resume: its config came from the earlier

@@ -21,7 +21,10 @@ def print_summary(comparison, results, stream=None) -> None:
     """One line per arm (`fixed`, `awnn`, `tpe.r1`, ...): selection trials,
     device-hours, wall-clock, test accuracy, width and the selected config."""
     out = stream or sys.stdout
-    print(f"\nComparison {comparison.id} (task {comparison.task}, budget {comparison.budget.name}; device-hours = allocated CPUs or GPU share x training time)", file=out)
+    protocol = getattr(comparison, "protocol", "holdout")
+    cv = f", protocol {protocol}: test acc over the folds' means, best config = the one most folds selected" if protocol != "holdout" else ""
+    print(f"\nComparison {comparison.id} (task {comparison.task}, budget {comparison.budget.name}{cv}; "
+          f"device-hours = allocated CPUs or GPU share x training time)", file=out)
     w = max([8, *(len(r.strategy) for r in results)])
     header = f"{'strategy':<{w}} {'trials':>7} {'sel dev-h':>10} {'retrain dev-h':>13} {'wall':>8}  {'test acc (mean +- std, n)':<26} {'width':<14} best config"
     print(header, file=out)

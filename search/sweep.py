@@ -137,6 +137,9 @@ class Comparison:
             out.update({Param.ASHA_GRACE_PERIOD: a.grace_period(self.budget), Param.ASHA_REDUCTION_FACTOR: o.asha_reduction_factor})
         if self.folds > 1:  # (hold-out comparisons: keys as before the protocol option existed)
             out[Param.FOLDS] = self.folds
+        cpu = {a.grid.path.name: self.budget.cpu_values(a.grid) for a in self.arms if self.budget.cpu_values(a.grid)}
+        if cpu:  # a CPU budget changes these grids' configs (grids without `cpu` values: keys as before)
+            out[Param.CPU] = json.dumps(cpu, sort_keys=True)
         return out
 
     def _check_data(self) -> None:

@@ -60,6 +60,9 @@ class SweepRuns:
         params = {Param.GRID_FILE: str(grid.path), Param.GRID_DIGEST: grid.digest(), Param.BUDGET: self.budget.name,
                   Param.EPOCHS: self.budget.epochs(grid), Param.RETRAIN_RUNS: self.budget.runs(grid), Param.CONFIGS: grid.size,
                   Param.TRIALS: len(specs)}
+        cpu = self.budget.cpu_values(grid)
+        if cpu:  # what this CPU budget changed in the grid's configs (the report's header states it)
+            params[Param.CPU] = json.dumps(cpu, sort_keys=True)
         folds = self.budget.folds_for(grid)
         if folds > 1:
             params[Param.FOLDS] = folds

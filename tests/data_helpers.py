@@ -16,7 +16,7 @@ import numpy as np
 WORDS = "a man dog runs the in park woman red blue sits plays ball".split()
 
 
-def write_tu(root, name, n_graphs=60, node_labels=True, seed=0):
+def write_tu(root, name, n_graphs=60, node_labels=True, seed=0, nodes=(5, 11)):
     """A TU dataset whose label depends on structure only: cycles (label 1)
     versus paths (label -1, as in TU files) of 5..10 nodes; node labels,
     when written, are random noise."""
@@ -27,7 +27,7 @@ def write_tu(root, name, n_graphs=60, node_labels=True, seed=0):
     offset = 0
     for g in range(n_graphs):
         cycle = g % 2 == 0
-        n = int(rng.integers(5, 11))
+        n = int(rng.integers(*nodes))
         pairs = [(i, i + 1) for i in range(n - 1)] + ([(n - 1, 0)] if cycle else [])
         for a, b in pairs:  # 1-based node ids, both directions
             edges += [(offset + a + 1, offset + b + 1), (offset + b + 1, offset + a + 1)]

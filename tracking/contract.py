@@ -262,13 +262,14 @@ class Param:
     PROTOCOL = "protocol"  # holdout | cv<k>
     FOLDS = "folds"  # outer folds (cv<k> only; part of the --resume key)
     FOLDS_DIGEST = "folds_digest"  # digest of the drawn fold of every example (cv<k> only)
+    CPU = "cpu"  # the config values a CPU budget changed, JSON (sweep runs: that grid's; comparison: per grid file)
 
 
 PARAMS = tuple(v for k, v in vars(Param).items() if k.isupper())
 TRIAL_PARAMS = (Param.TRIAL_KEY, Param.PHASE, Param.GRID_INDEX)  # a trial run's params beyond its config
 # the comparison-run params of the search options (part of the --resume key when they apply)
 SEARCH_OPTIONS = (Param.SEED, Param.REPEATS, Param.TPE_TRIALS, Param.RANDOM_TRIALS, Param.ASHA_GRACE_PERIOD, Param.ASHA_REDUCTION_FACTOR,
-                  Param.FOLDS)
+                  Param.FOLDS, Param.CPU)
 
 
 def tag_equals(*pairs: tuple[str, str]) -> str:

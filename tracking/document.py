@@ -94,6 +94,10 @@ def _header_section(a: A.Analysis) -> list[tuple]:
                      f"Every number below is read back from MLflow. Device-hours = training time of every attempt x allocated CPUs "
                      f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
                      + "; GPU-hours count only GPU time."))
+    if c.get("cpu"):
+        doc.append(("p", "CPU budget: the paper's setup scaled down to what a CPU trains, by each grid's `cpu` values "
+                         "(`--budget paper` trains the paper's): " + "; ".join(
+                             f"{name}: " + ", ".join(f"{k}={v}" for k, v in sorted(values.items())) for name, values in sorted(c["cpu"].items())) + "."))
     profile_text = _profile_text(d)
     if profile_text:
         doc.append(("p", profile_text))

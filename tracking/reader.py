@@ -176,6 +176,7 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         # risk assessment: holdout, or cv<k> (k outer folds; stores written before the param: holdout)
         "protocol": params.get(C.Param.PROTOCOL) or "holdout",
         "folds": int(_num(params.get(C.Param.FOLDS), 1.0)),
+        "cpu": _json(params.get(C.Param.CPU)) or {},  # grid file -> the config values a CPU budget changed
         "state": tags.get(Tag.STATE, "unknown"),
         "run_status": root.info.status,
         "strategies": strategies,

@@ -38,6 +38,35 @@ class Task:
     def batches(self, split: str, part: str, batch_size: int, device: torch.device, generator: torch.Generator | None = None) -> Iterator:
         raise NotImplementedError  # pragma: no cover - interface
 
+    def label_array(self) -> np.ndarray | None:
+        """The class of every example (stratifies `cap_train`); None for unlabelled data (text)."""
+        return None
+
+    def cap_train(self, n: int, seed: int) -> "Task":
+        """This task training on at most `n` examples of each split's training
+        part: a stratified subset (random for unlabelled data) drawn from
+        `seed`, the same for every config; validation and test parts unchanged.
+        A copy: the task itself (maybe shared) is left as it is."""
+        import copy
+
+        from .splits import stratified_holdout
+
+        labels = self.label_array()
+        out = copy.copy(self)
+        for name in ("inner", "outer"):
+            split = getattr(self, name)
+            if n <= 0 or len(split.train) <= n:
+                continue
+            if labels is not None:
+                _, keep = stratified_holdout(labels[split.train], n, seed)
+            else:
+                keep = np.random.default_rng(seed).choice(len(split.train), n, replace=False)
+            setattr(out, name, Split(split.train[np.sort(keep)], split.val, split.test))
+        for cache in ("_cache", "_device_cache"):  # cached tensors of the old parts
+            if hasattr(out, cache):
+                setattr(out, cache, {})
+        return out
+
 
 @dataclass
 class TensorTask(Task):
@@ -59,6 +88,9 @@ class TensorTask(Task):
     @property
     def in_features(self) -> int:
         return int(self.x.shape[1])
+
+    def label_array(self) -> np.ndarray:
+        return self.y.numpy()
 
     def indices(self, split: str, part: str) -> np.ndarray:
         s = {"inner": self.inner, "outer": self.outer}[split]

@@ -28,8 +28,7 @@ import numpy as np
 import torch
 
 from . import DataError, Task
-from .images import stratified_holdout
-from .splits import Split, index_batches, stratified_split
+from .splits import Split, index_batches, stratified_holdout, stratified_split
 
 __all__ = ["GraphTask", "load_tu", "load_nci1", "load_reddit_binary", "tu_fold_splits", "fold_assignment", "folds_digest", "FOLDS"]
 
@@ -97,6 +96,9 @@ class GraphTask(Task):
 
     def n_train(self, split: str) -> int:
         return len(self.indices(split, "train"))
+
+    def label_array(self) -> np.ndarray:
+        return self.labels
 
     def batches(self, split: str, part: str, batch_size: int, device: torch.device, generator: torch.Generator | None = None) -> Iterator:
         import_pyg()

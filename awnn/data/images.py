@@ -34,33 +34,11 @@ import numpy as np
 import torch
 
 from . import DataError, Task
-from .splits import Split, index_batches, outer_inner_splits
+from .splits import Split, index_batches, outer_inner_splits, stratified_holdout
 
 __all__ = ["ImageTask", "load_digits", "load_mnist", "load_cifar10", "load_cifar100", "stratified_holdout"]
 
 EVAL_BATCH = 1024  # evaluation never uses larger batches (activation memory)
-
-
-def stratified_holdout(labels: np.ndarray, n_holdout: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(kept, held out) positions of `labels`, exactly `n_holdout` held out,
-    stratified: each class gives its share, remainders by largest fraction."""
-    labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    classes, counts = np.unique(labels, return_counts=True)
-    quota = n_holdout * counts / counts.sum()
-    take = np.floor(quota).astype(int)
-    for k in np.argsort(-(quota - take), kind="stable")[: n_holdout - int(take.sum())]:
-        take[k] += 1
-    keep, hold = [], []
-    for cls, n in zip(classes, take):
-        idx = np.flatnonzero(labels == cls)
-        rng.shuffle(idx)
-        hold.append(idx[:n])
-        keep.append(idx[n:])
-    keep, hold = np.concatenate(keep), np.concatenate(hold)
-    rng.shuffle(keep)
-    rng.shuffle(hold)
-    return keep, hold
 
 
 def official_test_splits(train_labels: np.ndarray, n_test: int, val_fraction: float, seed: int) -> tuple[Split, Split]:
@@ -114,6 +92,9 @@ class ImageTask(Task):
 
     def n_train(self, split: str) -> int:
         return len(self.indices(split, "train"))
+
+    def label_array(self) -> np.ndarray:
+        return self.y.numpy()
 
     def _on(self, device: torch.device):
         key = str(device)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Split", "stratified_split", "outer_inner_splits", "index_batches"]
+__all__ = ["Split", "stratified_split", "stratified_holdout", "outer_inner_splits", "index_batches"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,28 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
         rng.shuffle(merged)
         out.append(merged)
     return out
+
+
+def stratified_holdout(labels: np.ndarray, n_holdout: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, held out) positions of `labels`, exactly `n_holdout` held out,
+    stratified: each class gives its share, remainders by largest fraction."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    classes, counts = np.unique(labels, return_counts=True)
+    quota = n_holdout * counts / counts.sum()
+    take = np.floor(quota).astype(int)
+    for k in np.argsort(-(quota - take), kind="stable")[: n_holdout - int(take.sum())]:
+        take[k] += 1
+    keep, hold = [], []
+    for cls, n in zip(classes, take):
+        idx = np.flatnonzero(labels == cls)
+        rng.shuffle(idx)
+        hold.append(idx[:n])
+        keep.append(idx[n:])
+    keep, hold = np.concatenate(keep), np.concatenate(hold)
+    rng.shuffle(keep)
+    rng.shuffle(hold)
+    return keep, hold
 
 
 def outer_inner_splits(labels: np.ndarray, seed: int = 0, outer: tuple[float, float, float] = (0.7, 0.1, 0.2)) -> tuple[Split, Split]:

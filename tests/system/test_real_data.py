@@ -5,6 +5,7 @@ error inside the trials (a file removed once the driver has checked the
 data) that ends the comparison at once, without retries."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,13 @@ def test_compare_reads_a_relative_data_root_from_another_folder(tmp_path, task):
     assert cmp_run.data.params["data_root"] == root
     assert {r.data.params["data_root"] for r in found if r.data.tags["awnn.kind"] == "trial"} == {root}
     assert all(r.data.tags["awnn.status"] == "ok" for r in found if r.data.tags["awnn.kind"] == "trial")
+    report = next((work / "awnn-results" / "reports").glob("*/report.md")).read_text()
+    if task == "mnist":  # a CPU budget: the grid's cpu values, in MLflow and in the report's header
+        assert json.loads(cmp_run.data.params["cpu"]) == {"mnist-awnn.yaml": {"max_train_examples": 5000}}
+        assert {r.data.params["max_train_examples"] for r in found if r.data.tags["awnn.kind"] == "trial"} == {"5000"}
+        assert "CPU budget: the paper's setup scaled down" in report and "mnist-awnn.yaml: max_train_examples=5000" in report
+    else:  # the graph grids have no cpu values: a CPU trains the paper's setup
+        assert "cpu" not in cmp_run.data.params and "CPU budget" not in report
 
 
 def test_a_data_error_in_the_trials_stops_the_comparison_at_once(tmp_path):
