@@ -103,6 +103,23 @@ def profile_values(profile: str, task: str) -> dict[str, Any]:
     return values
 
 
+# which keys apply where (TrainConfig.applicable); every key is in exactly one group, or is one of the optimiser's,
+# the schedule's or `width` (tests/awnn/test_config.py checks the partition)
+COMMON_KEYS = ("task", "model", "hidden_layers", "activation", "optimizer", "lr", "weight_decay", "lr_schedule", "batch_size",
+               "epochs", "patience", "seed", "split", "data_seed", "data_root", "device", "threads", "select_metric",
+               "init_distribution", "max_train_examples", "best_epoch_ties")
+DOMAIN_KEYS = {
+    "tabular": (),
+    "image": ("augment",),
+    "graph": ("conv_layers", "pooling", "readout_norm", "embed_dim", "fold", "dropout"),
+    "text": ("d_model", "heads", "encoder_layers", "decoder_layers", "max_len", "tokenizer", "dropout"),
+}
+AWNN_KEYS = ("awnn_profile", "rate", "quantile_k", "weight_prior", "sigma_theta", "scale_free_weights", "init", "grow_init",
+             "width_update_interval", "max_width", "on_max_width", "compress_start_epoch")
+COMPRESSION_KEYS = ("compress_end_epoch", "compress_rate_mean", "compress_std_start", "compress_std_end")
+OPTIMISER_KEYS = ("momentum", "adam_eps", "lr_milestones", "lr_gamma", "width")
+
+
 @dataclass
 class TrainConfig:
     # what to train
@@ -222,6 +239,26 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def applicable(self, kind: str) -> dict[str, Any]:
+        """The keys that apply to this model on a task of `kind` (tabular |
+        image | graph | text), with their values: what a trial run shows as
+        params.  Left out: the other domains' keys, the AWNN keys of a fixed
+        model and the fixed width of an AWNN one, an optimiser's or a
+        schedule's keys when another is used, online compression's when it is
+        off.  `to_dict` keeps every key (the checkpoint holds it)."""
+        keys = [k for k in COMMON_KEYS]
+        keys += list(DOMAIN_KEYS.get(kind, ()))
+        if self.model == "awnn":
+            keys += list(AWNN_KEYS) + list(PROFILE_KEYS)
+            if self.compress_start_epoch > 0:
+                keys += list(COMPRESSION_KEYS)
+        else:
+            keys.append("width")
+        keys += {"sgd": ["momentum"], "adam": ["adam_eps"]}.get(self.optimizer, [])
+        keys += {"multistep": ["lr_milestones", "lr_gamma"], "plateau": ["lr_gamma"]}.get(self.lr_schedule, [])
+        values = self.to_dict()
+        return {k: values[k] for k in dict.fromkeys(keys)}
 
     def replace(self, **changes: Any) -> "TrainConfig":
         """A copy with `changes`; keys that came from the profile are resolved

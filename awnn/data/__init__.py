@@ -17,7 +17,7 @@ import torch
 from .splits import Split, outer_inner_splits, stratified_split
 from .tabular import GENERATORS, make_tabular, outer_fractions
 
-__all__ = ["Task", "TensorTask", "TASKS", "load_task", "DataError", "Split", "outer_inner_splits", "stratified_split"]
+__all__ = ["Task", "TensorTask", "TASKS", "load_task", "task_kind", "DataError", "Split", "outer_inner_splits", "stratified_split"]
 
 
 class DataError(ValueError):
@@ -125,6 +125,7 @@ def _tabular(name: str) -> Callable[..., TensorTask]:
         outer, inner = outer_inner_splits(y, seed=data_seed, outer=outer_fractions(name))
         return TensorTask(name, torch.from_numpy(x), torch.from_numpy(y).long(), outer, inner, num_classes=int(y.max()) + 1)
 
+    load.kind = "tabular"
     return load
 
 
@@ -141,6 +142,7 @@ def _lazy(module: str, function: str, config_keys: tuple[str, ...], folds: int =
 
     load.config_keys = config_keys
     load.folds = folds
+    load.kind = {"images": "image", "graphs": "graph", "text": "text"}[module]
     return load
 
 
@@ -156,6 +158,14 @@ TASKS.update(
         "multi30k": _lazy("text", "load_multi30k", ("tokenizer", "max_len")),
     }
 )
+
+
+def task_kind(name: str) -> str:
+    """tabular | image | graph | text: the kind of task `name` is, without loading it."""
+    try:
+        return TASKS[name].kind
+    except KeyError:
+        raise ValueError(f"Could not resolve task {name!r} among choices {sorted(TASKS)}.") from None
 
 
 def load_task(name: str, data_root: str | None = None, data_seed: int = 0, config=None) -> Task:
