@@ -34,7 +34,7 @@ from .config import TrainConfig
 from .data import Task, load_task
 from .layers import MaxWidthReached, adaptive_modules, model_widths, named_model_widths
 from .loss import RatePrior, elbo_loss, gaussian_log_prob_sum
-from .models import build_model
+from .models import MODEL_FORMAT, MODEL_TASK_ATTRS, build_model
 
 __all__ = ["train", "Trainer", "RunResult", "CheckpointError", "evaluate", "truncation_curve", "resolve_device"]
 
@@ -120,6 +120,7 @@ class Trainer:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         self.task = task or load_task(config.task, config.data_root, config.data_seed, config=config)
+        self.best_model: dict | None = None  # the selected epoch's weights (re-training runs: split outer)
         if config.max_train_examples:  # a CPU budget's cap on the training part (the same subset for every config)
             self.task = self.task.cap_train(config.max_train_examples, config.data_seed)
         self.model = build_model(config, self.task).to(self.device)
@@ -224,7 +225,8 @@ class Trainer:
         padded = out.dim() > 2  # sequence outputs: padding targets are not scored
         out, y = flatten_outputs(out, y)
         closed_form = self._rate_prior_closed_form and prior.informative and self.blocks
-        loss, _ = elbo_loss(out, y, self.blocks, self.n_obs, None, RatePrior() if closed_form else prior, ignore_index=IGNORE_INDEX)
+        loss, parts = elbo_loss(out, y, self.blocks, self.n_obs, None, RatePrior() if closed_form else prior, ignore_index=IGNORE_INDEX)
+        self.last_nll = parts["nll"]  # the data term alone (detached; summed per epoch as train_nll, no host sync)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -314,6 +316,7 @@ class Trainer:
                 t0 = time.perf_counter()
                 model.train()
                 loss_sum = torch.zeros((), device=device)
+                nll_sum = torch.zeros((), device=device)
                 correct = torch.zeros((), device=device, dtype=torch.long)
                 seen = 0
                 batches = 0
@@ -332,6 +335,7 @@ class Trainer:
                                 break
                     loss, out, y, padded = self.train_step(x, y, prior)
                     loss_sum += loss
+                    nll_sum += self.last_nll
                     if padded:
                         mask = y != IGNORE_INDEX
                         correct += ((out.detach().argmax(-1) == y) & mask).sum()
@@ -345,20 +349,21 @@ class Trainer:
                 # mean of the per-batch objective, plus the weight prior's term at the epoch's end
                 if batches:
                     train_loss = float(loss_sum) / batches + self.neg_log_weight_prior()
+                    train_nll = float(nll_sum) / batches
                     if not math.isfinite(train_loss):
                         self.status = DIVERGED
                 else:  # stopped before its first step (width cap, NaN rate): nothing was measured
-                    train_loss = math.nan
+                    train_loss = train_nll = math.nan
                 self.train_seconds += time.perf_counter() - t0
                 self.epoch = epoch
-                record = self._end_epoch(epoch, train_loss, float(correct) / seen if seen else math.nan, capped)
+                record = self._end_epoch(epoch, train_loss, float(correct) / seen if seen else math.nan, capped, train_nll)
                 if on_epoch is not None:
                     on_epoch(record)
                 if c.patience and epoch - self.best["epoch"] >= c.patience:
                     break
         return self.result()
 
-    def _end_epoch(self, epoch: int, train_loss: float, train_acc: float, capped: bool) -> dict[str, Any]:
+    def _end_epoch(self, epoch: int, train_loss: float, train_acc: float, capped: bool, train_nll: float = math.nan) -> dict[str, Any]:
         c = self.config
         t0 = time.perf_counter()
         val_loss, val_acc = evaluate(self.model, self.task, c.split, "val", self.device)
@@ -378,10 +383,15 @@ class Trainer:
             if c.split == "outer":
                 test_loss, test_acc = evaluate(self.model, self.task, c.split, "test", self.device)
             self.best = {"val_acc": val_acc, "val_loss": val_loss, "epoch": epoch, "test_acc": test_acc, "test_loss": test_loss, "widths": widths}
+            if c.split == "outer":  # a re-training run keeps its selected epoch's model (export_model): the one its test_acc scores
+                self.best_model = _to_cpu(self.model.state_dict())
         self.train_seconds += time.perf_counter() - t0
         record: dict[str, Any] = {
             "epoch": epoch,
             "train_loss": train_loss,
+            # the ELBO's parts: the data term (cross-entropy, comparable across models) and, for AWNN, the priors' terms / N
+            "train_nll": train_nll,
+            **({"train_prior": train_loss - train_nll} if self.blocks else {}),
             "train_acc": train_acc,
             "val_loss": val_loss,
             "val_acc": val_acc,
@@ -418,9 +428,29 @@ class Trainer:
         )
 
     # ---------------------------------------------------------- checkpoints
+    def export_model(self) -> dict[str, Any]:
+        """The trained model as a file's content (`awnn.models.load_model`
+        builds it back without data): the config, what the model's builder
+        reads of the task, and the weights of the selected epoch (a re-training
+        run's best validation epoch, the one its test_acc scores; the last
+        epoch's when none was kept)."""
+        task = {k: getattr(self.task, k) for k in MODEL_TASK_ATTRS if hasattr(self.task, k)}
+        best = self.best_model is not None
+        return {
+            "format": MODEL_FORMAT,
+            "config": self.config.to_dict(),
+            "task": task,
+            "model": self.best_model if best else _to_cpu(self.model.state_dict()),
+            "epoch": self.best["epoch"] if best else self.epoch,
+            "widths": self.best.get("widths") if best else model_widths(self.model),
+            "val_acc": self.best.get("val_acc"),
+            "test_acc": self.best.get("test_acc"),
+        }
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue this run elsewhere (CPU tensors)."""
         return {
+            "best_model": self.best_model,
             "format": "awnn-train-v1",
             "config": self.config.to_dict(),
             "model": _to_cpu(self.model.state_dict()),
@@ -470,6 +500,7 @@ class Trainer:
         self.step = int(state["step"])
         self.train_seconds = float(state["train_seconds"])
         self.best = dict(state["best"])
+        self.best_model = state.get("best_model")  # (absent in checkpoints written before models were kept)
         self.history = list(state["history"])
         self.status = state["status"]
         self.hit_max_width = bool(state["hit_max_width"])

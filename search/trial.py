@@ -25,9 +25,11 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from tracking.contract import MODEL_FILE, SELECTABLE
 from typing import Any
 
-__all__ = ["trainable", "data_error_final", "CHECKPOINT_FILE", "PROGRESS_SECONDS"]
+__all__ = ["trainable", "data_error_final", "CHECKPOINT_FILE", "MODEL_FILE", "PROGRESS_SECONDS"]
 
 CHECKPOINT_FILE = "trainer.pt"
 PROGRESS_SECONDS = 5.0  # a trial reports its progress inside an epoch at most this often (and only in epochs this long)
@@ -97,7 +99,8 @@ def _restore(trainer, spec: dict[str, Any]) -> None:
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
-            state = torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
+            if (Path(d) / CHECKPOINT_FILE).exists():  # (a kept model's final checkpoint holds no training state)
+                state = torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
     elif spec.get("resume_from"):
         p = Path(spec["resume_from"]) / CHECKPOINT_FILE
         if p.exists():
@@ -127,6 +130,7 @@ class _Reporter:
         self.ckpt_interval = float(settings["checkpoint_interval"])
         self.progress_every = max(self.interval, PROGRESS_SECONDS)
         self.rungs = set(spec.get("report_at") or ())
+        self.keep_model = spec.get("phase") == "assessment"
         self.last_epoch = trainer.config.epochs
         self.pending: list[dict] = []
         self.last_report = self.last_ckpt = time.monotonic()
@@ -151,6 +155,11 @@ class _Reporter:
             torch.save(trainer.state_dict(), Path(tmp) / CHECKPOINT_FILE)
             checkpoint = tune.Checkpoint.from_directory(tmp)
             self.last_ckpt = time.monotonic()
+        elif final is not None and self.keep_model and final.get("status") in SELECTABLE:  # (selectable runs: their test_acc counts)
+            # a re-training run's model, kept: its final checkpoint, which the driver logs as the run's MLflow artifact `model/`
+            tmp = tempfile.mkdtemp(prefix="awnn-model-")
+            torch.save(trainer.export_model(), Path(tmp) / MODEL_FILE)
+            checkpoint = tune.Checkpoint.from_directory(tmp)
         try:
             tune.report(metrics, checkpoint=checkpoint)
         finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp

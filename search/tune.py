@@ -227,7 +227,35 @@ def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str,
                 progress_reporter=_make_silent_reporter(),
             ),
         )
-        tuner.fit()
+        try:
+            tuner.fit()
+        finally:
+            remove_empty_trial_folders(settings.storage_path(), experiment)
+
+
+def remove_empty_trial_folders(storage: str, experiment: str) -> int:
+    """Remove the trial folders Tune left empty in `<storage>/<experiment>/`.
+
+    Tune's own result files (result.json, progress.csv) are off
+    (TUNE_DISABLE_AUTO_CALLBACK_LOGGERS, tune_environment): MLflow is the
+    record of every result, and --resume reads it from there, not through
+    Tuner.restore or ExperimentAnalysis.  What stays in a trial folder is a
+    checkpoint: an interrupted trial's training state (trainer.pt, for
+    --resume) or a re-training run's kept model (model.pt, also logged to
+    MLflow).  A folder with nothing in it is removed (local storage only).
+    Returns how many were removed."""
+    if "://" in storage:
+        return 0
+    root = Path(storage) / experiment
+    removed = 0
+    for d in root.iterdir() if root.is_dir() else ():
+        try:
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+                removed += 1
+        except OSError:  # another process wrote there meanwhile, or it is gone: leave it
+            pass
+    return removed
 
 
 def concurrent_slots(settings: RunSettings) -> int:

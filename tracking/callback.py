@@ -3,7 +3,8 @@
 Tracking contract (README, "What MLflow holds"):
 
 * one child run per trial under its sweep run (`mlflow.parentRunId`), with
-  the flat TrainConfig as params plus `trial_key`, `phase`, `grid_index`;
+  the TrainConfig keys that apply to its model and domain as params
+  (TrainConfig.applicable) plus `trial_key`, `phase`, `grid_index`;
 * per-epoch metrics (step = epoch): train_loss, train_acc, val_loss, val_acc,
   best_val_acc, width_total, width_<layer>, rate_<layer>, train_seconds;
 * final metrics: test_acc (assessment runs), best_val_acc, best_val_loss,
@@ -18,18 +19,19 @@ Tracking contract (README, "What MLflow holds"):
   awnn.trial_key, awnn.status (ok | diverged | width_capped | failed |
   stopped (by ASHA, before its last epoch) | interrupted), awnn.node_ip / awnn.node_id (node of the last attempt),
   awnn.nodes (every node it ran on), awnn.pid (worker process of the last
-  attempt), awnn.config (the config as the search gave it, JSON; params
-  hold it with every default filled in).
+  attempt), awnn.config (the config as the search gave it, JSON; with every
+  default filled in: TrainConfig.from_dict of it).
 """
 from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Callable
 
 from ray.tune import Callback
 
-from .contract import FINAL_SCORES, TRIAL_PARAMS, Metric, Tag
+from .contract import FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, Metric, Tag
 from .store import TrackingWriter
 
 __all__ = ["TrialTracker"]
@@ -110,11 +112,16 @@ class TrialTracker(Callback):
         if key in self.started:
             return
         self.started.add(key)
-        params = TrainConfig.from_dict({**spec["config"], **self.params}).to_dict()  # every key, defaults included
+        from awnn.data import task_kind
+
+        config = TrainConfig.from_dict({**spec["config"], **self.params})
+        # the keys that apply to this model and domain (an AWNN run shows no fixed width, a tabular one no GIN key);
+        # every key with its default: TrainConfig.from_dict(tag awnn.config), and the trial's checkpoint
+        params = config.applicable(task_kind(config.task))
         params.update(zip(TRIAL_PARAMS, (spec["key"], spec["phase"], spec["index"])))
         tags = {**self.tags, Tag.KIND: "trial", Tag.STRATEGY: spec.get("family") or spec["strategy"], Tag.ARM: spec["strategy"],
                 Tag.REPEAT: str(spec.get("repeat", 0)), Tag.PHASE: spec["phase"], Tag.TRIAL_KEY: spec["key"], Tag.STATUS: "running",
-                # the config as the search gave it (params hold it with every default filled in): --resume reads it back
+                # the config as the search gave it (params: the keys that apply, defaults filled in): --resume reads it back
                 Tag.CONFIG: json.dumps(spec["config"], sort_keys=True)}
         if params.get("model") == "awnn":
             tags[Tag.PROFILE] = params["awnn_profile"]
@@ -214,8 +221,10 @@ class TrialTracker(Callback):
         if error:
             tags[Tag.ERROR] = error
         self.writer.set_tags(key, tags)
-        self.writer.end_run(key, "FAILED" if status == "failed" else "FINISHED")
         spec = trial.config["spec"]
+        if spec.get("phase") == "assessment":
+            self._log_model(key, trial)
+        self.writer.end_run(key, "FAILED" if status == "failed" else "FINISHED")
         outcome = dict(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)
         if final.get("error_kind"):
             outcome["error_kind"] = final["error_kind"]  # e.g. "data": no retry can fix it
@@ -223,6 +232,22 @@ class TrialTracker(Callback):
         outcome["widths_at_best"] = final.get("widths_at_best")
         if self.on_finished:
             self.on_finished(key, outcome)
+
+
+    def _log_model(self, key: str, trial) -> None:
+        """A re-training run's kept model (its final checkpoint holds `model.pt`,
+        search/trial.py) as the run's artifact `model/`; nothing when there is none."""
+        ckpt = getattr(trial, "checkpoint", None)
+        if ckpt is None:
+            return
+        try:
+            from pyarrow.fs import LocalFileSystem
+
+            folder = ckpt.path if isinstance(ckpt.filesystem, LocalFileSystem) else ckpt.to_directory()  # remote storage: a local copy
+            if os.path.isfile(os.path.join(folder, MODEL_FILE)):
+                self.writer.log_artifacts(key, folder, MODEL_ARTIFACT)
+        except Exception as e:  # noqa: BLE001 - the run's numbers matter more than its model file
+            self.writer.set_tags(key, {Tag.LAST_ERROR: f"model not kept: {type(e).__name__}: {e}"[:500]})
 
 
 def _error_text(trial) -> str:

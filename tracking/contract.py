@@ -32,7 +32,7 @@ from typing import Any
 
 __all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "experiment_name", "default_tracking_uri", "client",
            "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
-           "FINAL_SCORES", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary",
+           "FINAL_SCORES", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
            "fold_key", "fold_of_key"]
 
 KINDS = ("comparison", "sweep", "trial")
@@ -40,6 +40,8 @@ PHASES = ("selection", "assessment")
 TERMINAL = ("ok", "diverged", "width_capped", "failed", "stopped")
 STATUSES = (*TERMINAL, "interrupted", "running")
 SELECTABLE = ("ok", "width_capped")
+# a re-training run's kept model: artifact folder `model/` of its trial run, file `model.pt` (awnn.models.load_model)
+MODEL_ARTIFACT, MODEL_FILE = "model", "model.pt"
 
 
 def experiment_name(task: str) -> str:
@@ -146,6 +148,16 @@ class Tag:
 TAGS = tuple(v for k, v in vars(Tag).items() if k.isupper())
 
 
+class MlflowTag:
+    """MLflow's own context tags, which this project sets on every run it
+    starts (tracking/store.py context_tags), as MLflow's fluent API would."""
+
+    USER = "mlflow.user"
+    SOURCE_NAME = "mlflow.source.name"
+    SOURCE_TYPE = "mlflow.source.type"
+    GIT_COMMIT = "mlflow.source.git.commit"
+
+
 class Metric:
     """Every MLflow metric name this project writes (README "What MLflow holds").
 
@@ -159,6 +171,8 @@ class Metric:
 
     # per epoch (trial)
     TRAIN_LOSS = "train_loss"
+    TRAIN_NLL = "train_nll"  # the ELBO's data term alone (mean cross-entropy): comparable across fixed and AWNN
+    TRAIN_PRIOR = "train_prior"  # AWNN: train_loss - train_nll, the priors' terms / N
     TRAIN_ACC = "train_acc"
     VAL_LOSS = "val_loss"
     VAL_ACC = "val_acc"

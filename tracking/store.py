@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 from .checks import (TrackingUnavailable, check_sqlite_store, check_tracking, check_writable,  # noqa: F401 - part of this module's API
                      folder_lock, init_tracking)
-from .contract import Tag, client, tag_equals
+from .contract import MlflowTag, Tag, client, tag_equals
 
 __all__ = ["TrackingWriter", "TrackingUnavailable", "check_tracking", "check_writable", "check_sqlite_store",
            "folder_lock", "init_tracking", "replay_spool"]
@@ -93,7 +93,9 @@ class TrackingWriter:
         self.run_ids[key] = run_id
 
     def start_run(self, key: str, name: str, parent: str | None = None, tags: dict | None = None, params: dict | None = None) -> None:
-        self._put(_Op("start", key, {"name": name, "parent": parent, "tags": tags or {}, "params": params or {}, "time": _now_ms()}))
+        # MLflow's own context tags (user, source, git commit), as its fluent API sets them, then ours
+        tags = {**context_tags(), **(tags or {})}
+        self._put(_Op("start", key, {"name": name, "parent": parent, "tags": tags, "params": params or {}, "time": _now_ms()}))
 
     def log_metrics(self, key: str, metrics: Iterable[tuple[str, float, int]], timestamp_ms: int | None = None) -> None:
         ts = timestamp_ms or _now_ms()
@@ -297,6 +299,39 @@ class TrackingWriter:
 def _param_str(v: Any) -> str:
     s = "" if v is None else str(v)
     return s[:6000]
+
+
+_CONTEXT: dict[str, str] | None = None
+
+
+def context_tags() -> dict[str, str]:
+    """MLflow's standard context tags for every run this process starts:
+    `mlflow.user`, `mlflow.source.name` (the command line), `mlflow.source.type`
+    LOCAL, and `mlflow.source.git.commit` when this code is a git checkout
+    (read once; no commit when git or the checkout is absent)."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        import getpass
+        import os
+        import subprocess
+        import sys
+
+        prog = os.path.basename(sys.argv[0] or "python")
+        prog = "awnn" if prog in ("awnn", "cli.py") else prog  # the console script, or python -m search.cli
+        out = {MlflowTag.SOURCE_TYPE: "LOCAL", MlflowTag.SOURCE_NAME: " ".join([prog, *sys.argv[1:3]])}
+        try:
+            out[MlflowTag.USER] = getpass.getuser()
+        except Exception:  # noqa: BLE001 - no user name in this environment (a container without one)
+            pass
+        try:
+            root = Path(__file__).resolve().parent.parent
+            commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+            if commit.returncode == 0 and len(commit.stdout.strip()) == 40:
+                out[MlflowTag.GIT_COMMIT] = commit.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+        _CONTEXT = out
+    return dict(_CONTEXT)
 
 
 def _now_ms() -> int:
