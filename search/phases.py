@@ -238,6 +238,8 @@ class PhasedSearcher(_SearcherBase):
                 self.hooks.log(f"{arm.name}: no selection trial of fold(s) {', '.join(map(str, missing))} finished with a validation score; "
                                f"those folds are not re-trained")
             best = most_selected(chosen)
+            if arm.name in self.tpe:  # the study records the protocol's choice (its own best_trial ignores the tie-breaks)
+                self.tpe[arm.name].record_selection(best)
             self.strategy_result.selected = dict(best)
             self.strategy_result.selected_by_fold = by_fold
             self.hooks.config_selected(arm, best, by_fold or None)

@@ -27,8 +27,9 @@ from __future__ import annotations
 import difflib
 import math
 import random
+import warnings
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from tracking.contract import SELECTABLE, Param, Tag, arm_name
 
@@ -306,6 +307,8 @@ def default_optuna_storage(tracking_uri: str) -> str:
 
 
 KEY_ATTR = "awnn_trial_key"  # user attribute of a study trial: the trial key it was asked for
+OBJECTIVE_ATTR = "awnn_objective"  # study user attribute: what the study's value is
+SELECTED_ATTR, SELECTED_NUMBER_ATTR = "awnn_selected_key", "awnn_selected_number"  # the protocol's choice (record_selection)
 
 
 class TpeSource:
@@ -340,6 +343,12 @@ class TpeSource:
             pruner=optuna.pruners.NopPruner(), study_name=study_name, load_if_exists=True,
             direction="minimize" if self.mode == "min" else "maximize",
         )
+        # the objective, named: the protocol's selection score on the inner validation part
+        with warnings.catch_warnings():  # experimental since Optuna 3.2; still so in 4.x
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self.study.set_metric_names([self.metric])
+        self.study.set_user_attr(OBJECTIVE_ATTR, f"{self.metric} ({self.mode}) on the inner validation part; the protocol breaks ties "
+                                 f"by the lower validation loss, then the earlier grid position (search/protocol.py select_best)")
         self.asked: dict[str, Any] = {}  # Ray trial id -> the study trial asked for it, until told
         self.pending: dict[str, tuple[dict, int | None]] = {}  # Ray trial id -> (config, open study trial) of re-runs
 
@@ -371,6 +380,15 @@ class TpeSource:
                 return  # told already: the re-run only completes MLflow's record
             opened = t.number if t.state == optuna.trial.TrialState.RUNNING else opened
         self.pending[trial_id] = ({k: spec.config[k] for k in self.keys}, opened)
+
+    def record_selection(self, best: Mapping[str, Any]) -> None:
+        """The protocol's choice as the study's user attributes: the study's own
+        `best_trial` is the highest score, first on ties; where ties make the two
+        differ, `awnn_selected_key` / `awnn_selected_number` is the one this tool re-trained."""
+        number = next((t.number for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get(KEY_ATTR) == best["key"]), None)
+        self.study.set_user_attr(SELECTED_ATTR, best["key"])
+        if number is not None:
+            self.study.set_user_attr(SELECTED_NUMBER_ATTR, number)
 
     def complete(self, trial_id: str, status: str | None, value: float | None) -> None:
         import optuna

@@ -150,6 +150,14 @@ def test_tpe_arm_asks_and_tells_its_study(budget, tmp_path):
     for s in sel:  # usable scores told as values, a diverged trial as failed
         o = score(s)
         assert told[s["key"]] == (("FAIL", None) if o["status"] == "diverged" else ("COMPLETE", o["best_val_acc"]))
+    # the study and the tool agree on the selection, and the study names its objective
+    selected = searcher.results[0].selected["key"]
+    assert study.user_attrs["awnn_selected_key"] == selected
+    assert study.trials[study.user_attrs["awnn_selected_number"]].user_attrs["awnn_trial_key"] == selected
+    # Optuna's own best_trial is the first of the tied best scores; the protocol breaks the tie by loss, then grid
+    # position, so the two may name different trials of the same score: the user attribute says which one was re-trained
+    assert study.best_value == study.trials[study.user_attrs["awnn_selected_number"]].value
+    assert study.metric_names == ["best_val_acc"] and "inner validation" in study.user_attrs["awnn_objective"]
 
 
 def test_resume_skips_finished_trials_and_reruns_from_checkpoints(budget, tmp_path):
