@@ -123,10 +123,13 @@ class StrategyResult:
         cfg = self.selected["config"]
         if cfg.get("model") == "awnn":
             runs = [o for o in (self.assessment.outcomes if self.assessment else []) if o.get("widths_at_best")]
-            if runs:
-                totals = [sum(o["widths_at_best"]) for o in runs]
-                return f"{sum(totals) / len(totals):.0f} learned"
-            return f"{sum(self.selected.get('widths_at_best') or []):.0f} learned"
+            totals = [sum(o["widths_at_best"]) for o in runs] or [sum(self.selected.get("widths_at_best") or [])]
+            if len(totals) == 1:
+                return f"{totals[0]:.0f} learned"
+            import statistics
+
+            # learned total over the re-training runs (at their selected epochs): mean +- std (min..max)
+            return f"{statistics.fmean(totals):.0f} +- {statistics.stdev(totals):.0f} ({min(totals):.0f}..{max(totals):.0f})"
         if cfg.get("width") == 0 or cfg.get("hidden_layers") == 0:
             return "linear"
         # the layers the trainer recorded (the same ones AWNN's total sums, e.g. GIN: every MLP), else hidden_layers

@@ -1,11 +1,13 @@
 """The table `awnn compare` prints at its end."""
 from __future__ import annotations
 
+import math
 import sys
 
 from tracking.contract import arm_family
 
 from .progress import fmt_seconds
+
 
 
 def _cfg_short(cfg: dict) -> str:
@@ -17,41 +19,78 @@ def _cfg_short(cfg: dict) -> str:
     return " ".join(parts)
 
 
+WIDTH = 100  # the summary fits a terminal this wide
+
+
 def print_summary(comparison, results, stream=None) -> None:
-    """One line per arm (`fixed`, `awnn`, `tpe.r1`, ...): selection trials,
-    device-hours, wall-clock, test accuracy, width and the selected config."""
+    """One line per arm (`fixed`, `awnn`, `tpe.r1`, ...) in 100 columns:
+    selection trials, selection and total device-hours, how many times
+    cheaper its selection was than the fixed grid's, test accuracy of the
+    selected config and its width (AWNN: learned total, mean +- std (min..max)
+    over the re-training runs); then each arm's selected config, wrapped."""
     out = stream or sys.stdout
     protocol = getattr(comparison, "protocol", "holdout")
-    cv = f", protocol {protocol}: test acc over the folds' means, best config = the one most folds selected" if protocol != "holdout" else ""
-    print(f"\nComparison {comparison.id} (task {comparison.task}, budget {comparison.budget.name}{cv}; "
-          f"device-hours = allocated CPUs or GPU share x training time)", file=out)
+    head = (f"Comparison {comparison.id}: task {comparison.task}, budget {comparison.budget.name}"
+            + (f", protocol {protocol} (test acc over the folds' means; config: the one most folds chose)" if protocol != "holdout" else ""))
+    print("\n" + "\n".join(_wrap(head, "")), file=out)
+    fixed = next((r for r in results if (getattr(r, "family", "") or arm_family(r.strategy)) == "fixed"), None)
+    fixed_h = fixed.selection.total("device_hours") if fixed else math.nan
     w = max([8, *(len(r.strategy) for r in results)])
-    header = f"{'strategy':<{w}} {'trials':>7} {'sel dev-h':>10} {'retrain dev-h':>13} {'wall':>8}  {'test acc (mean +- std, n)':<26} {'width':<14} best config"
+    header = f"{'arm':<{w}} {'trials':>6} {'sel dev-h':>9} {'total dev-h':>11} {'vs fixed':>8}  {'test acc (mean +- std, n)':<25}  width"
     print(header, file=out)
-    print("-" * len(header), file=out)
+    print("-" * min(WIDTH, len(header) + 12), file=out)
     for r in results:
         sel_h = r.selection.total("device_hours")
-        ret_h = r.assessment.total("device_hours") if r.assessment else 0.0
-        wall = r.selection.wall_seconds + (r.assessment.wall_seconds if r.assessment else 0.0)
+        total_h = sel_h + (r.assessment.total("device_hours") if r.assessment else 0.0)
         s = r.summary
         acc = f"{100 * s['test_acc_mean']:.2f} +- {100 * s['test_acc_std']:.2f}% (n={s['runs_ok']})" if s else "n/a"
-        cfg = _cfg_short(r.selected["config"]) if r.selected else "none selected"
+        ratio = f"{fixed_h / sel_h:.2f}x" if sel_h > 0 and fixed_h == fixed_h else "-"
         trials = len(r.selection.outcomes) or r.grid.size  # tpe and random run fewer trials than their grid has configs
-        print(f"{r.strategy:<{w}} {trials:>7} {sel_h:>10.4f} {ret_h:>13.4f} {fmt_seconds(wall):>8}  {acc:<26} {r.widths():<14} {cfg}", file=out)
+        line = f"{r.strategy:<{w}} {trials:>6} {sel_h:>9.4f} {total_h:>11.4f} {ratio:>8}  {acc:<25}  {r.widths()}"
+        print(line[:WIDTH], file=out)
+    for text in _wrap("(dev-h: device-hours = allocated CPUs or GPU share x training time; vs fixed: the fixed grid's "
+                      "selection dev-h / the arm's; wall: " + ", ".join(f"{r.strategy} {fmt_seconds(_wall(r))}" for r in results) + ")",
+                      "", " "):
+        print(text, file=out)
+    print("selected configs:", file=out)
+    for r in results:
+        cfg = _cfg_short(r.selected["config"]) if r.selected else "none selected"
+        for text in _wrap(cfg, f"  {r.strategy:<{w}} "):
+            print(text, file=out)
     family = {r.strategy: getattr(r, "family", "") or arm_family(r.strategy) for r in results}
     outcomes = [(r.strategy, o) for r in results for ph in (r.selection, r.assessment) if ph for o in ph.outcomes]
     # ASHA stops selection trials by design: counted apart from the trials that went wrong
     by_design = [o for r in results if family[r.strategy] == "asha" for o in r.selection.outcomes if o.get("status") == "stopped"]
     if by_design:
         per = {r.strategy: sum(1 for o in r.selection.outcomes if o.get("status") == "stopped") for r in results if family[r.strategy] == "asha"}
-        print(f"\n{len(by_design)} trials were stopped early by ASHA (their partial compute is counted above): "
-              + ", ".join(f"{s} {n}" for s, n in per.items()), file=out)
+        _say(out, f"{len(by_design)} trials were stopped early by ASHA (their partial compute is counted above): "
+             + ", ".join(f"{s} {n}" for s, n in per.items()))
     problems = [(s, o["key"], o["status"]) for s, o in outcomes if o.get("status") != "ok" and not any(o is e for e in by_design)]
     if problems:
-        print(f"\n{len(problems)} trials did not end ok (their compute is counted above): " + ", ".join(f"{s}:{k}={st}" for s, k, st in problems[:12]) + (" ..." if len(problems) > 12 else ""), file=out)
+        _say(out, f"{len(problems)} trials did not end ok (their compute is counted above): "
+             + ", ".join(f"{s}:{k}={st}" for s, k, st in problems[:12]) + (" ..." if len(problems) > 12 else ""))
     for line in caveats(comparison.budget.name, results):
-        print(f"\nwarning: {line}", file=out)
-    print(f"\nMLflow: {comparison.tracking_uri}  (open it with: mlflow ui --backend-store-uri {comparison.tracking_uri})", file=out)
+        _say(out, f"warning: {line}")
+    _say(out, f"MLflow: {comparison.tracking_uri}  (open it with: mlflow ui --backend-store-uri {comparison.tracking_uri})")
+
+
+def _wall(r) -> float:
+    return r.selection.wall_seconds + (r.assessment.wall_seconds if r.assessment else 0.0)
+
+
+def _wrap(text: str, first: str, indent: str | None = None) -> list[str]:
+    """`text` after `first`, wrapped at WIDTH columns (continuation lines indented
+    like `first`, or by `indent`: a line that starts at column 0 is a table row's)."""
+    import textwrap
+
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=" " * len(first) if indent is None else indent, break_on_hyphens=False,
+                         break_long_words=True) or [first.rstrip()]
+
+
+def _say(out, text: str) -> None:
+    print("", file=out)
+    for line in _wrap(text, "", "  "):
+        print(line, file=out)
 
 
 SATURATED = 0.995  # every arm's mean test accuracy at or above this: the task does not tell the arms apart
