@@ -93,19 +93,8 @@ def _say(out, text: str) -> None:
         print(line, file=out)
 
 
-SATURATED = 0.995  # every arm's mean test accuracy at or above this: the task does not tell the arms apart
-
-
 def caveats(budget: str, results) -> list[str]:
-    """What a reader must know before trusting the table: a smoke budget's
-    numbers only show that the pipeline runs; arms that all reach ~100% test
-    accuracy cannot be told apart by accuracy (only cost compares them)."""
-    out = []
-    if budget == "smoke":
-        out.append("the smoke budget trains 2 epochs a trial: these numbers check that the pipeline runs, they say nothing about the strategies "
-                   "(use --budget quick or paper)")
-    means = [r.summary.get("test_acc_mean") for r in results if r.summary]
-    if len(means) > 1 and all(isinstance(m, float) and m >= SATURATED for m in means):
-        out.append(f"every arm's test accuracy is {100 * SATURATED:.1f}% or more: the task is saturated, accuracy cannot rank the arms, "
-                   "compare their cost only")
-    return out
+    """The warnings of tracking/caveats.py for the arms' results."""
+    from tracking.caveats import caveats as _caveats
+
+    return _caveats(budget, [r.summary.get("test_acc_mean") for r in results if r.summary])

@@ -42,7 +42,7 @@ Definitions (docs/report.md explains them at more length):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -52,6 +52,7 @@ from .contract import PHASES, SELECTABLE, STATUSES, arm_family, redact_uri  # no
 from .curves import anytime, cost_to_target, ordering, problems, projection, repeat_table  # noqa: F401
 from .reader import (EARLY_STOPPING, GRID_FAMILIES, RUN_COLUMNS, SEARCH_PARAMS, AnalysisError, ComparisonData,  # noqa: F401
                      _run_frame, find_comparison, load_comparison, load_histories, trials_from_runs)
+from .caveats import caveats
 from .summary import summarize
 from .tables import (REFERENCE, REFERENCES, cost_table, overhead, savings, savings_notes,  # noqa: F401
                      strategy_table, width_table)
@@ -103,6 +104,7 @@ class Analysis:
     projection_info: dict[str, Any]
     problems: list[str]
     settings: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)  # tracking/caveats.py: what a reader must know first
 
     def summary(self) -> dict[str, Any]:
         return summarize(self)
@@ -122,4 +124,5 @@ def analyze(data: ComparisonData, reference: str = REFERENCE, margin: float = 0.
         anytime=anytime(data, n_orders=n_orders, seed=seed), target=tg, target_info=tg_info, repeats=rp, repeats_info=rp_info,
         savings_notes=savings_notes(data, refs), projection=pj, projection_info=pj_info, problems=problems(data),
         settings={"reference": reference, "references": list(refs), "target_margin": margin, "n_boot": n_boot, "n_orders": n_orders, "seed": seed},
+        warnings=caveats(data.comparison.get("budget"), strategies["test_acc_mean"].tolist() if len(strategies) else []),
     )

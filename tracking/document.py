@@ -6,29 +6,14 @@ from typing import Any
 
 from . import analysis as A
 from . import contract as C
-from .fmt import PHASE_LABEL, _date, _finite, fh, fnum, fpct, fratio, fsec
+from .header import header_section
+from .fmt import PHASE_LABEL, _finite, fh, fnum, fpct, fratio, fsec
 
 
 MAX_PROBLEMS = 40  # lines of the Problems list in the report; summary.json has them all
 
 
 # --------------------------------------------------------------- document
-def _protocol_text(c: dict) -> str:
-    """How risk was assessed (search/protocol.py)."""
-    if c.get("folds", 1) > 1:
-        return (f"protocol `{c['protocol']}` ({c['folds']} stratified outer folds, Errica et al. 2020: each fold's own selection on its "
-                f"inner 90/10 hold-out and re-training runs of the config selected for it; test accuracy = mean over the folds of each "
-                f"fold's mean, std over the folds; costs add up over the folds; any-time curves and cost to target use fold 0's selection)")
-    return "protocol `holdout` (one outer split)"
-
-
-def _strategies_text(d: A.ComparisonData) -> str:
-    out = []
-    for family, arms in d.families.items():
-        out.append(family if arms == [family] else f"{family} ({len(arms)} repeats: {', '.join(arms)})")
-    return ", ".join(out)
-
-
 def _early_stopped(a: A.Analysis) -> str:
     """One sentence on the trials ASHA stopped early (empty when none)."""
     c = a.costs
@@ -44,32 +29,11 @@ def _early_stopped(a: A.Analysis) -> str:
             "its status is `stopped`, and it is never selected.")
 
 
-def _profile_text(d: A.ComparisonData) -> str:
-    """The AWNN profile(s) of the comparison's AWNN trials and every choice
-    they resolved to, read from the trials' params ('' without AWNN trials)."""
-    from awnn.config import PROFILE_KEYS
-
-    configs = [c for c in (d.runs["config"] if len(d.runs) else []) if isinstance(c, dict) and c.get("model") == "awnn"]
-    if not configs:
-        return ""
-    by_profile: dict[str, dict] = {}
-    for c in configs:
-        by_profile.setdefault(str(c.get("awnn_profile", "not recorded")), c)
-    parts = []
-    for name, c in by_profile.items():
-        if name == "not recorded":
-            parts.append("`not recorded` (runs from before profiles existed: they ran the paper-text behaviour)")
-            continue
-        choices = ", ".join(f"{k}={c[k]}" for k in PROFILE_KEYS if k in c)
-        parts.append(f"`{name}` ({choices})")
-    return "AWNN profile: " + "; ".join(parts) + ". See the README's \"Profiles\" for what each choice means."
-
-
 def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | None = None) -> list[tuple]:
     """The report as a list of blocks: ("h1"|"h2"|"p", text), ("ul", [items]),
     ("table", header, rows), ("img", plot name, alt text); one function per section."""
     return [
-        *_header_section(a),
+        *header_section(a),
         *_summary_section(a),
         *_problems_section(a),
         *_costs_section(a),
@@ -79,36 +43,14 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
         *_repeats_section(a),
         *_overhead_section(a),
         *_projection_section(a),
+        *_mlflow_section(a),
         *_method_section(a, tracking_hint),
     ]
 
 
-def _header_section(a: A.Analysis) -> list[tuple]:
-    d = a.data
-    c = a.data.comparison
-    doc: list[tuple] = []
-    n_runs = len(d.runs)
-    doc.append(("h1", f"AWNN search-cost report: {c['task']} ({c['id']})"))
-    doc.append(("p", f"Comparison `{c['id']}` in MLflow experiment `{c['experiment']}`: strategies {_strategies_text(d)}; budget `{c['budget']}`; {_protocol_text(c)}; "
-                     f"started {_date(c['start_time'])}; state **{c['state']}**; {n_runs} trial runs in {len(d.sweeps)} sweeps. "
-                     f"Every number below is read back from MLflow. Device-hours = training time of every attempt x allocated CPUs "
-                     f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
-                     + "; GPU-hours count only GPU time."))
-    if c.get("cpu"):
-        doc.append(("p", "CPU budget: the paper's setup scaled down to what a CPU trains, by each grid's `cpu` values "
-                         "(`--budget paper` trains the paper's): " + "; ".join(
-                             f"{name}: " + ", ".join(f"{k}={v}" for k, v in sorted(values.items())) for name, values in sorted(c["cpu"].items())) + "."))
-    profile_text = _profile_text(d)
-    if profile_text:
-        doc.append(("p", profile_text))
-    if d.other_comparisons:
-        doc.append(("p", f"The store holds {len(d.other_comparisons)} other comparisons; pass `--comparison ID` to report on one of them "
-                         f"(newest: {', '.join('`' + str(o['id']) + '`' for o in d.other_comparisons[:3])})."))
-    return doc
-
-
 def _summary_section(a: A.Analysis) -> list[tuple]:
-    return [("h2", "Summary"), ("ul", _summary_cost_items(a) + _summary_result_items(a))]
+    warn = [f"**Warning:** {w}." for w in a.warnings]
+    return [("h2", "Summary"), ("ul", warn + _summary_cost_items(a) + _summary_result_items(a))]
 
 
 def _summary_cost_items(a: A.Analysis) -> list[str]:
@@ -266,6 +208,9 @@ def _accuracy_section(a: A.Analysis) -> list[tuple]:
     doc.append(("p", "Test accuracy: mean and sample standard deviation (ddof=1) over the re-training runs that finished ok. "
                      "Fixed width: chosen by the grid. AWNN width: learned, taken at each re-training run's selected epoch (tag `awnn.widths_at_best`)."))
     doc.append(("img", "accuracy_width", "Accuracy versus total width for every scored trial"))
+    doc.append(("img", "accuracy_cost", "Test accuracy of each arm's selected config against its total device-hours"))
+    doc.append(("p", "Accuracy against cost: one point per arm (test accuracy of its selected config, mean +- std over its re-training runs, "
+                     "against its total device-hours); a family run several times shows each repeat faint and its mean +- std across repeats."))
     return doc
 
 
@@ -368,6 +313,27 @@ def _projection_section(a: A.Analysis) -> list[tuple]:
         doc.append(("p", f"Not applicable to this comparison: {pi.get('reason', '')}."))
     doc.append(("img", "projection", "Projected selection cost against the number of hidden layers"))
     return doc
+
+
+def _mlflow_section(a: A.Analysis) -> list[tuple]:
+    """Links to the comparison's runs: ids always, UI addresses when the store is a server."""
+    from .links import comparison_links
+
+    ln = comparison_links(a.data)
+
+    def cell(entry) -> str:
+        if not entry:
+            return "n/a"
+        return f"[`{entry['run_id']}`]({entry['url']})" if entry.get("url") else f"`{entry['run_id']}`"
+
+    rows = [["comparison", "", cell(ln["comparison"])]]
+    rows += [[arm, PHASE_LABEL.get(ph, ph), cell(e)] for arm, phases in ln["sweeps"].items() for ph, e in phases.items()]
+    where = (f"in [experiment {ln['experiment_id']}]({ln['experiment_url']})" if ln.get("experiment_url")
+             else f"in experiment id {ln['experiment_id']}; serve the store with `{ln['serve']}` and open "
+                  f"`http://127.0.0.1:5000/#/experiments/{ln['experiment_id']}/runs/<run id>`")
+    return [("h2", "MLflow runs"), ("p", f"The runs this report reads, {where}. Each sweep run's children are its trials "
+                                        f"(filter `tags.awnn.kind = 'trial' and tags.awnn.comparison = '{a.data.comparison['id']}'`)."),
+            ("table", ["arm", "phase", "run"], rows)]
 
 
 def _method_section(a: A.Analysis, tracking_hint: str | None = None) -> list[tuple]:

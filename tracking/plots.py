@@ -19,6 +19,7 @@ PLOTS = {
     "widths": "widths.png",
     "accuracy_width": "accuracy_width.png",
     "projection": "projection.png",
+    "accuracy_cost": "accuracy_cost.png",
 }
 
 
@@ -67,11 +68,28 @@ def _empty(ax, text: str) -> None:
     ax.set_yticks([])
 
 
+def _clip_percent(ax, values) -> None:
+    """An accuracy axis (in %) from just below the lowest value shown to 100%, never past it."""
+    v = np.asarray([x for x in values if _finite(x)], dtype=float)
+    if len(v):
+        ax.set_ylim(max(0.0, math.floor(v.min() - max(1.0, 0.05 * (100 - v.min())))), 100.0)
+
+
+def _log_x(ax) -> None:
+    """A log-scale cost axis with labels at 1, 2 and 5 of each decade (a range inside one decade still has some)."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def plot_anytime(a: A.Analysis, path: Path) -> None:
     plt = _plt()
     colors = _colors(a.data.strategies)
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     any_line = False
+    shown: list[float] = []
     for s in a.data.strategies:
         d = a.anytime[a.anytime["strategy"] == s]
         if not len(d):
@@ -80,6 +98,7 @@ def plot_anytime(a: A.Analysis, path: Path) -> None:
         if not len(ok):
             continue
         any_line = True
+        shown += (100 * ok["mean"]).tolist() + ((100 * ok["q10"]).tolist() if d["order"].iloc[0] != "actual" else [])
         n = int((a.costs[(a.costs["strategy"] == s) & (a.costs["phase"] == "selection")]["trials"]).sum())
         if d["order"].iloc[0] == "actual":  # one order, the one the trials ran in: a step per finished trial
             ax.plot(ok["device_hours"], 100 * ok["mean"], color=colors[s], linestyle=_linestyle(s), drawstyle="steps-post", linewidth=1.2,
@@ -94,11 +113,8 @@ def plot_anytime(a: A.Analysis, path: Path) -> None:
     if not any_line:
         _empty(ax, "no selection trial with a validation score")
     else:
-        from matplotlib.ticker import LogLocator, NullFormatter
-
-        ax.set_xscale("log")
-        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        _log_x(ax)
+        _clip_percent(ax, shown + ([100 * target] if _finite(target) else []))
     ax.set_xlabel("cumulative selection cost (device-hours, log scale)")
     ax.set_ylabel("best inner-validation accuracy (%)")
     kinds = set(a.anytime["order"]) if len(a.anytime) else set()
@@ -189,6 +205,10 @@ def plot_widths(a: A.Analysis, path: Path) -> None:
     _save(fig, path)
 
 
+def _marker(arm: str) -> str:
+    return {"awnn": "^", "tpe": "s", "asha": "D", "random": "x"}.get(A.arm_family(arm), "o")
+
+
 def _total_width(row) -> float:
     if row["model"] == "awnn":
         w = row["widths_at_best"] if isinstance(row["widths_at_best"], list) else row["widths"]
@@ -204,6 +224,7 @@ def plot_accuracy_width(a: A.Analysis, path: Path) -> None:
     panels = (("selection", "best_val_acc", "selection: inner-validation accuracy"), ("assessment", "test_acc", "re-training: test accuracy"))
     for ax, (ph, metric, title) in zip(axes, panels):
         drawn = False
+        shown: list[float] = []
         for s in a.data.strategies:
             t = trials[(trials["strategy"] == s) & (trials["phase"] == ph)] if len(trials) else trials
             if not len(t):
@@ -214,14 +235,15 @@ def plot_accuracy_width(a: A.Analysis, path: Path) -> None:
             keep = np.isfinite(x) & np.isfinite(y)
             if keep.any():
                 drawn = True
-                marker = {"awnn": "^", "tpe": "s", "asha": "D", "random": "x"}.get(A.arm_family(s), "o")
-                ax.scatter(x[keep], y[keep], s=18, color=colors[s], alpha=0.7, label=f"{s} (n={int(keep.sum())})", marker=marker)
+                shown += y[keep].tolist()
+                ax.scatter(x[keep], y[keep], s=18, color=colors[s], alpha=0.7, label=f"{s} (n={int(keep.sum())})", marker=_marker(s), clip_on=False)
         if drawn:
             from matplotlib.ticker import NullFormatter, ScalarFormatter
 
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(ScalarFormatter())
             ax.xaxis.set_minor_formatter(NullFormatter())
+            _clip_percent(ax, shown)
             ax.legend(frameon=False, fontsize=7)
         else:
             _empty(ax, "no scored runs")
@@ -249,4 +271,48 @@ def plot_projection(a: A.Analysis, path: Path) -> None:
     ax.set_ylabel("selection device-hours (projected)")
     ax.set_title("PROJECTION from measured per-trial costs, not a measurement", fontsize=9)
     ax.legend(frameon=False, fontsize=7)
+    _save(fig, path)
+
+
+def plot_accuracy_cost(a: A.Analysis, path: Path) -> None:
+    """Test accuracy of each arm's selected config against the arm's total
+    device-hours (selection + re-training).  An arm run once: its mean with
+    the std over its re-training runs.  A family run several times: each
+    repeat faint, and the family's mean with the std across its repeats on
+    both axes."""
+    plt = _plt()
+    colors = _colors(a.data.strategies)
+    c, st = a.costs, a.strategies.set_index("strategy") if len(a.strategies) else a.strategies
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    shown: list[float] = []
+    for family, arms in a.data.families.items():
+        pts = []
+        for s in arms:
+            hours = float(c[(c["strategy"] == s) & (c["phase"] == "total")]["device_hours"].sum()) if len(c) else math.nan
+            acc = float(st.loc[s, "test_acc_mean"]) if s in st.index else math.nan
+            if _finite(acc) and hours > 0:
+                pts.append((s, hours, 100 * acc, 100 * float(st.loc[s, "test_acc_std"]) if _finite(st.loc[s, "test_acc_std"]) else 0.0))
+        if not pts:
+            continue
+        color, marker = colors[pts[0][0]], _marker(pts[0][0])
+        if len(pts) == 1:
+            s, x, y, err = pts[0]
+            ax.errorbar([x], [y], yerr=[err], fmt=marker, color=color, capsize=3, clip_on=False,
+                        label=f"{s} (+- std over its re-training runs)")
+            shown += [y - err]
+            continue
+        xs, ys = np.array([p[1] for p in pts]), np.array([p[2] for p in pts])
+        ax.scatter(xs, ys, s=14, color=color, alpha=0.35, marker=marker, clip_on=False)
+        ax.errorbar([xs.mean()], [ys.mean()], xerr=[xs.std(ddof=1)], yerr=[ys.std(ddof=1)], fmt=marker, color=color, capsize=3, clip_on=False,
+                    label=f"{family} (mean +- std over {len(pts)} repeats)")
+        shown += ys.tolist() + [ys.mean() - ys.std(ddof=1)]
+    if not shown:
+        _empty(ax, "no arm with a finished re-training run")
+    else:
+        _log_x(ax)
+        _clip_percent(ax, shown)
+        ax.legend(frameon=False, fontsize=7, loc="lower right")
+    ax.set_xlabel("total search cost (device-hours: selection + re-training, log scale)")
+    ax.set_ylabel("test accuracy of the selected config (%)")
+    ax.set_title("Accuracy bought against search cost (up and left is better)", fontsize=9)
     _save(fig, path)

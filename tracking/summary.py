@@ -10,6 +10,7 @@ import pandas as pd
 
 from .contract import PHASES, STATUSES
 from .curves import ordering
+from .links import comparison_links
 from .reader import ComparisonData
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ SUMMARY_KEYS = {
     "target": dict,
     "projection": dict,
     "problems": list,
+    "warnings": list,
+    "mlflow": dict,
     "settings": dict,
     "files": dict,
 }
@@ -165,6 +168,8 @@ def summarize(a: Analysis) -> dict[str, Any]:
         "projection": {**a.projection_info, "rows": a.projection.to_dict("records")},
         "wall_seconds": c["wall_seconds"],
         "problems": a.problems,
+        "warnings": a.warnings,
+        "mlflow": comparison_links(d),
         "settings": a.settings,
     }
     return _clean(out)

@@ -210,11 +210,26 @@ def test_report_from_a_tracking_server_equals_the_one_from_its_database(smoke_re
         assert p.returncode == 0, p.stderr[-3000:]
     finally:
         server.__exit__(None, None, None)
-    # the same numbers and plots; report.md differs only in the rebuild command's URI
-    for name in ["summary.json", *PLOTS.values()]:
+    # the same numbers and plots; only where the runs are differs: the rebuild command's URI, and the
+    # MLflow runs section (UI links on a server, run ids and the `mlflow ui` command for a local store)
+    for name in PLOTS.values():
         assert (tmp_path / "via-server" / name).read_bytes() == (smoke_report["a"] / name).read_bytes(), name
-    md_server = (tmp_path / "via-server" / "report.md").read_text().replace(ml.url, "URI")
-    assert md_server == (smoke_report["a"] / "report.md").read_text().replace(smoke_report["uri"], "URI")
+    via_server = json.loads((tmp_path / "via-server" / "summary.json").read_text())
+    local = json.loads((smoke_report["a"] / "summary.json").read_text())
+    links = via_server.pop("mlflow")
+    local.pop("mlflow")
+    assert via_server == local
+    run = links["comparison"]
+    assert run["url"] == f"{ml.url}/#/experiments/{links['experiment_id']}/runs/{run['run_id']}" and links["serve"] is None
+    assert all(e["url"].endswith(e["run_id"]) for phases in links["sweeps"].values() for e in phases.values())
+
+    def without_links(text: str, uri: str) -> str:
+        head, _, rest = text.replace(uri, "URI").partition("## MLflow runs")
+        return head + rest[rest.index("## How to read"):]
+
+    md_server = (tmp_path / "via-server" / "report.md").read_text()
+    assert f"]({ml.url}/#/experiments/" in md_server
+    assert without_links(md_server, ml.url) == without_links((smoke_report["a"] / "report.md").read_text(), smoke_report["uri"])
 
 
 # ------------------------------------------------------------ bad news shown

@@ -1,0 +1,89 @@
+"""The report's opening: which comparison, strategies, protocol, budget and AWNN profile (tracking/document.py assembles the rest)."""
+from __future__ import annotations
+
+from . import analysis as A
+from .fmt import _date, _finite
+
+
+def _protocol_text(c: dict) -> str:
+    """How risk was assessed (search/protocol.py)."""
+    if c.get("folds", 1) > 1:
+        return (f"protocol `{c['protocol']}` ({c['folds']} stratified outer folds, Errica et al. 2020: each fold's own selection on its "
+                f"inner 90/10 hold-out and re-training runs of the config selected for it; test accuracy = mean over the folds of each "
+                f"fold's mean, std over the folds; costs add up over the folds; any-time curves and cost to target use fold 0's selection)")
+    return "protocol `holdout` (one outer split)"
+
+
+def _strategies_text(d: A.ComparisonData) -> str:
+    out = []
+    for family, arms in d.families.items():
+        out.append(family if arms == [family] else f"{family} ({len(arms)} repeats: {', '.join(arms)})")
+    return ", ".join(out)
+
+
+def _profile_text(d: A.ComparisonData) -> str:
+    """The AWNN profile(s) of the comparison's AWNN trials and every choice
+    they resolved to, read from the trials' params ('' without AWNN trials)."""
+    from awnn.config import PROFILE_KEYS
+
+    configs = [c for c in (d.runs["config"] if len(d.runs) else []) if isinstance(c, dict) and c.get("model") == "awnn"]
+    if not configs:
+        return ""
+    by_profile: dict[str, dict] = {}
+    for c in configs:
+        by_profile.setdefault(str(c.get("awnn_profile", "not recorded")), c)
+    parts = []
+    for name, c in by_profile.items():
+        if name == "not recorded":
+            parts.append("`not recorded` (runs from before profiles existed: they ran the paper-text behaviour)")
+            continue
+        choices = ", ".join(f"{k}={c[k]}" for k in PROFILE_KEYS if k in c)
+        parts.append(f"`{name}` ({choices})")
+    return "AWNN profile: " + "; ".join(parts) + ". See the README's \"Profiles\" for what each choice means."
+
+
+def header_section(a: A.Analysis) -> list[tuple]:
+    d = a.data
+    c = a.data.comparison
+    doc: list[tuple] = []
+    n_runs = len(d.runs)
+    doc.append(("h1", f"AWNN search-cost report: {c['task']} ({c['id']})"))
+    doc.append(("p", f"Comparison `{c['id']}` in MLflow experiment `{c['experiment']}`: strategies {_strategies_text(d)}; budget `{c['budget']}`; {_protocol_text(c)}; "
+                     f"started {_date(c['start_time'])}; state **{c['state']}**; {n_runs} trial runs in {len(d.sweeps)} sweeps. "
+                     f"Every number below is read back from MLflow. Device-hours = training time of every attempt x allocated CPUs "
+                     f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
+                     + "; GPU-hours count only GPU time."))
+    doc.append(("p", _budget_text(a)))
+    if c.get("cpu"):
+        doc.append(("p", "CPU budget: the paper's setup scaled down to what a CPU trains, by each grid's `cpu` values "
+                         "(`--budget paper` trains the paper's): " + "; ".join(
+                             f"{name}: " + ", ".join(f"{k}={v}" for k, v in sorted(values.items())) for name, values in sorted(c["cpu"].items())) + "."))
+    profile_text = _profile_text(d)
+    if profile_text:
+        doc.append(("p", profile_text))
+    if d.other_comparisons:
+        doc.append(("p", f"The store holds {len(d.other_comparisons)} other comparisons; pass `--comparison ID` to report on one of them "
+                         f"(newest: {', '.join('`' + str(o['id']) + '`' for o in d.other_comparisons[:3])})."))
+    return doc
+
+
+def _budget_text(a: A.Analysis) -> str:
+    """The budget spelled out: how epochs and R were set, and what each arm trained."""
+    d, c = a.data, a.data.comparison
+    b = c.get("budget_params") or {}
+    how = ""
+    if _finite(b.get("epoch_scale")):
+        how = (f": epochs per trial = the grid's epochs x {b['epoch_scale']:g}, clipped to [{b.get('min_epochs')}, {b.get('max_epochs')}]"
+               + (f"; R = {b['retrain_runs']} re-training runs" if b.get("retrain_runs") is not None else "; R = the grid's re-training runs"))
+    arms = []
+    for arm in d.strategies:
+        cfgs = d.runs[d.runs["strategy"] == arm]["config"] if len(d.runs) else []
+        epochs = sorted({int(x["epochs"]) for x in cfgs if isinstance(x, dict) and _finite(x.get("epochs"))})
+        sw = d.sweeps[d.sweeps["strategy"] == arm] if len(d.sweeps) else d.sweeps
+        r = next((int(v) for v in (sw["retrain_runs"] if len(sw) and "retrain_runs" in sw.columns else []) if _finite(v)), None)
+        if epochs or r is not None:
+            e = "n/a" if not epochs else str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
+            arms.append(f"{arm} {e} epochs a trial" + (f", R = {r}" if r is not None else ""))
+    folds = c.get("folds", 1)
+    return (f"Budget `{c['budget']}`{how}" + (f", per outer fold ({folds} folds)" if folds > 1 else "") + ". "
+            + ("Per arm: " + "; ".join(arms) + "." if arms else ""))
