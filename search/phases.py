@@ -85,6 +85,7 @@ class PhasedSearcher(_SearcherBase):
         self.strategy_result: StrategyResult | None = None
         self.progress: ProgressLine | None = None
         self.t0 = 0.0
+        self.started_at: float | None = None  # this driver's first phase start (the overall eta)
         self.runs_here = False
         self.finished = False
 
@@ -164,11 +165,16 @@ class PhasedSearcher(_SearcherBase):
         n = len(self.keys & done)
         new = len(self.keys & set(self.record.here))
         todo = len(self.keys - set(self.record.earlier))
-        elapsed = time.monotonic() - self.t0
+        now = time.monotonic()
+        elapsed = now - self.t0
         eta = elapsed / new * (todo - new) if new else math.nan
         best = self.record.best_val_acc.get(r.sweep, math.nan)
-        text = (f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  "
-                f"phase {self.current + 1}/{len(self.phases)}")
+        queued = {f"{r.sweep}/{sp.key}" for sp in self.queue}
+        running = len(self.keys - done - queued)
+        stopped = sum(1 for k in self.keys & done if (self.record.here.get(k) or self.record.earlier.get(k) or {}).get("status") == "stopped")
+        text = (f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials" + (f" ({stopped} stopped)" if stopped else "")
+                + f", {running} running  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  phase {self.current + 1}/{len(self.phases)}"
+                + f"  all phases eta ~{fmt_seconds(self._overall_eta(now))}")
         if best == best:
             text += f"  best val_acc {best:.4f}"
         inside = [p for k, p in sorted(self.record.in_epoch.items()) if k in self.keys and p.get("batches")]
@@ -184,6 +190,15 @@ class PhasedSearcher(_SearcherBase):
         """Wall time of the phase in progress: earlier drivers' and this one's."""
         before = self.prior.wall(self.result.sweep)
         return before + (time.monotonic() - self.t0 if self.runs_here else 0.0)
+
+    def _overall_eta(self, now: float) -> float:
+        """The whole comparison's remaining time at this driver's mean rate of
+        finished trials (trials of all phases alike: a rough figure, `~` on the line)."""
+        here = len(self.record.here)
+        if not here or self.started_at is None:
+            return math.nan
+        left = max(0, self.max_trials() - len(self.record.done()))
+        return (now - self.started_at) / here * left
 
     def current_sweep(self) -> tuple[str | None, float]:
         if self.result is None:
@@ -213,6 +228,7 @@ class PhasedSearcher(_SearcherBase):
             self.result.outcomes = [self.record.earlier[k] for k in sorted(self.keys & set(self.record.earlier))]
             self.queue = [self._prepare(sp) for sp in specs if f"{self.result.sweep}/{sp.key}" not in self.record.earlier]
             self.t0 = time.monotonic()
+            self.started_at = self.t0 if self.started_at is None else self.started_at
             self.runs_here = bool(self.queue)  # has this driver anything to run in this phase?
             self.progress = ProgressLine(self.stream)
             self.on_update("")
