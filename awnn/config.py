@@ -117,7 +117,7 @@ DOMAIN_KEYS = {
 AWNN_KEYS = ("awnn_profile", "rate", "quantile_k", "weight_prior", "sigma_theta", "scale_free_weights", "init", "grow_init",
              "width_update_interval", "max_width", "on_max_width", "compress_start_epoch")
 COMPRESSION_KEYS = ("compress_end_epoch", "compress_rate_mean", "compress_std_start", "compress_std_end")
-OPTIMISER_KEYS = ("momentum", "adam_eps", "lr_milestones", "lr_gamma", "width")
+OPTIMISER_KEYS = ("momentum", "adam_eps", "lr_milestones", "lr_gamma", "width", "layer_widths")
 
 
 @dataclass
@@ -127,6 +127,7 @@ class TrainConfig:
     model: str = "awnn"  # fixed | awnn
     hidden_layers: int = 1
     width: int = 64  # fixed model: neurons per hidden layer
+    layer_widths: str = ""  # fixed MLP: one width per hidden layer, e.g. "120,64" (overrides width; fixedplus per-layer)
     activation: str = "relu"
     # optimisation
     optimizer: str = "adam"
@@ -254,7 +255,7 @@ class TrainConfig:
             if self.compress_start_epoch > 0:
                 keys += list(COMPRESSION_KEYS)
         else:
-            keys.append("width")
+            keys += ["width"] + (["layer_widths"] if self.layer_widths else [])
         keys += {"sgd": ["momentum"], "adam": ["adam_eps"]}.get(self.optimizer, [])
         keys += {"multistep": ["lr_milestones", "lr_gamma"], "plateau": ["lr_gamma"]}.get(self.lr_schedule, [])
         values = self.to_dict()
@@ -289,6 +290,11 @@ class TrainConfig:
                 raise bad(key, "an integer >= 0")
         if self.width < (0 if self.model == "fixed" else 1):
             raise bad("width", "an integer >= 1 (0, a linear classifier, only with model=fixed)")
+        if self.layer_widths:
+            parts = str(self.layer_widths).split(",")
+            if self.model != "fixed" or not all(p.strip().isdigit() and int(p) >= 1 for p in parts) or len(parts) != self.hidden_layers:
+                raise bad("layer_widths", f"with model=fixed, {self.hidden_layers} comma-separated integers >= 1 (one per hidden layer), "
+                                          f"or empty")
         if not 0 <= self.fold <= 9:
             raise bad("fold", "an outer fold in 0..9")
         if self.max_len < 3:

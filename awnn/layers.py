@@ -379,18 +379,21 @@ class FixedMLP(nn.Module):
         activation: str = "relu",
         init: str = "kaiming",
         init_distribution: str = "gaussian",
+        layer_widths: list[int] | None = None,
     ):
         super().__init__()
         if hidden_layers < 0:
             raise ValueError(f"hidden_layers cannot be negative, but got {hidden_layers=}.")
         if width < 0:
             raise ValueError(f"width cannot be negative, but got {width=}.")
-        if width == 0:  # width 0: no hidden layer, a linear read-out (paper Table 4)
+        if layer_widths and (len(layer_widths) != hidden_layers or min(layer_widths) < 1):
+            raise ValueError(f"layer_widths must give {hidden_layers} widths >= 1, but got {layer_widths=}.")
+        if width == 0 and not layer_widths:  # width 0: no hidden layer, a linear read-out (paper Table 4)
             hidden_layers = 0
         self.activation = activation
         self._act = resolve_activation(activation)
         self.init_distribution = init_distribution
-        dims = [in_features] + [width] * hidden_layers + [out_features]
+        dims = [in_features] + (list(layer_widths) if layer_widths else [width] * hidden_layers) + [out_features]
         self.layers = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(len(dims) - 1))
         self.reset_parameters()
 

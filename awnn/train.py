@@ -447,6 +447,20 @@ class Trainer:
             "test_acc": self.best.get("test_acc"),
         }
 
+    def truncation(self) -> list[dict[str, Any]] | None:
+        """The post-hoc truncation curve (truncation_curve) of the selected
+        epoch's model (a re-training run's, the one its test_acc scores) on
+        the outer test part; None for a model that cannot be truncated (only
+        the adaptive MLP can) or a run without an outer split."""
+        from .layers import AdaptiveMLP
+
+        if self.config.split != "outer" or not isinstance(self.model, AdaptiveMLP):
+            return None
+        model = copy.deepcopy(self.model)
+        if self.best_model is not None:
+            model.load_state_dict(self.best_model)  # resizes to the selected epoch's widths
+        return truncation_curve(model.to(self.device), self.task, "outer", "test", device=self.device)
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue this run elsewhere (CPU tensors)."""
         return {
@@ -536,19 +550,51 @@ def train(
     return trainer.run(on_epoch, on_batch)
 
 
+TRUNCATION_FRACTIONS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+
+
 @torch.no_grad()
-def truncation_curve(model: nn.Module, task: Task, split: str = "outer", part: str = "test", fractions=None, device=None) -> list[dict[str, float]]:
-    """Post-hoc truncation (paper section 5.4, Fig. 6 left): accuracy when
-    keeping only the first fraction of each adaptive layer's neurons."""
+def truncation_curve(model: nn.Module, task: Task, split: str = "outer", part: str = "test", fractions=None, device=None,
+                     timing_repeats: int = 5) -> list[dict[str, float]]:
+    """Post-hoc truncation (paper section 5.4, Fig. 6 left): for each
+    fraction, the accuracy and loss when keeping only the first fraction of
+    each adaptive layer's neurons (at least one), the model's parameter
+    count and its measured inference time per sample on `part` (one batch
+    of the whole part, best of `timing_repeats` timed forwards after one
+    warm-up, in microseconds)."""
     from .layers import AdaptiveMLP
 
     if not isinstance(model, AdaptiveMLP):
         raise TypeError("truncation_curve needs an AdaptiveMLP")
-    fractions = fractions or [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]
+    fractions = fractions or TRUNCATION_FRACTIONS
     device = device or next(model.parameters()).device
     curve = []
     for frac in fractions:
-        small = model.truncate(float(frac))
+        small = model.truncate(float(frac)).eval()
         loss, acc = evaluate(small, task, split, part, device)
-        curve.append({"fraction": float(frac), "widths": small.widths, "width_total": sum(small.widths), "loss": loss, "acc": acc})
+        curve.append({"fraction": float(frac), "widths": small.widths, "width_total": sum(small.widths), "loss": loss, "acc": acc,
+                      "params": int(sum(p.numel() for p in small.parameters())),
+                      "infer_us": _inference_us(small, task, split, part, device, timing_repeats)})
     return curve
+
+
+def _inference_us(model: nn.Module, task: Task, split: str, part: str, device: torch.device, repeats: int) -> float:
+    """Microseconds per sample of the forwards over the whole of `part`, in
+    evaluation batches (best of `repeats`, after one warm-up pass)."""
+    inputs = [x for x, _ in task.batches(split, part, 4096, device)]
+    n = sum(len(x) for x in inputs)
+    if not n:
+        return math.nan
+    best = math.inf
+    with torch.no_grad():
+        for i in range(max(1, repeats) + 1):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            for x in inputs:
+                model(x)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if i:  # the first pass warms up
+                best = min(best, time.perf_counter() - t0)
+    return 1e6 * best / n

@@ -26,7 +26,8 @@ from .progress import ProgressLine, fmt_seconds
 from .protocol import TrialSpec, fold_assessment_specs, most_selected, select_by_fold, summarize_assessment
 from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts
-from .strategies import Arm, TpeSource
+from .fixedplus import fixedplus_config
+from .strategies import REGISTRY, Arm, TpeSource
 
 try:  # Ray is a hard dependency; the alias keeps the class definition readable
     from ray.tune.search import Searcher as _SearcherBase
@@ -239,13 +240,17 @@ class PhasedSearcher(_SearcherBase):
         if phase == "selection":
             self.strategy_result = StrategyResult(arm.name, arm.grid, PhaseResult(arm.name, phase), family=arm.family)
             self.results.append(self.strategy_result)
+            if REGISTRY[arm.family].derived_from:  # no selection of its own (fixedplus)
+                return None
             if arm.family == "tpe" and arm.name not in self.tpe:
                 self.tpe[arm.name] = self.make_tpe(arm)
             specs = arm.selection_specs(self.budget)
         else:
-            chosen = select_by_fold(self.strategy_result.selection.outcomes)
+            source = REGISTRY[arm.family].derived_from
+            chosen = self._derived_choice(arm, source) if source else select_by_fold(self.strategy_result.selection.outcomes)
             if not chosen:
-                self.hooks.log(f"{arm.name}: no selection trial finished with a validation score; no re-training")
+                self.hooks.log(f"{arm.name}: " + (f"the {source} arm has no finished re-training run with learned widths" if source else
+                                                  "no selection trial finished with a validation score") + "; no re-training")
                 return None
             folds = self.budget.folds_for(arm.grid)
             by_fold = {f: dict(o) for f, o in chosen.items() if f is not None}
@@ -263,6 +268,13 @@ class PhasedSearcher(_SearcherBase):
         for sp in specs:
             sp.strategy, sp.family, sp.repeat = arm.name, arm.family, arm.repeat
         return specs
+
+    def _derived_choice(self, arm: Arm, source: str) -> dict[int | None, dict[str, Any]]:
+        """fixedplus: per outer fold, the fixed config at the width the `source`
+        arm learned there (search/strategies.py, fixedplus_config)."""
+        src = next((r for r in self.results if r.family == source), None)
+        outcomes = src.assessment.outcomes if src is not None and src.assessment else []
+        return fixedplus_config(arm, src.selected if src else None, outcomes, self.budget)
 
     def _prepare(self, spec: TrialSpec) -> TrialSpec:
         """A trial an earlier driver left unfinished resumes from its checkpoint, with its config (an interrupted TPE trial)."""

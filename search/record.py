@@ -130,6 +130,8 @@ class StrategyResult:
 
             # learned total over the re-training runs (at their selected epochs): mean +- std (min..max)
             return f"{statistics.fmean(totals):.0f} +- {statistics.stdev(totals):.0f} ({min(totals):.0f}..{max(totals):.0f})"
+        if cfg.get("layer_widths"):  # one width per layer (fixedplus per-layer)
+            return str(cfg["layer_widths"]).replace(",", "+")
         if cfg.get("width") == 0 or cfg.get("hidden_layers") == 0:
             return "linear"
         # the layers the trainer recorded (the same ones AWNN's total sums, e.g. GIN: every MLP), else hidden_layers

@@ -13,6 +13,16 @@
              counted
     random   `random_trials` configs drawn without replacement from the fixed
              grid (seeded; default: the AWNN grid's size)
+    awnn-asha  every config of the AWNN grid under the same ASHA scheduler
+             as `asha` (its own bracket, grace period from the AWNN grid's
+             epochs): whether early stopping compounds AWNN's savings
+    fixedplus  the paper's "Fixed+" (App. D): no search of its own; after
+             the awnn arm, a fixed-width network with the selected AWNN
+             config's layers, activation, batch size and learning rate and
+             the width AWNN learned (mean over its re-training runs of the
+             mean over hidden layers, as the paper; `--fixedplus-widths
+             per-layer`: each layer its own mean), re-trained R times.  Its
+             cost is the awnn arm's (selection + re-training) plus its own
 
 Every strategy then follows the same protocol (search/protocol.py): the
 selected config is re-trained R times on the outer split.
@@ -38,7 +48,7 @@ from .errors import OptionError
 from .grid import Grid, GridError, find_grid
 from .protocol import PROTOCOLS, TrialSpec, _protocol_values, budget_config, per_fold, protocol_name, selection_specs
 
-__all__ = ["with_protocol", "check_protocol", "FAMILIES", "STOCHASTIC", "REGISTRY", "Family", "StrategyOptions", "Arm", "make_arms", "default_optuna_storage", "asha_milestones"]
+__all__ = ["FIXEDPLUS_WIDTHS", "with_protocol", "check_protocol", "FAMILIES", "STOCHASTIC", "REGISTRY", "Family", "StrategyOptions", "Arm", "make_arms", "default_optuna_storage", "asha_milestones"]
 
 
 @dataclass
@@ -52,6 +62,7 @@ class StrategyOptions:
     asha_grace_period: int | None = None  # epochs; None: 10% of the budget's epochs, at least 1
     asha_reduction_factor: float = 3.0
     optuna_storage: str | None = None  # None: optuna.db beside the MLflow SQLite file
+    fixedplus_widths: str = "mean"  # fixedplus: "mean" (one width, the paper's) or "per-layer"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,11 +127,15 @@ class Family:
     stops_early: bool = False  # its scheduler stops trials on purpose (awnn.status=stopped)
     cross_validates: bool = True  # can run once per outer fold (a cross-validated protocol): a static plan, no
     #                               search state or scheduler shared across the folds' trials
+    derived_from: str | None = None  # no selection of its own: its config comes from this family's arm (fixedplus: awnn)
 
     def tags(self) -> dict[str, str]:
         """The sweep-run tags that tell the analysis how to read this family's
-        trials (tracking contract: awnn.order, awnn.stops_early)."""
-        return {Tag.ORDER: self.order, Tag.STOPS_EARLY: "true" if self.stops_early else "false"}
+        trials (tracking contract: awnn.order, awnn.stops_early, awnn.depends_on)."""
+        out = {Tag.ORDER: self.order, Tag.STOPS_EARLY: "true" if self.stops_early else "false"}
+        if self.derived_from:
+            out[Tag.DEPENDS_ON] = self.derived_from
+        return out
 
 
 @dataclass
@@ -133,6 +148,7 @@ class _Sizing:
     fixed: Grid | None
     grid: Grid
     awnn_size: Callable[[str], int]
+    family: str = ""
 
     def count(self, flag: str, value: int | None) -> int:
         n = self.awnn_size(flag) if value is None else value
@@ -179,6 +195,24 @@ def _asha_params(arm: Arm, budget: Budget) -> dict[str, Any]:
             Param.ASHA_MAX_T: budget.epochs(arm.grid), Param.ASHA_RUNGS: ",".join(map(str, arm.asha_rungs(budget)))}
 
 
+def _fixedplus_trials(z: _Sizing) -> int:
+    if z.options.fixedplus_widths not in FIXEDPLUS_WIDTHS:
+        hint = difflib.get_close_matches(str(z.options.fixedplus_widths), FIXEDPLUS_WIDTHS, n=1)
+        did = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise OptionError(f"--fixedplus-widths: expected one of {list(FIXEDPLUS_WIDTHS)}, found {z.options.fixedplus_widths!r}{did}")
+    if z.options.fixedplus_widths == "per-layer":
+        from awnn.data import task_kind
+
+        if task_kind(z.grid.task) != "tabular":
+            raise OptionError(f"--fixedplus-widths per-layer: one width per layer exists for the tabular MLPs only; task {z.grid.task} is "
+                              f"{task_kind(z.grid.task)} (use mean)")
+    return 0  # no selection trials: the awnn arm's selection is its
+
+
+def _fixedplus_params(arm: Arm, budget: Budget) -> dict[str, Any]:
+    return {Param.FIXEDPLUS_WIDTHS: arm.options.fixedplus_widths}
+
+
 def _random_trials(z: _Sizing) -> int:
     n = z.count("--random-trials", z.options.random_trials)
     if n > z.fixed.size:
@@ -187,7 +221,8 @@ def _random_trials(z: _Sizing) -> int:
 
 
 def _asha_trials(z: _Sizing) -> int:
-    epochs = z.budget.epochs(z.fixed)
+    """Every config of the family's grid (asha: the fixed grid, awnn-asha: the AWNN grid), its ASHA options checked."""
+    epochs = z.budget.epochs(z.grid)
     rf = z.options.asha_reduction_factor
     if not isinstance(rf, (int, float)) or isinstance(rf, bool) or not rf > 1:
         raise OptionError(f"--asha-reduction-factor: expected a number > 1, found {rf!r}")
@@ -195,8 +230,8 @@ def _asha_trials(z: _Sizing) -> int:
     if g is not None and (not isinstance(g, int) or isinstance(g, bool) or not 1 <= g < epochs):
         raise OptionError(f"--asha-grace-period: expected an integer from 1 to {epochs - 1} (the budget's {epochs} epochs), found {g!r}")
     if epochs < 2:
-        raise OptionError(f"--strategies asha: the budget {z.budget.name!r} trains {epochs} epoch per trial; ASHA needs at least 2")
-    return z.fixed.size
+        raise OptionError(f"--strategies {z.family}: the budget {z.budget.name!r} trains {epochs} epoch per trial; ASHA needs at least 2")
+    return z.grid.size
 
 
 # registry order: the order options are validated in (tpe, asha, random as before)
@@ -206,8 +241,11 @@ REGISTRY: dict[str, Family] = {f.name: f for f in (
     Family("tpe", "fixed", True, _tpe_plan, _trials_param, lambda z: z.count("--tpe-trials", z.options.tpe_trials), order="actual", cross_validates=False),
     Family("random", "fixed", True, _random_plan, _trials_param, _random_trials, order="actual"),
     Family("asha", "fixed", True, _asha_plan, _asha_params, _asha_trials, order="actual", stops_early=True, cross_validates=False),
+    Family("awnn-asha", "awnn", True, _asha_plan, _asha_params, _asha_trials, order="actual", stops_early=True, cross_validates=False),
+    Family("fixedplus", "fixed", False, lambda arm, budget: [], _fixedplus_params, _fixedplus_trials, order="actual", derived_from="awnn"),
 )}
-FAMILIES = ("fixed", "awnn", "tpe", "asha", "random")  # as the CLI lists them
+FAMILIES = ("fixed", "awnn", "tpe", "asha", "random", "awnn-asha", "fixedplus")  # as the CLI lists them
+FIXEDPLUS_WIDTHS = ("mean", "per-layer")
 assert set(FAMILIES) == set(REGISTRY)
 STOCHASTIC = tuple(name for name in FAMILIES if REGISTRY[name].stochastic)
 GRID_OF = {name: REGISTRY[name].grid for name in FAMILIES}
@@ -235,6 +273,11 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
         raise OptionError(f"--strategies: expected each strategy once, found {','.join(families)}")
     if not isinstance(options.repeats, int) or options.repeats < 1:
         raise OptionError(f"--repeats: expected an integer >= 1, found {options.repeats!r}")
+    for s in families:
+        source = REGISTRY[s].derived_from
+        if source and (source not in families or families.index(source) > families.index(s)):
+            raise OptionError(f"--strategies {s}: re-trains at the width the {source} arm learned; list {source} before it "
+                              f"(e.g. --strategies {','.join([f for f in families if f != s] + ([] if source in families else [source]) + [s])})")
     grids = {g: find_grid(task, g, grid_dir) for g in sorted({GRID_OF[s] for s in families})}
     fixed = grids.get("fixed")
     check_protocol(task, families, grids, budget)
@@ -246,7 +289,7 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
             raise OptionError(f"{flag}: no default without an AWNN grid ({e}); give {flag} N") from None
 
     # every chosen family's options are checked, in registry order, before any arm is made
-    sizes = {s: f.trials(_Sizing(options, budget, fixed, grids[f.grid], awnn_size)) for s, f in REGISTRY.items() if s in families}
+    sizes = {s: f.trials(_Sizing(options, budget, fixed, grids[f.grid], awnn_size, s)) for s, f in REGISTRY.items() if s in families}
     arms: list[Arm] = []
     for s in families:
         grid = grids[GRID_OF[s]]
@@ -413,7 +456,7 @@ def make_scheduler(arms: list[Arm], budget: Budget):
     trials go through that arm's own AsyncHyperBand bracket; every other
     trial (other strategies, re-training runs) runs to its end, first in,
     first out.  None when no arm uses ASHA."""
-    asha = [a for a in arms if a.family == "asha"]
+    asha = [a for a in arms if REGISTRY[a.family].stops_early]
     if not asha:
         return None
     from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler

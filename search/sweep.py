@@ -135,6 +135,11 @@ class Comparison:
         if "asha" in self.strategies:
             a = next(a for a in self.arms if a.family == "asha")
             out.update({Param.ASHA_GRACE_PERIOD: a.grace_period(self.budget), Param.ASHA_REDUCTION_FACTOR: o.asha_reduction_factor})
+        if "awnn-asha" in self.strategies:  # its grace period follows the AWNN grid's epochs
+            a = next(a for a in self.arms if a.family == "awnn-asha")
+            out.update({Param.AWNN_ASHA_GRACE_PERIOD: a.grace_period(self.budget), Param.ASHA_REDUCTION_FACTOR: o.asha_reduction_factor})
+        if "fixedplus" in self.strategies:
+            out[Param.FIXEDPLUS_WIDTHS] = o.fixedplus_widths
         if self.folds > 1:  # (hold-out comparisons: keys as before the protocol option existed)
             out[Param.FOLDS] = self.folds
         cpu = {a.grid.path.name: self.budget.cpu_values(a.grid) for a in self.arms if self.budget.cpu_values(a.grid)}

@@ -40,6 +40,7 @@ class SweepRuns:
         self.optuna_storage = optuna_storage
         self.comparison: str | None = None
         self.open: set[str] = set()  # sweep runs this driver opened or reopened and has not closed
+        self.pending_tags: dict[str, dict[str, str]] = {}  # arm -> selection tags for its re-training sweep (no selection sweep)
         self.wall_before = 0.0  # the earlier drivers' wall time on the comparison
         self.t_attempt = time.monotonic() if t_attempt is None else t_attempt  # this driver's share starts here
 
@@ -72,13 +73,17 @@ class SweepRuns:
                 params.update({Param.OPTUNA_STORAGE: redact_uri(self.optuna_storage), Param.OPTUNA_STUDY: self.study_name(arm)})
         if selected is not None:
             params[Param.SELECTED_KEY] = selected["key"]
+        tags.update(self.pending_tags.pop(arm.name, {}) if phase == "assessment" else {})
         self.writer.start_run(sweep, name=f"{arm.name}-{phase}", parent="cmp", tags=tags, params=params)
 
     def config_selected(self, arm: Arm, best: Mapping[str, Any], by_fold: Mapping[int, Mapping[str, Any]] | None = None) -> None:
         tags = {Tag.SELECTED_KEY: best["key"], Tag.SELECTED_CONFIG: json.dumps(best["config"], sort_keys=True)}
         if by_fold:  # cross-validated: every fold's selected trial
             tags[Tag.SELECTED_BY_FOLD] = json.dumps({str(f): o["key"] for f, o in sorted(by_fold.items())})
-        self.writer.set_tags(f"{arm.name}/selection", tags)
+        if REGISTRY[arm.family].derived_from:  # no selection sweep (fixedplus): its re-training sweep, when it starts, carries them
+            self.pending_tags[arm.name] = tags
+        else:
+            self.writer.set_tags(f"{arm.name}/selection", tags)
 
     def sweep_ended(self, result: PhaseResult, summary: Mapping[str, Any] | None) -> None:
         sweep = result.sweep

@@ -74,6 +74,11 @@ def trainable(config: dict[str, Any]) -> None:
         return
     final = result.summary()
     final["test_acc"] = None if final["test_acc"] != final["test_acc"] else final["test_acc"]
+    if spec.get("phase") == "assessment" and final.get("status") in SELECTABLE:
+        # post-hoc truncation of the kept model (paper 5.4): logged as trunc_* metrics, step = % of neurons kept
+        curve = trainer.truncation()
+        if curve:
+            final["truncation"] = [{k: row[k] for k in ("fraction", "width_total", "acc", "loss", "params", "infer_us")} for row in curve]
     reporter.report(final)
 
 

@@ -53,6 +53,7 @@ from .curves import anytime, cost_to_target, ordering, problems, projection, rep
 from .reader import (EARLY_STOPPING, GRID_FAMILIES, RUN_COLUMNS, SEARCH_PARAMS, AnalysisError, ComparisonData,  # noqa: F401
                      _run_frame, find_comparison, load_comparison, load_histories, trials_from_runs)
 from .caveats import caveats
+from .truncation import truncation_summary, truncation_table
 from .summary import summarize
 from .tables import (REFERENCE, REFERENCES, cost_table, overhead, savings, savings_notes,  # noqa: F401
                      strategy_table, width_table)
@@ -105,6 +106,8 @@ class Analysis:
     problems: list[str]
     settings: dict[str, Any]
     warnings: list[str] = field(default_factory=list)  # tracking/caveats.py: what a reader must know first
+    truncation: pd.DataFrame = field(default_factory=pd.DataFrame)  # tracking/truncation.py: per arm and % of neurons kept
+    truncation_info: dict[str, Any] = field(default_factory=dict)  # per arm: the largest cut within 1 point
 
     def summary(self) -> dict[str, Any]:
         return summarize(self)
@@ -118,6 +121,7 @@ def analyze(data: ComparisonData, reference: str = REFERENCE, margin: float = 0.
     costs, strategies = cost_table(data), strategy_table(data)
     sv = savings(data, references=refs, n_boot=n_boot, seed=seed)
     rp, rp_info = repeat_table(data, costs, strategies, sv, tg)
+    trunc = truncation_table(data)
     return Analysis(
         data=data, costs=costs, strategies=strategies, widths=width_table(data),
         savings=sv, overhead=ov, overhead_summary=ov_sum,
@@ -125,4 +129,5 @@ def analyze(data: ComparisonData, reference: str = REFERENCE, margin: float = 0.
         savings_notes=savings_notes(data, refs), projection=pj, projection_info=pj_info, problems=problems(data),
         settings={"reference": reference, "references": list(refs), "target_margin": margin, "n_boot": n_boot, "n_orders": n_orders, "seed": seed},
         warnings=caveats(data.comparison.get("budget"), strategies["test_acc_mean"].tolist() if len(strategies) else []),
+        truncation=trunc, truncation_info=truncation_summary(trunc),
     )

@@ -34,7 +34,11 @@ from ray.tune import Callback
 from .contract import FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, Metric, Tag
 from .store import TrackingWriter
 
-__all__ = ["TrialTracker"]
+__all__ = ["TrialTracker", "TRUNCATION_METRICS"]
+
+# a re-training run's truncation curve (search/trial.py) -> its metrics
+TRUNCATION_METRICS = ((Metric.TRUNC_TEST_ACC, "acc"), (Metric.TRUNC_WIDTH_TOTAL, "width_total"), (Metric.TRUNC_PARAMS, "params"),
+                      (Metric.TRUNC_INFER_US, "infer_us"))
 
 SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
 
@@ -212,6 +216,10 @@ class TrialTracker(Callback):
             metrics[Metric.FINAL_WIDTH_TOTAL] = float(sum(final["widths"]))
         step = int(final.get(Metric.EPOCHS_RUN) or last.get("epoch") or 0)
         self.writer.log_metrics(key, [(k, v, step) for k, v in metrics.items()])
+        if final.get("truncation"):  # step = the % of each layer's neurons kept
+            self.writer.log_metrics(key, [(name, float(row[field]), int(round(100 * row["fraction"])))
+                                          for row in final["truncation"] for name, field in TRUNCATION_METRICS
+                                          if isinstance(row.get(field), (int, float)) and math.isfinite(row[field])])
         tags = {Tag.STATUS: status, Tag.ATTEMPTS: metrics[Metric.ATTEMPTS]}
         if "widths" in final:
             tags[Tag.WIDTHS] = json.dumps(final["widths"])
@@ -228,6 +236,8 @@ class TrialTracker(Callback):
         outcome = dict(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)
         if final.get("error_kind"):
             outcome["error_kind"] = final["error_kind"]  # e.g. "data": no retry can fix it
+        if final.get("truncation"):
+            outcome["truncation"] = final["truncation"]  # the terminal summary's truncation line
         outcome["widths"] = final.get("widths")
         outcome["widths_at_best"] = final.get("widths_at_best")
         if self.on_finished:

@@ -32,7 +32,7 @@ from typing import Any
 
 __all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "experiment_name", "default_tracking_uri", "client",
            "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
-           "FINAL_SCORES", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
+           "FINAL_SCORES", "TRUNCATION", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
            "fold_key", "fold_of_key"]
 
 KINDS = ("comparison", "sweep", "trial")
@@ -115,6 +115,7 @@ class Tag:
     COMPARISON_KEY = "awnn.comparison_key"
     CONFIG = "awnn.config"
     ERROR = "awnn.error"
+    DEPENDS_ON = "awnn.depends_on"  # sweep runs of an arm whose cost includes another arm's (fixedplus: awnn)
     HIT_MAX_WIDTH = "awnn.hit_max_width"
     KEY = "awnn.key"
     KIND = "awnn.kind"
@@ -171,6 +172,11 @@ class Metric:
 
     # per epoch (trial)
     TRAIN_LOSS = "train_loss"
+    # re-training runs of an adaptive MLP: post-hoc truncation of the kept model (paper 5.4), step = % of each layer's neurons kept
+    TRUNC_TEST_ACC = "trunc_test_acc"
+    TRUNC_WIDTH_TOTAL = "trunc_width_total"
+    TRUNC_PARAMS = "trunc_params"
+    TRUNC_INFER_US = "trunc_infer_us"  # measured inference time per test sample, microseconds
     TRAIN_NLL = "train_nll"  # the ELBO's data term alone (mean cross-entropy): comparable across fixed and AWNN
     TRAIN_PRIOR = "train_prior"  # AWNN: train_loss - train_nll, the priors' terms / N
     TRAIN_ACC = "train_acc"
@@ -210,7 +216,7 @@ METRICS = tuple(v for k, v in vars(Metric).items() if k.isupper())
 # `<arm>.<name>` for each arm, plus the headline savings ratio (`savings_ratio`, `savings_ratio_lo`, `savings_ratio_hi`)
 ARM_HEADLINE = ("selection_device_hours", "total_device_hours", "test_acc_mean", "test_acc_std", "test_runs", "width_total",
                 "trials", "savings_vs_reference", "savings_vs_reference_lo", "savings_vs_reference_hi",
-                "total_savings_vs_reference", "total_savings_vs_reference_lo", "total_savings_vs_reference_hi")
+                "total_savings_vs_reference", "total_savings_vs_reference_lo", "total_savings_vs_reference_hi", "truncation_cut_pct")
 COMPARISON_HEADLINE = ("savings_ratio", "savings_ratio_lo", "savings_ratio_hi", "savings_ratio_total", "savings_ratio_total_lo",
                        "savings_ratio_total_hi")
 
@@ -218,6 +224,8 @@ COMPARISON_HEADLINE = ("savings_ratio", "savings_ratio_lo", "savings_ratio_hi", 
 def arm_metric(arm: str, name: str) -> str:
     """The comparison run's headline metric `name` of arm `arm`."""
     return f"{arm}.{name}"
+# a re-training run's truncation curve (step = % of neurons kept): tracking/truncation.py reads them
+TRUNCATION = (Metric.TRUNC_TEST_ACC, Metric.TRUNC_WIDTH_TOTAL, Metric.TRUNC_PARAMS, Metric.TRUNC_INFER_US)
 PER_LAYER = ("width_", "rate_")  # + the layer's name: per-epoch width and rate of each adaptive layer
 # the final metrics a trial run gets from the trainer's final summary (the cost metrics come from the callback)
 FINAL_SCORES = (Metric.TEST_ACC, Metric.BEST_VAL_ACC, Metric.BEST_VAL_LOSS, Metric.BEST_EPOCH, Metric.EPOCHS_RUN,
@@ -260,6 +268,8 @@ class Param:
     TPE_TRIALS = "tpe_trials"
     RANDOM_TRIALS = "random_trials"
     ASHA_GRACE_PERIOD = "asha_grace_period"
+    AWNN_ASHA_GRACE_PERIOD = "awnn_asha_grace_period"  # awnn-asha's (the AWNN grid's epochs set its default)
+    FIXEDPLUS_WIDTHS = "fixedplus_widths"  # fixedplus: mean | per-layer
     ASHA_REDUCTION_FACTOR = "asha_reduction_factor"
     ASHA_MAX_T = "asha_max_t"
     ASHA_RUNGS = "asha_rungs"
@@ -282,8 +292,8 @@ class Param:
 PARAMS = tuple(v for k, v in vars(Param).items() if k.isupper())
 TRIAL_PARAMS = (Param.TRIAL_KEY, Param.PHASE, Param.GRID_INDEX)  # a trial run's params beyond its config
 # the comparison-run params of the search options (part of the --resume key when they apply)
-SEARCH_OPTIONS = (Param.SEED, Param.REPEATS, Param.TPE_TRIALS, Param.RANDOM_TRIALS, Param.ASHA_GRACE_PERIOD, Param.ASHA_REDUCTION_FACTOR,
-                  Param.FOLDS, Param.CPU)
+SEARCH_OPTIONS = (Param.SEED, Param.REPEATS, Param.TPE_TRIALS, Param.RANDOM_TRIALS, Param.ASHA_GRACE_PERIOD, Param.AWNN_ASHA_GRACE_PERIOD,
+                  Param.ASHA_REDUCTION_FACTOR, Param.FIXEDPLUS_WIDTHS, Param.FOLDS, Param.CPU)
 
 
 def tag_equals(*pairs: tuple[str, str]) -> str:

@@ -43,6 +43,7 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
         *_repeats_section(a),
         *_overhead_section(a),
         *_projection_section(a),
+        *_truncation_section(a),
         *_mlflow_section(a),
         *_method_section(a, tracking_hint),
     ]
@@ -179,6 +180,8 @@ def _costs_section(a: A.Analysis) -> list[tuple]:
     for _, r in costs.iterrows():
         other = {k: int(r[k]) for k in C.STATUSES if k != "ok" and int(r[k])}
         status = f"{int(r['ok'])} ok" + "".join(f", {v} {k}" for k, v in other.items())
+        if r.get("inherited_from") and r["phase"] == "selection":
+            status = f"none of its own: the {r['inherited_from']} arm's search"
         declared = r["trials_declared"]
         n_tr = f"{int(r['trials'])}" + (f" of {int(declared)}" if _finite(declared) and int(declared) != int(r["trials"]) else "")
         rows.append([r["strategy"], PHASE_LABEL.get(r["phase"], r["phase"]), str(int(r["configs"])), n_tr, status,
@@ -190,6 +193,11 @@ def _costs_section(a: A.Analysis) -> list[tuple]:
                      + (" TPE may suggest a config twice: each suggestion is a trial and counts." if any(d.family(s) == "tpe" for s in d.strategies) else "")))
     if early:
         doc.append(("p", early))
+    derived = {s: d.depends_on(s) for s in d.strategies if d.depends_on(s)}
+    if derived:
+        doc.append(("p", " ".join(f"`{s}` has no search of its own: it re-trains a fixed-width network at the width the `{src}` arm learned "
+                                  f"(the paper's Fixed+, App. D), so its selection cost is the `{src}` arm's whole search (selection and "
+                                  f"re-training), counted in its totals and savings ratios." for s, src in derived.items())))
     doc.append(("img", "cost", "Stacked bars of device-hours per strategy: selection and re-training"))
     return doc
 
@@ -312,6 +320,37 @@ def _projection_section(a: A.Analysis) -> list[tuple]:
     else:
         doc.append(("p", f"Not applicable to this comparison: {pi.get('reason', '')}."))
     doc.append(("img", "projection", "Projected selection cost against the number of hidden layers"))
+    return doc
+
+
+def _truncation_section(a: A.Analysis) -> list[tuple]:
+    """Paper 5.4: the re-trained AWNN models truncated after training."""
+    doc: list[tuple] = [("h2", "Post-hoc truncation (paper 5.4)")]
+    if not len(a.truncation):
+        return doc + [("p", "No truncation curves: the comparison has no finished re-training run of an adaptive MLP (the curve is "
+                            "measured for the tabular AWNN models; other domains' adaptive blocks are not truncated).")]
+    rows = [[r["strategy"], f"{r['kept_pct']}%", fpct(r["acc_mean"]) + (f" ({fpct(r['acc_std'])})" if _finite(r["acc_std"]) else ""),
+             f"{fpct(r['acc_min'])} .. {fpct(r['acc_max'])}", fnum(r["width_total_mean"], ".1f"), fnum(r["params_mean"], ".0f"),
+             fnum(r["infer_us_mean"], ".3g"), str(r["n"])] for _, r in a.truncation.iterrows()]
+    doc.append(("table", ["strategy", "neurons kept", "test acc mean (std)", "min .. max", "total width", "parameters",
+                          "inference us / sample", "runs"], rows))
+    lines = []
+    for arm, t in a.truncation_info.items():
+        if t["largest_cut_pct"] > 0:
+            lines.append(f"`{arm}`: removing {t['largest_cut_pct']}% of each adaptive layer's neurons keeps the mean test accuracy within "
+                         f"{100 * t['tolerance']:g} point of the full model ({fpct(t['acc_at_cut'])} vs {fpct(t['full_acc'])}): "
+                         f"{fnum(t['width_total_at_cut'], '.0f')} instead of {fnum(t['full_width_total'], '.0f')} neurons, "
+                         f"{fnum(t['params_at_cut'], '.0f')} instead of {fnum(t['full_params'], '.0f')} parameters, "
+                         f"{fnum(t['infer_us_at_cut'], '.3g')} vs {fnum(t['full_infer_us'], '.3g')} us per sample.")
+        else:
+            lines.append(f"`{arm}`: every cut of 10% or more costs more than {100 * t['tolerance']:g} point of mean test accuracy "
+                         f"(full model {fpct(t['full_acc'])}).")
+    doc.append(("ul", lines))
+    doc.append(("img", "truncation", "Test accuracy against the share of neurons removed after training"))
+    doc.append(("p", "Each re-training run's kept model (the selected epoch's, MLflow artifact `model/`) is truncated in its trial to the "
+                     "first 100%, 90%, ..., 10% of each adaptive layer's neurons and scored on the outer test part (metrics "
+                     "`trunc_test_acc`, `trunc_width_total`, `trunc_params`, `trunc_infer_us`, step = % kept); inference time is the "
+                     "best of 5 timed passes over the test part on the trial's device, per sample."))
     return doc
 
 

@@ -20,6 +20,7 @@ PLOTS = {
     "accuracy_width": "accuracy_width.png",
     "projection": "projection.png",
     "accuracy_cost": "accuracy_cost.png",
+    "truncation": "truncation.png",
 }
 
 
@@ -34,13 +35,14 @@ def _plt():
     return plt
 
 
-FAMILY_COLORS = {"fixed": "#1f77b4", "awnn": "#d62728", "tpe": "#2ca02c", "asha": "#9467bd", "random": "#ff7f0e"}
+FAMILY_COLORS = {"fixed": "#1f77b4", "awnn": "#d62728", "tpe": "#2ca02c", "asha": "#9467bd", "random": "#ff7f0e", "awnn-asha": "#e377c2",
+                 "fixedplus": "#17becf"}
 LINESTYLES = ["-", "--", ":", "-."]
 
 
 def _colors(strategies: list[str]) -> dict[str, str]:
     """One colour per family (the arms of a family share it; `_linestyle` tells repeats apart)."""
-    palette = ["#8c564b", "#17becf", "#e377c2", "#7f7f7f", "#bcbd22"]
+    palette = ["#8c564b", "#7f7f7f", "#bcbd22"]
     out, extra = {}, {}
     for s in strategies:
         fam = A.arm_family(s)
@@ -206,7 +208,7 @@ def plot_widths(a: A.Analysis, path: Path) -> None:
 
 
 def _marker(arm: str) -> str:
-    return {"awnn": "^", "tpe": "s", "asha": "D", "random": "x"}.get(A.arm_family(arm), "o")
+    return {"awnn": "^", "tpe": "s", "asha": "D", "random": "x", "awnn-asha": "v", "fixedplus": "P"}.get(A.arm_family(arm), "o")
 
 
 def _total_width(row) -> float:
@@ -315,4 +317,35 @@ def plot_accuracy_cost(a: A.Analysis, path: Path) -> None:
     ax.set_xlabel("total search cost (device-hours: selection + re-training, log scale)")
     ax.set_ylabel("test accuracy of the selected config (%)")
     ax.set_title("Accuracy bought against search cost (up and left is better)", fontsize=9)
+    _save(fig, path)
+
+
+def plot_truncation(a: A.Analysis, path: Path) -> None:
+    """Paper Fig. 6 (left): test accuracy against the % of each adaptive
+    layer's neurons removed after training, per AWNN arm (mean over its
+    re-training runs, min-max band)."""
+    plt = _plt()
+    t = a.truncation
+    colors = _colors(a.data.strategies)
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    shown: list[float] = []
+    for arm in (list(dict.fromkeys(t["strategy"])) if len(t) else []):
+        g = t[t["strategy"] == arm].sort_values("kept_pct", ascending=False)
+        cut = 100 - g["kept_pct"]
+        ax.plot(cut, 100 * g["acc_mean"], marker="o", color=colors.get(arm, "#d62728"), linestyle=_linestyle(arm),
+                label=f"{arm} (mean of {int(g['n'].max())} re-trained models; band: min-max)", clip_on=False)
+        ax.fill_between(cut, 100 * g["acc_min"], 100 * g["acc_max"], color=colors.get(arm, "#d62728"), alpha=0.15, linewidth=0)
+        shown += (100 * g["acc_min"]).tolist()
+        info = a.truncation_info.get(arm)
+        if info and info["largest_cut_pct"] > 0:
+            ax.axvline(info["largest_cut_pct"], color=colors.get(arm, "#d62728"), linestyle=":", linewidth=1)
+    if not shown:
+        _empty(ax, "no truncation curves: no re-trained adaptive MLP in this comparison")
+    else:
+        _clip_percent(ax, shown)
+        ax.set_xlim(0, 90)
+        ax.legend(frameon=False, fontsize=7, loc="lower left")
+    ax.set_xlabel("neurons removed from each adaptive layer after training (%)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("Post-hoc truncation (paper Fig. 6 left); dotted: largest cut within 1 point", fontsize=9)
     _save(fig, path)

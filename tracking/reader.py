@@ -22,7 +22,7 @@ SEARCH_PARAMS = C.SEARCH_OPTIONS  # the comparison run's search-option params
 
 # how stores written before the behaviour tags (awnn.order, awnn.stops_early) are read
 GRID_FAMILIES = ("fixed", "awnn")  # whole grids without a natural order
-EARLY_STOPPING = ("asha",)  # families whose scheduler stops trials early on purpose
+EARLY_STOPPING = ("asha", "awnn-asha")  # families whose scheduler stops trials early on purpose
 
 
 class AnalysisError(ValueError):
@@ -84,6 +84,12 @@ class ComparisonData:
         if tag in ("true", "false"):
             return tag == "true"
         return self.family(arm) in EARLY_STOPPING
+
+    def depends_on(self, arm: str) -> str | None:
+        """The arm whose whole search is part of this arm's cost (`awnn.depends_on`
+        tag of its sweep runs: fixedplus -> awnn), when that arm is in the comparison."""
+        tag = self._sweep_tag(arm, "depends_on")
+        return tag if tag and tag in self.strategies and tag != arm else None
 
     def trials(self) -> pd.DataFrame:
         """`runs` folded into trials (see `trials_from_runs`), computed once per `runs` table."""
@@ -199,6 +205,11 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
     if keys and len(trial_runs):
         adaptive = trial_runs.loc[trial_runs["model"] == "awnn", "run_id"].tolist()
         data.histories = load_histories(tracking_uri, adaptive, keys, max_points=max_points)
+        # the truncation curves of the adaptive re-training runs (tracking/truncation.py; step = % of neurons kept)
+        retrained = trial_runs.loc[(trial_runs["model"] == "awnn") & (trial_runs["phase"] == "assessment"), "run_id"].tolist()
+        trunc = load_histories(tracking_uri, retrained, C.TRUNCATION, max_points=max_points)
+        if len(trunc):
+            data.histories = pd.concat([data.histories, trunc], ignore_index=True)
     return data
 
 
@@ -241,10 +252,11 @@ def _sweep_frame(runs: list, strategies: list[str]) -> pd.DataFrame:
             "selected_config": _json(t.get(Tag.SELECTED_CONFIG)),
             "wall_seconds": m.get("wall_seconds", math.nan), "device_hours": m.get("device_hours", math.nan),
             "start_time": r.info.start_time, "end_time": r.info.end_time,
-            "order": t.get(Tag.ORDER), "stops_early": t.get(Tag.STOPS_EARLY),
+            "order": t.get(Tag.ORDER), "stops_early": t.get(Tag.STOPS_EARLY), "depends_on": t.get(Tag.DEPENDS_ON),
         })
     cols = ["strategy", "family", "repeat", "phase", "run_id", "state", "trials_declared", "configs_declared", "epochs", "retrain_runs", "grid_file",
-            "grid_digest", "selected_key", "selected_config", "wall_seconds", "device_hours", "start_time", "end_time", "order", "stops_early"]
+            "grid_digest", "selected_key", "selected_config", "wall_seconds", "device_hours", "start_time", "end_time", "order", "stops_early",
+            "depends_on"]
     df = pd.DataFrame(rows, columns=cols)
     order = _order(strategies)
     if len(df):

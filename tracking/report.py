@@ -17,7 +17,7 @@ from typing import Any
 from . import analysis as A
 from . import contract as C
 from .document import build_document  # noqa: F401 - part of this module's API
-from .plots import PLOTS, plot_accuracy_cost, plot_accuracy_width, plot_anytime, plot_cost, plot_projection, plot_widths
+from .plots import PLOTS, plot_accuracy_cost, plot_accuracy_width, plot_anytime, plot_cost, plot_projection, plot_truncation, plot_widths
 from .render import render_html, render_markdown
 from .summary import SUMMARY_KEYS, STRATEGY_KEYS, headline_metrics, validate_summary  # noqa: F401 - part of this module's API
 
@@ -44,6 +44,7 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
     plot_accuracy_width(a, paths["accuracy_width"])
     plot_projection(a, paths["projection"])
     plot_accuracy_cost(a, paths["accuracy_cost"])
+    plot_truncation(a, paths["truncation"])
     summary = a.summary()
     summary["files"] = {"report_md": "report.md", "report_html": "report.html", "summary_json": "summary.json", "plots": dict(PLOTS)}
     doc = build_document(a, summary, tracking_hint=C.redact_uri(tracking_uri))

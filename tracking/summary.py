@@ -47,6 +47,7 @@ SUMMARY_KEYS = {
     "projection": dict,
     "problems": list,
     "warnings": list,
+    "truncation": dict,
     "mlflow": dict,
     "settings": dict,
     "files": dict,
@@ -169,6 +170,7 @@ def summarize(a: Analysis) -> dict[str, Any]:
         "wall_seconds": c["wall_seconds"],
         "problems": a.problems,
         "warnings": a.warnings,
+        "truncation": a.truncation_info,
         "mlflow": comparison_links(d),
         "settings": a.settings,
     }
@@ -207,6 +209,8 @@ def headline_metrics(summary: dict[str, Any]) -> list[tuple[str, float]]:
             ci = sv.get(f"{key}_ci") or [None, None]
             put(arm_metric(arm, f"{kind}_lo"), ci[0])
             put(arm_metric(arm, f"{kind}_hi"), ci[1])
+    for arm, t in (summary.get("truncation") or {}).items():  # post-hoc truncation: the largest cut within 1 point, in %
+        put(arm_metric(arm, "truncation_cut_pct"), t.get("largest_cut_pct"))
     for key in ("savings_ratio", "savings_ratio_total"):
         put(key, summary.get(key))
         ci = summary.get(f"{key}_ci") or [None, None]

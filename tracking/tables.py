@@ -41,6 +41,10 @@ def cost_table(data: ComparisonData) -> pd.DataFrame:
             r = data.runs[(data.runs["strategy"] == s) & (data.runs["phase"] == ph)] if len(data.runs) else data.runs
             sw = data.sweeps[(data.sweeps["strategy"] == s) & (data.sweeps["phase"] == ph)]
             if not len(t) and not len(sw):
+                if ph == "selection" and data.depends_on(s):  # fixedplus: the search it depends on is its selection
+                    row = _inherited_row(data, s, data.depends_on(s))
+                    rows.append(row)
+                    parts.append(row)
                 continue
             counts = {st: int((t["status"] == st).sum()) for st in STATUSES}
             row = {
@@ -53,21 +57,36 @@ def cost_table(data: ComparisonData) -> pd.DataFrame:
                 "compute_seconds": float(r["compute_seconds"].sum()) if len(r) else 0.0,
                 "estimated_runs": int(r["cost_estimated"].sum()) if len(r) else 0,
                 "wall_seconds": float(sw["wall_seconds"].iloc[0]) if len(sw) else math.nan,
-                "sweep_state": sw["state"].iloc[0] if len(sw) else "missing",
+                "sweep_state": sw["state"].iloc[0] if len(sw) else "missing", "inherited_from": "",
             }
             rows.append(row)
             parts.append(row)
         if parts:
             tot = {"strategy": s, "family": data.family(s), "phase": "total"}
             for k in parts[0]:
-                if k in ("strategy", "family", "phase", "sweep_state"):
+                if k in ("strategy", "family", "phase", "sweep_state", "inherited_from"):
                     continue
                 vals = [p[k] for p in parts]
                 tot[k] = float(np.nansum(vals)) if all(isinstance(v, float) for v in vals) else sum(vals)
             tot["configs"] = parts[0]["configs"] if parts[0]["phase"] == "selection" else 0
             tot["sweep_state"] = "finished" if all(p["sweep_state"] == "finished" for p in parts) else "incomplete"
+            tot["inherited_from"] = next((p["inherited_from"] for p in parts if p["inherited_from"]), "")
             rows.append(tot)
     return pd.DataFrame(rows)
+
+
+def _inherited_row(data: ComparisonData, arm: str, source: str) -> dict[str, Any]:
+    """The selection row of an arm without a search of its own (fixedplus):
+    no configs, trials or runs of its own; the device- and GPU-hours of every
+    run of the arm it depends on (selection and re-training)."""
+    r = data.runs[data.runs["strategy"] == source] if len(data.runs) else data.runs
+    sw = data.sweeps[data.sweeps["strategy"] == source]
+    return {"strategy": arm, "family": data.family(arm), "phase": "selection", "configs": 0, "trials": 0, "trials_declared": math.nan,
+            "runs": 0, **{st: 0 for st in STATUSES}, "interrupted_runs": 0,
+            "device_hours": float(r["device_hours"].sum()) if len(r) else 0.0, "gpu_hours": float(r["gpu_hours"].sum()) if len(r) else 0.0,
+            "compute_seconds": float(r["compute_seconds"].sum()) if len(r) else 0.0,
+            "estimated_runs": int(r["cost_estimated"].sum()) if len(r) else 0, "wall_seconds": float(np.nansum(sw["wall_seconds"])) if len(sw) else math.nan,
+            "sweep_state": "finished" if len(sw) and (sw["state"] == "finished").all() else "incomplete", "inherited_from": source}
 
 
 def _configs(data: ComparisonData, arm: str, sel: pd.DataFrame) -> int:
@@ -104,6 +123,8 @@ def strategy_table(data: ComparisonData) -> pd.DataFrame:
         sel = trials[(trials["strategy"] == s) & (trials["phase"] == "selection")] if len(trials) else trials
         ass = trials[(trials["strategy"] == s) & (trials["phase"] == "assessment")] if len(trials) else trials
         sw = data.sweeps[(data.sweeps["strategy"] == s) & (data.sweeps["phase"] == "selection")]
+        if not len(sw):  # no search of its own (fixedplus): its re-training sweep carries the choice
+            sw = data.sweeps[(data.sweeps["strategy"] == s) & (data.sweeps["phase"] == "assessment")]
         key = sw["selected_key"].iloc[0] if len(sw) else None
         cfg = sw["selected_config"].iloc[0] if len(sw) else None
         chosen = sel[sel["trial_key"] == key] if key else sel.iloc[0:0]
@@ -188,6 +209,16 @@ def _phase_costs(runs: pd.DataFrame, strategy: str, phase: str) -> np.ndarray:
     return r.groupby("trial_key", sort=True)["device_hours"].sum().to_numpy(dtype=float)
 
 
+def _arm_costs(data: ComparisonData, arm: str, phase: str) -> np.ndarray:
+    """Per-trial device-hours of an arm's phase; an arm that depends on another
+    (fixedplus) has every trial of that arm in its selection (as cost_table)."""
+    own = _phase_costs(data.runs, arm, phase)
+    source = data.depends_on(arm) if phase == "selection" else None
+    if source is None:
+        return own
+    return np.concatenate([*(_phase_costs(data.runs, source, ph) for ph in PHASES), own])
+
+
 def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
@@ -211,7 +242,7 @@ def savings(data: ComparisonData, references: Iterable[str] = REFERENCES, n_boot
         if reference not in data.strategies:
             continue
         rng = np.random.default_rng(seed if k == 0 else [seed, k])
-        ref = {ph: _phase_costs(data.runs, reference, ph) for ph in PHASES}
+        ref = {ph: _arm_costs(data, reference, ph) for ph in PHASES}
 
         def boot(costs: np.ndarray) -> np.ndarray:
             if len(costs) == 0:
@@ -229,7 +260,7 @@ def savings(data: ComparisonData, references: Iterable[str] = REFERENCES, n_boot
         for s in data.strategies:
             if s == reference:
                 continue
-            mine = {ph: _phase_costs(data.runs, s, ph) for ph in PHASES}
+            mine = {ph: _arm_costs(data, s, ph) for ph in PHASES}
             sel, ass = boot(mine["selection"]), boot(mine["assessment"])
             with np.errstate(divide="ignore", invalid="ignore"):
                 r_sel = np.where(ref_sel > 0, sel / ref_sel, np.nan)

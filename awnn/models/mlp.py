@@ -35,4 +35,5 @@ def build_mlp(config: TrainConfig, in_features: int, num_classes: int):
         width=config.width,
         activation=config.activation,
         init_distribution=config.init_distribution,
+        layer_widths=[int(w) for w in config.layer_widths.split(",")] if config.layer_widths else None,
     )

@@ -26,13 +26,16 @@ def add_run_flags(p, task: bool = True) -> None:
                         "selection and R re-trainings per fold); default: the budget's (paper: the grid's, cv10 for the graph "
                         "tasks; quick, smoke: holdout)")
     p.add_argument("--resume", action="store_true", help="continue the newest unfinished run of the same command instead of starting anew")
-    g = p.add_argument_group("search strategies (tpe, asha, random)")
+    g = p.add_argument_group("search strategies (tpe, asha, random, awnn-asha, fixedplus)")
     g.add_argument("--seed", type=int, default=0, help="seed of the stochastic strategies' search (sampling, launch order); repeat k uses seed+k-1 (default 0)")
-    g.add_argument("--repeats", type=int, default=1, help="run each stochastic strategy (tpe, asha, random) this many times with different seeds (default 1)")
+    g.add_argument("--repeats", type=int, default=1, help="run each stochastic strategy (tpe, asha, random, awnn-asha) this many times with different seeds (default 1)")
     g.add_argument("--tpe-trials", type=int, default=None, help="TPE's trial budget (default: the AWNN grid's number of configs)")
     g.add_argument("--random-trials", type=int, default=None, help="configs drawn by random search (default: the AWNN grid's number of configs)")
-    g.add_argument("--asha-grace-period", type=int, default=None, help="epochs before ASHA may stop a trial (default: 10%% of the budget's epochs, at least 1)")
+    g.add_argument("--asha-grace-period", type=int, default=None, help="epochs before ASHA (asha, awnn-asha) may stop a trial (default: 10%% of the budget's epochs for the arm's grid, at least 1)")
     g.add_argument("--asha-reduction-factor", type=float, default=3.0, help="ASHA keeps the best 1/factor at each rung (default 3)")
+    g.add_argument("--fixedplus-widths", default="mean", metavar="mean|per-layer",
+                   help="fixedplus: one width, the mean over hidden layers of AWNN's learned widths (the paper's Fixed+), "
+                        "or each layer its own learned mean (default mean)")
     g.add_argument("--optuna-storage", default=None, help="Optuna RDB storage URL for TPE's study (default: optuna.db beside the MLflow SQLite file, else ./optuna.db)")
 
 
@@ -82,7 +85,7 @@ def options_from(args):
 
     return StrategyOptions(seed=args.seed, repeats=args.repeats, tpe_trials=args.tpe_trials, random_trials=args.random_trials,
                            asha_grace_period=args.asha_grace_period, asha_reduction_factor=args.asha_reduction_factor,
-                           optuna_storage=args.optuna_storage)
+                           optuna_storage=args.optuna_storage, fixedplus_widths=getattr(args, "fixedplus_widths", "mean"))
 
 
 def run_comparison(args, strategies: list[str], kind: str) -> int:

@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
                         "awnn compare --task doublemoon --budget smoke",
                         "awnn compare --task spiralhard --strategies fixed,awnn,random --repeats 3 --resume"])
     add_run_flags(p)
-    p.add_argument("--strategies", default="fixed,awnn", help="comma-separated strategies: fixed, awnn, tpe, asha, random (default: fixed,awnn)")
+    p.add_argument("--strategies", default="fixed,awnn", help="comma-separated strategies: fixed, awnn, tpe, asha, random, awnn-asha, fixedplus (default: fixed,awnn)")
     p.set_defaults(func=run)
 
 

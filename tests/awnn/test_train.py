@@ -302,6 +302,28 @@ def test_truncation_curve_sizes_shrink_with_fraction(task):
     assert model_widths(trainer.model) == widths  # the model itself is untouched
 
 
+def test_truncation_curve_counts_parameters_and_times_inference(task):
+    trainer = Trainer(config(epochs=2, hidden_layers=2), task)
+    trainer.run()
+    curve = truncation_curve(trainer.model, task, fractions=[1.0, 0.5], timing_repeats=2)
+    full = sum(p.numel() for p in trainer.model.parameters())
+    assert curve[0]["params"] == full and curve[1]["params"] < full
+    dims = [task.in_features, *curve[1]["widths"], task.num_classes]  # a truncated MLP's weights and biases, plus its rates
+    assert curve[1]["params"] == sum(dims[i] * dims[i + 1] + dims[i + 1] for i in range(len(dims) - 1)) + (full - sum(
+        d_in * d_out + d_out for d_in, d_out in zip([task.in_features, *curve[0]["widths"]], [*curve[0]["widths"], task.num_classes])))
+    assert all(p["infer_us"] > 0 and math.isfinite(p["infer_us"]) for p in curve)
+
+
+def test_trainer_truncates_the_selected_epochs_model_of_a_retraining_run(task):
+    trainer = Trainer(config(epochs=4, hidden_layers=1, split="outer"), task)
+    result = trainer.run()
+    curve = trainer.truncation()
+    assert curve[0]["acc"] == pytest.approx(result.test_acc, abs=1e-12)  # the model the run's test_acc scores
+    assert curve[0]["widths"] == result.widths_at_best
+    assert Trainer(config(epochs=1, split="inner"), task).truncation() is None  # selection runs: none
+    assert Trainer(config(model="fixed", width=8, split="outer"), task).truncation() is None
+
+
 def test_truncation_curve_rejects_fixed_model(task):
     trainer = Trainer(config(model="fixed", width=8), task)
     with pytest.raises(TypeError, match="AdaptiveMLP"):

@@ -15,9 +15,10 @@ SMOKE, QUICK = resolve_budget("smoke"), resolve_budget("quick")
 
 
 def test_registry_is_the_one_list_of_families():
-    assert set(REGISTRY) == set(FAMILIES) == {"fixed", "awnn", "tpe", "asha", "random"}
-    assert STOCHASTIC == ("tpe", "asha", "random")
-    assert GRID_OF == {"fixed": "fixed", "awnn": "awnn", "tpe": "fixed", "asha": "fixed", "random": "fixed"}
+    assert set(REGISTRY) == set(FAMILIES) == {"fixed", "awnn", "tpe", "asha", "random", "awnn-asha", "fixedplus"}
+    assert STOCHASTIC == ("tpe", "asha", "random", "awnn-asha")
+    assert GRID_OF == {"fixed": "fixed", "awnn": "awnn", "tpe": "fixed", "asha": "fixed", "random": "fixed", "awnn-asha": "awnn",
+                       "fixedplus": "fixed"}
 
 
 def test_each_family_plans_its_selection():
