@@ -27,7 +27,8 @@ from .protocol import TrialSpec, fold_assessment_specs, most_selected, select_by
 from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts
 from .fixedplus import fixedplus_config
-from .strategies import REGISTRY, Arm, TpeSource
+from .strategies import REGISTRY, Arm
+from .tpe import TpeSource
 
 try:  # Ray is a hard dependency; the alias keeps the class definition readable
     from ray.tune.search import Searcher as _SearcherBase

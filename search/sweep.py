@@ -57,7 +57,8 @@ from .phases import PhasedSearcher
 from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts, find_checkpoint, read_prior_attempts
 from .protocol import protocol_name
-from .strategies import REGISTRY, Arm, StrategyOptions, TpeSource, default_optuna_storage, make_arms, make_scheduler, with_protocol
+from .strategies import REGISTRY, Arm, StrategyOptions, make_arms, make_scheduler, with_protocol
+from .tpe import TpeSource, default_optuna_storage
 from .sweep_runs import SweepRuns
 from .tune import RunSettings, init_ray, run_plan, stop_on_data_error, trial_settings, wait_for_warm_workers
 

@@ -16,7 +16,8 @@ from search.phases import PhasedSearcher
 from search.protocol import select_best
 from search.record import OutcomeRecord
 from search.resume import PriorAttempts, Rerun
-from search.strategies import StrategyOptions, TpeSource, make_arms
+from search.strategies import StrategyOptions, make_arms
+from search.tpe import TpeSource
 
 FINISHED = "FINISHED"  # ray.tune.search.Searcher.FINISHED
 
