@@ -1,0 +1,398 @@
+"""Fused trials (issue #20): N same-shape fixed-width MLPs trained as one stacked model.
+
+One tiny MLP per process leaves a core paying PyTorch's per-operation
+overhead.  After the idea of HFTA (Wang et al., "Horizontally Fused Training
+Array", MLSys 2021; our own code), configs sharing a shape train together:
+slice i of every stacked weight is config i's layer, a layer is one
+`torch.baddbmm` for all slices, one Adam step updates them all.
+
+    results = train_grouped(configs, max_group=32)  # a RunResult per config, in order
+
+What a slice keeps of `awnn.train.Trainer` (tests/awnn/test_stacked.py checks it):
+
+* Weights: built as the Trainer builds them (`torch.manual_seed(seed)`, then
+  `build_model`), stacked bit for bit.  Batch order: the slice's own
+  `torch.Generator(seed)` draws a `randperm` per epoch, as the Trainer's.
+* Adam: `StackedAdam` makes the float32 roundings of torch's foreach Adam
+  (default betas, coupled L2 weight decay, no schedule) on one flat (N, P)
+  buffer, a slice per row, with per-slice lr, weight decay and eps columns.
+  Final weights came out bit-identical to the Trainer's in our runs (one CPU
+  thread), though bmm need not round as mm does on every build; per-epoch
+  losses differ by ~1e-8..1e-6 (reductions over (slices, batch) tensors).
+* Selection, patience, divergence: per slice, by the Trainer's rules.  A
+  slice that stops (diverged: a non-finite epoch loss; out of patience;
+  done) leaves the stack at the epoch's end (its rows of the weights and of
+  Adam's state are dropped) and costs nothing more; one slice's NaNs never
+  reach another's rows.
+* Cost: a slice's `train_seconds` sums, over the epochs it took part in, the
+  group's wall time for the epoch (steps, validation, test scoring,
+  bookkeeping) divided equally among the slices alive in that epoch; the
+  slices' seconds add up to the group's.
+
+Only model=fixed with Adam and no lr schedule on a tabular task is fused
+(what the tabular fixed grids use); anything else is a ValueError naming
+the key.  AWNN slices are not supported.  No checkpoints or resuming.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from .config import TrainConfig
+from .data import Task, load_task
+from .data.tabular import GENERATORS
+from .layers import FixedMLP, resolve_activation
+from .models import build_model
+from .train import DIVERGED, OK, RunResult, resolve_device
+
+__all__ = ["GROUP_KEYS", "SLICE_KEYS", "check_fusable", "group_key", "group_configs", "StackedMLP", "StackedAdam",
+           "StackedTrainer", "train_stacked", "train_grouped"]
+
+# keys equal within a fused group (shape, data, steps, where it runs); SLICE_KEYS may differ between slices
+GROUP_KEYS = ("task", "model", "hidden_layers", "width", "layer_widths", "activation", "batch_size", "epochs", "split",
+              "data_seed", "data_root", "max_train_examples", "device", "threads")
+SLICE_KEYS = ("lr", "weight_decay", "adam_eps", "seed", "patience", "select_metric", "best_epoch_ties")
+EVAL_BATCH = 4096  # awnn.train.evaluate's chunk
+BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, which the Trainer uses
+_LAYOUT_WARNING = "grad and param do not obey the gradient layout contract"  # grads are rows of one flat buffer, on purpose
+
+# in place (values and backward as awnn.layers.ACTIVATIONS'; baddbmm saves no output): one (N, B, width) tensor fewer
+_IN_PLACE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu_, "leaky_relu": lambda h: F.leaky_relu(h, inplace=True), "relu6": lambda h: F.relu6(h, inplace=True), "tanh": torch.tanh_}
+
+EpochCallback = Callable[[int, dict[str, Any]], Any]  # (index of the config in the group, its epoch record)
+
+
+def check_fusable(config: TrainConfig) -> None:
+    """Raise a ValueError naming the key when `config` cannot be trained fused."""
+    supported = {"model": ["fixed"], "task": sorted(GENERATORS), "optimizer": ["adam"], "lr_schedule": ["none"]}
+    for key, allowed in supported.items():
+        if getattr(config, key) not in allowed:
+            why = " (AWNN slices change width on their own: they are not stacked)" if key == "model" else ""
+            raise ValueError(f"key {key!r}: fused training supports {allowed} only, found {getattr(config, key)!r}{why}")
+
+
+def group_key(config: TrainConfig) -> tuple:
+    """The values of GROUP_KEYS: configs with equal keys can share a stack."""
+    check_fusable(config)
+    return tuple(getattr(config, k, None) for k in GROUP_KEYS)
+
+
+def group_configs(configs: Sequence[TrainConfig], max_group: int = 32) -> list[list[int]]:
+    """Indices into `configs`, split into fusable groups of at most `max_group`
+    (equal GROUP_KEYS; in order of first appearance, order kept inside a group)."""
+    if isinstance(max_group, bool) or not isinstance(max_group, int) or max_group < 1:
+        raise ValueError(f"max_group: expected an integer >= 1, found {max_group!r}")
+    buckets: dict[tuple, list[int]] = {}
+    for i, c in enumerate(configs):
+        buckets.setdefault(group_key(c), []).append(i)
+    return [idx[s : s + max_group] for idx in buckets.values() for s in range(0, len(idx), max_group)]
+
+
+class StackedMLP:
+    """N FixedMLPs of one shape; slice i is `models[i]`.  Slice i's parameters are row
+    i of one flat (N, P) buffer (`flat`; gradients: `grad`): layer l's weight an
+    (N, in, out) view (nn.Linear's transposed), its bias an (N, 1, out) view."""
+
+    def __init__(self, models: Sequence[FixedMLP], device: torch.device | str = "cpu"):
+        if not models:
+            raise ValueError("models: expected at least one FixedMLP, found none")
+        ref = models[0]
+        self.dims = [(layer.in_features, layer.out_features) for layer in ref.layers]
+        for m in models:
+            if not isinstance(m, FixedMLP) or m.activation != ref.activation or [(l.in_features, l.out_features) for l in m.layers] != self.dims:
+                raise ValueError("models: every slice must be a FixedMLP of one shape and activation")
+        self.activation, self.widths = ref.activation, list(ref.widths)
+        self._act = _IN_PLACE.get(ref.activation) or resolve_activation(ref.activation)
+        rows = [torch.cat([t for l in m.layers for t in (l.weight.detach().t().reshape(-1), l.bias.detach())]) for m in models]
+        self._bind(torch.stack(rows).to(device))
+
+    def _bind(self, flat: torch.Tensor) -> None:
+        self.flat, self.grad, self.n = flat, torch.zeros_like(flat), flat.shape[0]
+        self.weights: list[torch.nn.Parameter] = []
+        self.biases: list[torch.nn.Parameter] = []
+        off = 0
+        for fan_in, fan_out in self.dims:
+            self.weights.append(self._leaf(off, fan_in, fan_out))
+            self.biases.append(self._leaf(off + fan_in * fan_out, 1, fan_out))
+            off += (fan_in + 1) * fan_out
+
+    def _leaf(self, off: int, rows: int, cols: int) -> torch.nn.Parameter:
+        """A leaf whose data and grad are views of the flat buffers: autograd
+        accumulates into `grad` in place, the optimiser updates `flat`."""
+        p = torch.nn.Parameter(torch.empty(0, device=self.flat.device))
+        p.data = self.flat[:, off : off + rows * cols].view(-1, rows, cols)
+        p.grad = self.grad[:, off : off + rows * cols].view(-1, rows, cols)
+        return p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(n, B, in) -> (n, B, classes) logits, slice by slice."""
+        h, last = x, len(self.weights) - 1
+        for l, (w, b) in enumerate(zip(self.weights, self.biases)):
+            h = torch.baddbmm(b, h, w)
+            h = self._act(h) if l < last else h
+        return h
+
+    __call__ = forward
+
+    def keep(self, rows: Sequence[int]) -> None:
+        """Keep only these slices (stack rows), in this order."""
+        self._bind(self.flat[list(rows)].contiguous())
+
+    def state_dict(self, row: int) -> dict[str, torch.Tensor]:
+        """Slice `row` as a FixedMLP state dict (CPU copies)."""
+        out = {}
+        for l, (w, b) in enumerate(zip(self.weights, self.biases)):
+            out[f"layers.{l}.weight"] = w.detach()[row].t().clone(memory_format=torch.contiguous_format).cpu()
+            out[f"layers.{l}.bias"] = b.detach()[row, 0].clone().cpu()
+        return out
+
+
+class StackedAdam:
+    """torch.optim.Adam (foreach, default betas, coupled L2, no amsgrad) over
+    a StackedMLP's flat buffer, with per-slice lr, weight decay and eps.
+    Every slice steps together, so one step counter serves them all."""
+
+    def __init__(self, model: StackedMLP, lrs: Sequence[float], weight_decays: Sequence[float], eps: Sequence[float]):
+        if not len(lrs) == len(weight_decays) == len(eps) == model.n:
+            raise ValueError(f"StackedAdam: expected {model.n} values of lr, weight_decay and eps, found {len(lrs)}, {len(weight_decays)}, {len(eps)}")
+        self.model, dev, dtype = model, model.flat.device, model.flat.dtype
+
+        def column(values, dt=dtype):
+            return torch.tensor(list(values), dtype=dt, device=dev).view(-1, 1)
+
+        self.lr = column(lrs, torch.float64)  # step sizes are formed in double, as torch does
+        self.weight_decay, self.eps = column(weight_decays), column(eps)
+        self.exp_avg, self.exp_avg_sq = torch.zeros_like(model.flat), torch.zeros_like(model.flat)
+        self.steps = 0
+        self._buffers()
+
+    def _buffers(self) -> None:
+        # reused scratch space: fresh (N, P) temporaries every step cost ~40% more on a CPU
+        self._denom, self._update = torch.empty_like(self.exp_avg), torch.empty_like(self.exp_avg)
+        self._decayed = torch.empty_like(self.exp_avg) if bool(self.weight_decay.any()) else None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One update of every slice.  Each float32 rounding is the one torch's
+        foreach Adam makes (addcdiv with value 1 computes self + t1 / t2)."""
+        p, g = self.model.flat, self.model.grad
+        beta1, beta2 = BETAS
+        self.steps += 1
+        if self._decayed is not None:
+            g = torch.addcmul(g, self.weight_decay, p, out=self._decayed)  # torch: g.add(p, alpha=wd)
+        self.exp_avg.lerp_(g, 1 - beta1)
+        self.exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        bias_correction1 = 1 - beta1 ** self.steps
+        bias_correction2 = 1 - beta2 ** self.steps
+        step_size = ((self.lr / bias_correction1) * -1).to(p.dtype)  # torch: (lr / bc1) * -1 in double, cast in the kernel
+        denom = torch.sqrt(self.exp_avg_sq, out=self._denom).div_(bias_correction2 ** 0.5).add_(self.eps)
+        p.addcdiv_(torch.mul(self.exp_avg, step_size, out=self._update), denom)  # p + (step_size * m) / denom
+
+    def keep(self, rows: Sequence[int]) -> None:
+        """Keep only these slices' state, after `StackedMLP.keep(rows)`."""
+        rows = list(rows)
+        self.lr, self.weight_decay, self.eps = self.lr[rows], self.weight_decay[rows], self.eps[rows]
+        self.exp_avg, self.exp_avg_sq = self.exp_avg[rows].contiguous(), self.exp_avg_sq[rows].contiguous()
+        self._buffers()
+
+
+@dataclass
+class _Slice:  # one config's progress (the fields of the Trainer it mirrors)
+    config: TrainConfig
+    best: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    status: str = OK
+    epoch: int = 0
+    train_seconds: float = 0.0
+    best_model: dict | None = None  # outer split: the selected epoch's weights
+    final_model: dict | None = None  # the weights when the slice left the stack
+
+
+class StackedTrainer:
+    """Train a fusable group of configs (see `group_configs`) as one stacked model."""
+
+    def __init__(self, configs: Sequence[TrainConfig], task: Task | None = None):
+        configs = list(configs)
+        if not configs:
+            raise ValueError("configs: expected at least one TrainConfig, found none")
+        first = group_key(configs[0])
+        for other in map(group_key, configs[1:]):
+            for key, a, b in zip(GROUP_KEYS, first, other):
+                if a != b:
+                    raise ValueError(f"key {key!r}: a fused group needs one value, found {a!r} and {b!r} (split the configs with group_configs)")
+        self.config = c0 = configs[0]
+        self.device = resolve_device(c0.device)
+        if c0.threads:
+            torch.set_num_threads(c0.threads)
+        task = task or load_task(c0.task, c0.data_root, c0.data_seed, config=c0)
+        if c0.max_train_examples:
+            task = task.cap_train(c0.max_train_examples, c0.data_seed)
+        if getattr(task, "kind", None) != "tabular" or not hasattr(task, "tensors"):
+            raise ValueError(f"task: fused training needs an in-memory tabular task, found {type(task).__name__} of kind {getattr(task, 'kind', None)!r}")
+        self.task = task
+        models = []
+        for c in configs:  # exactly as Trainer.__init__: the global seed, then the model
+            torch.manual_seed(c.seed)
+            models.append(build_model(c, task))
+        self.model = StackedMLP(models, self.device)
+        self.optimizer = StackedAdam(self.model, [c.lr for c in configs], [c.weight_decay for c in configs], [c.adam_eps for c in configs])
+        self.generators = [torch.Generator().manual_seed(c.seed) for c in configs]
+        widths = list(self.model.widths)
+        self.slices = [_Slice(c, {"val_acc": -1.0, "val_loss": math.inf, "epoch": 0, "test_acc": math.nan, "widths": widths}) for c in configs]
+        self.alive = list(range(len(configs)))  # stack row -> index into configs
+        self.n_train = task.n_train(c0.split)
+        self.epoch = 0
+
+    def run(self, on_epoch: EpochCallback | None = None) -> list[RunResult]:
+        """Train every slice to its end; `on_epoch(index, record)` after each epoch of each slice."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_LAYOUT_WARNING)
+            while self.alive:
+                self._epoch(on_epoch)
+        return [self.result(i) for i in range(len(self.slices))]
+
+    def _epoch(self, on_epoch: EpochCallback | None) -> None:
+        t0 = time.perf_counter()
+        self.epoch += 1
+        loss_sum, correct, batches, seen = self._train_epoch()
+        train_loss = [float(v) / batches for v in loss_sum.tolist()]
+        train_acc = [float(v) / seen for v in correct.tolist()]
+        val_loss, val_acc = self._evaluate("val")
+        improved = []
+        for row, i in enumerate(self.alive):
+            s = self.slices[i]
+            s.epoch, s.status = self.epoch, s.status if math.isfinite(train_loss[row]) else DIVERGED
+            if s.status == OK and _better(s.config, s.best, val_loss[row], val_acc[row]):
+                improved.append(row)
+        self._select(improved, val_loss, val_acc)
+        share = (time.perf_counter() - t0) / len(self.alive)  # the group's epoch, shared equally by its slices
+        stopped = []
+        for row, i in enumerate(self.alive):
+            s = self.slices[i]
+            s.train_seconds += share
+            record = self._record(s, train_loss[row], train_acc[row], val_loss[row], val_acc[row])
+            if on_epoch is not None:
+                on_epoch(i, record)
+            patience = s.config.patience and self.epoch - s.best["epoch"] >= s.config.patience
+            if s.status != OK or patience or self.epoch >= s.config.epochs:
+                stopped.append(row)
+        if stopped:
+            self._drop(stopped)
+
+    def _train_epoch(self) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+        """One pass over the training part, each slice in its own order.
+        Returns per-slice (sum of batch losses, correct predictions), batches, samples."""
+        c, model = self.config, self.model
+        x, y = self.task.tensors(c.split, "train", self.device)
+        n = len(y)
+        perms = torch.stack([torch.randperm(n, generator=self.generators[i]) for i in self.alive]).to(self.device)
+        xs, ys = x[perms], y[perms]  # (slices, n, in), (slices, n): every slice's epoch in its order
+        loss_sum, correct = torch.zeros(model.n, device=self.device), torch.zeros(model.n, device=self.device, dtype=torch.long)
+        for s in range(0, n, c.batch_size):
+            yb = ys[:, s : s + c.batch_size]
+            out = model(xs[:, s : s + c.batch_size])
+            loss = _cross_entropy(out, yb).mean(1)
+            model.grad.zero_()
+            loss.sum().backward()  # slice i's gradient is that of its own mean loss
+            self.optimizer.step()
+            loss_sum += loss.detach()
+            correct += (out.detach().argmax(-1) == yb).sum(1)
+        return loss_sum, correct, math.ceil(n / c.batch_size), n
+
+    @torch.no_grad()
+    def _evaluate(self, part: str) -> tuple[list[float], list[float]]:
+        """Per-slice (mean cross-entropy, accuracy) on a part, as `awnn.train.evaluate`."""
+        x, y = self.task.tensors(self.config.split, part, self.device)
+        k, n = self.model.n, len(y)
+        loss_sum, correct = torch.zeros(k, device=self.device), torch.zeros(k, device=self.device, dtype=torch.long)
+        for s in range(0, n, EVAL_BATCH):
+            xb, yb = x[s : s + EVAL_BATCH], y[s : s + EVAL_BATCH]
+            out = self.model(xb.expand(k, -1, -1))
+            loss_sum += _cross_entropy(out, yb.expand(k, -1)).sum(1)
+            correct += (out.argmax(-1) == yb).sum(1)
+        if n == 0:
+            return [math.nan] * k, [math.nan] * k
+        return [v / n for v in loss_sum.tolist()], [v / n for v in correct.tolist()]
+
+    def _select(self, rows: list[int], val_loss: list[float], val_acc: list[float]) -> None:
+        """New best epochs of these stack rows (test scored on the outer split, the weights kept)."""
+        outer = self.config.split == "outer" and bool(rows)
+        test_loss, test_acc = self._evaluate("test") if outer else ([math.nan] * self.model.n,) * 2
+        for row in rows:
+            s = self.slices[self.alive[row]]
+            s.best = {"val_acc": val_acc[row], "val_loss": val_loss[row], "epoch": self.epoch, "test_acc": test_acc[row],
+                      "test_loss": test_loss[row], "widths": list(self.model.widths)}
+            s.best_model = self.model.state_dict(row) if outer else None
+
+    def _record(self, s: _Slice, train_loss: float, train_acc: float, val_loss: float, val_acc: float) -> dict[str, Any]:
+        """The Trainer's epoch record for a fixed MLP (no prior terms, no width changes)."""
+        widths = self.model.widths
+        record = {
+            "epoch": self.epoch, "train_loss": train_loss, "train_nll": train_loss,  # a fixed MLP's loss is the data term alone
+            "train_acc": train_acc, "val_loss": val_loss, "val_acc": val_acc, "best_val_acc": s.best["val_acc"],
+            "width_total": sum(widths), **{f"width_l{i}": w for i, w in enumerate(widths)},
+            "train_seconds": s.train_seconds, "status": s.status, "width_capped": False,
+        }
+        s.history.append(record)
+        return record
+
+    def _drop(self, rows: list[int]) -> None:
+        """Take these stack rows out: keep their final weights, shrink the stack."""
+        for row in rows:
+            self.slices[self.alive[row]].final_model = self.model.state_dict(row)
+        keep = [r for r in range(len(self.alive)) if r not in set(rows)]
+        self.alive = [self.alive[r] for r in keep]
+        if keep:
+            self.model.keep(keep)
+            self.optimizer.keep(keep)
+
+    def state_dict(self, index: int) -> dict[str, torch.Tensor]:
+        """Config `index`'s current weights as a FixedMLP state dict."""
+        return self.model.state_dict(self.alive.index(index)) if index in self.alive else dict(self.slices[index].final_model or {})
+
+    def result(self, index: int) -> RunResult:
+        s, widths = self.slices[index], list(self.model.widths)
+        best = s.best
+        return RunResult(status=s.status, test_acc=best["test_acc"], best_val_acc=max(best["val_acc"], 0.0) if best["epoch"] else math.nan,
+                         best_val_loss=best["val_loss"], best_epoch=best["epoch"], epochs_run=s.epoch, widths=widths,
+                         widths_at_best=list(best["widths"]), train_seconds=s.train_seconds, hit_max_width=False, history=s.history,
+                         test_loss=best.get("test_loss", math.nan), n_train=self.n_train)
+
+
+def _cross_entropy(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(slices, B, classes) logits and (slices, B) targets -> (slices, B) cross-entropies."""
+    k, b, classes = out.shape
+    return F.cross_entropy(out.reshape(k * b, classes), y.reshape(k * b), reduction="none").view(k, b)
+
+
+def _better(c: TrainConfig, best: dict[str, Any], val_loss: float, val_acc: float) -> bool:
+    """The Trainer's rule for a new best epoch."""
+    later = c.best_epoch_ties == "later"
+    if c.select_metric == "loss":
+        return val_loss < best["val_loss"] or (val_loss == best["val_loss"] and (later or val_acc > best["val_acc"]))
+    return val_acc > best["val_acc"] or (val_acc == best["val_acc"] and (later or val_loss < best["val_loss"]))
+
+
+def train_stacked(configs: Sequence[TrainConfig], task: Task | None = None, on_epoch: EpochCallback | None = None) -> list[RunResult]:
+    """Train one fusable group; a RunResult per config, in order."""
+    return StackedTrainer(configs, task).run(on_epoch)
+
+
+def train_grouped(configs: Sequence[TrainConfig], task: Task | None = None, max_group: int = 32,
+                  on_epoch: EpochCallback | None = None) -> list[RunResult]:
+    """Group `configs` (group_configs) and train each group fused; RunResults
+    in the configs' order.  `on_epoch(index into configs, record)`."""
+    configs = list(configs)
+    results: list[RunResult | None] = [None] * len(configs)
+    for group in group_configs(configs, max_group):
+        callback = None if on_epoch is None else (lambda i, rec, g=group: on_epoch(g[i], rec))
+        for i, r in zip(group, train_stacked([configs[i] for i in group], task, callback)):
+            results[i] = r
+    return results  # type: ignore[return-value]

@@ -1,0 +1,226 @@
+"""Fused trials (awnn/stacked.py, issue #20): N same-shape fixed MLPs trained as
+one stacked model must give each config the run the Trainer gives it."""
+import math
+import time
+
+import pytest
+import torch
+
+from awnn.config import TrainConfig
+from awnn.layers import FixedMLP
+from awnn.stacked import GROUP_KEYS, StackedAdam, StackedMLP, StackedTrainer, check_fusable, group_configs, train_grouped
+from awnn.train import Trainer
+from train_helpers import tiny_task
+
+# Per-epoch losses: the fused path takes each slice's mean loss with a reduction
+# over a (slices, batch) tensor, so the values differ from the Trainer's by
+# float32 rounding (seen: ~3e-8).  Weights: bit-identical in our runs (one CPU
+# thread), but bmm need not round as addmm does, nor `addcmul` (the fused
+# weight decay) as torch's `add(alpha=wd)`, on every build: a tight tolerance.
+LOSS_TOL = 1e-5
+WEIGHT_TOL = 1e-6
+CORE_KEYS = {"epoch", "train_loss", "train_acc", "val_loss", "val_acc", "best_val_acc", "train_seconds", "status", "width_total"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return tiny_task("doublemoon", 400)
+
+
+def cfg(**changes) -> TrainConfig:
+    base = {"task": "doublemoon", "model": "fixed", "hidden_layers": 2, "width": 16, "batch_size": 32, "epochs": 4, "device": "cpu"}
+    return TrainConfig.from_dict({**base, **changes})
+
+
+# differing in lr, weight decay, seed and the per-slice selection rules
+MIXED = [cfg(lr=0.01, seed=0), cfg(lr=0.1, seed=1, select_metric="loss"), cfg(lr=0.003, weight_decay=1e-3, seed=2),
+         cfg(lr=0.02, seed=3, weight_decay=0.05, best_epoch_ties="later")]
+
+
+def without_time(history):
+    return [{k: v for k, v in r.items() if k != "train_seconds"} for r in history]
+
+
+def max_weight_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+# ------------------------------------------------------------ the reference path
+def test_stacked_initial_weights_are_bit_identical_to_trainer(task):
+    fused = StackedTrainer(MIXED, task)
+    for i, c in enumerate(MIXED):
+        ref = Trainer(c, task).model.state_dict()
+        mine = fused.state_dict(i)
+        assert mine.keys() == ref.keys()
+        assert all(torch.equal(mine[k], ref[k]) for k in ref)
+
+
+@pytest.mark.parametrize("split", ["outer", "inner"])
+def test_stacked_training_matches_trainer_per_epoch(task, split):
+    configs = [c.replace(split=split) for c in MIXED]
+    fused = StackedTrainer(configs, task)
+    results = fused.run()
+    for i, c in enumerate(configs):
+        trainer = Trainer(c, task)
+        ref = trainer.run()
+        got = results[i]
+        assert len(got.history) == len(ref.history) == c.epochs
+        for mine, theirs in zip(got.history, ref.history):
+            assert CORE_KEYS <= mine.keys() <= theirs.keys()
+            for k in ("train_loss", "train_nll", "val_loss"):
+                assert abs(mine[k] - theirs[k]) <= LOSS_TOL, (i, mine["epoch"], k)
+            assert (mine["train_acc"], mine["val_acc"], mine["best_val_acc"], mine["status"]) == \
+                (theirs["train_acc"], theirs["val_acc"], theirs["best_val_acc"], theirs["status"])
+        assert (got.status, got.best_epoch, got.epochs_run, got.widths, got.n_train) == (ref.status, ref.best_epoch, ref.epochs_run, ref.widths, ref.n_train)
+        assert got.best_val_acc == ref.best_val_acc
+        if split == "outer":
+            assert got.test_acc == ref.test_acc and abs(got.test_loss - ref.test_loss) <= LOSS_TOL
+            assert max_weight_diff(fused.slices[i].best_model, trainer.best_model) <= WEIGHT_TOL
+        else:
+            assert math.isnan(got.test_acc)
+        assert max_weight_diff(fused.state_dict(i), trainer.model.state_dict()) <= WEIGHT_TOL
+
+
+@pytest.mark.parametrize("changes", [{"activation": "relu6"}, {"activation": "leaky_relu"}, {"activation": "tanh"},
+                                     {"activation": "gelu"}, {"width": 0}, {"hidden_layers": 1, "batch_size": 128},
+                                     {"layer_widths": "24,8"}],
+                         ids=["relu6", "leaky_relu", "tanh", "gelu", "linear", "1-layer-batch-128", "layer-widths"])
+def test_stacked_shapes_and_activations_match_trainer(task, changes):
+    configs = [cfg(lr=0.05, seed=0, epochs=2, **changes), cfg(lr=0.01, seed=1, epochs=2, **changes)]
+    fused = StackedTrainer(configs, task)
+    results = fused.run()
+    for i, c in enumerate(configs):
+        trainer = Trainer(c, task)
+        ref = trainer.run()
+        assert results[i].widths == ref.widths
+        for mine, theirs in zip(results[i].history, ref.history, strict=True):
+            assert abs(mine["train_loss"] - theirs["train_loss"]) <= LOSS_TOL and mine["val_acc"] == theirs["val_acc"]
+        assert max_weight_diff(fused.state_dict(i), trainer.model.state_dict()) <= WEIGHT_TOL
+
+
+def test_stacked_adam_matches_torch_adam_per_slice():
+    torch.manual_seed(0)
+    mlps = [FixedMLP(3, 2, hidden_layers=1, width=5) for _ in range(3)]
+    stack = StackedMLP(mlps)
+    lrs, wds, eps = [0.01, 0.3, 1e-3], [0.0, 0.0, 0.01], [1e-8, 1e-6, 1e-8]
+    adam = StackedAdam(stack, lrs, wds, eps)
+    refs = [torch.optim.Adam(m.parameters(), lr=lr, weight_decay=wd, eps=e, foreach=True) for m, lr, wd, e in zip(mlps, lrs, wds, eps)]
+    for _ in range(5):
+        stack.grad.copy_(torch.randn_like(stack.grad))
+        for row, (m, opt) in enumerate(zip(mlps, refs)):
+            for l, layer in enumerate(m.layers):
+                layer.weight.grad = stack.weights[l].grad[row].t().clone()
+                layer.bias.grad = stack.biases[l].grad[row, 0].clone()
+            opt.step()
+        adam.step()
+    for row, m in enumerate(mlps):
+        diff = max_weight_diff(stack.state_dict(row), m.state_dict())
+        if wds[row] == 0:
+            assert diff == 0.0, row  # the same elementwise operations in the same order: bit for bit
+        else:
+            assert diff <= 1e-6, row
+
+
+# ------------------------------------------------- a slice's end leaves the others alone
+def test_stacked_diverging_slice_leaves_others_unchanged(task):
+    others = [cfg(lr=0.01, seed=0), cfg(lr=0.003, seed=2)]
+    wild = cfg(lr=1e30, seed=1)  # weights of ~1e30 overflow the logits: NaN loss in the first epoch
+    with_it = StackedTrainer([others[0], wild, others[1]], task).run()
+    without = StackedTrainer(others, task).run()
+    assert with_it[1].status == "diverged" and with_it[1].epochs_run == 1
+    ref = Trainer(wild, task).run()
+    assert (ref.status, ref.epochs_run) == ("diverged", 1)
+    for mine, alone in zip([with_it[0], with_it[2]], without):
+        assert mine.status == "ok" and mine.epochs_run == 4
+        assert without_time(mine.history) == without_time(alone.history)
+
+
+def test_stacked_early_stopped_slice_leaves_others_unchanged(task):
+    others = [cfg(lr=0.01, seed=0), cfg(lr=0.003, seed=2)]
+    quitter = cfg(lr=0.3, seed=0, patience=1, epochs=6)  # val accuracy drops at epoch 3: stops there
+    others = [c.replace(epochs=6) for c in others]
+    fused = StackedTrainer([quitter, *others], task)
+    with_it = fused.run()
+    without = StackedTrainer(others, task).run()
+    ref = Trainer(quitter, task).run()
+    assert with_it[0].epochs_run == ref.epochs_run < 6
+    assert with_it[0].best_epoch == ref.best_epoch
+    for mine, alone in zip(with_it[1:], without):
+        assert mine.epochs_run == 6
+        assert without_time(mine.history) == without_time(alone.history)
+    # cost: the stopped slice stops paying; the others split every epoch equally
+    assert with_it[0].train_seconds < with_it[1].train_seconds
+    assert with_it[1].train_seconds == with_it[2].train_seconds
+    for r in with_it:
+        assert r.history[-1]["train_seconds"] == r.train_seconds
+
+
+def test_stacked_cost_shares_sum_to_group_time(task):
+    configs = [cfg(lr=lr, seed=s) for lr, s in ((0.01, 0), (0.02, 1), (0.05, 2))]
+    fused = StackedTrainer(configs, task)
+    t0 = time.perf_counter()
+    results = fused.run()
+    wall = time.perf_counter() - t0
+    total = sum(r.train_seconds for r in results)
+    assert 0.0 < total <= wall
+    assert results[0].train_seconds == results[1].train_seconds == results[2].train_seconds  # equal shares
+
+
+# ---------------------------------------------------------------------- grouping
+def test_group_configs_separates_shapes_and_caps_size():
+    configs = [cfg(lr=lr, seed=s) for lr in (0.01, 0.1) for s in range(3)]  # 6 of one shape
+    configs += [cfg(width=8), cfg(hidden_layers=1), cfg(batch_size=128), cfg(activation="relu6"), cfg(width=8, lr=0.1),
+                cfg(layer_widths="16,8"), cfg(layer_widths="8,16")]
+    groups = group_configs(configs, max_group=4)
+    assert sorted(i for g in groups for i in g) == list(range(len(configs)))
+    assert all(len(g) <= 4 for g in groups)
+    assert groups[:2] == [[0, 1, 2, 3], [4, 5]]
+    assert [6, 10] in groups and [7] in groups and [8] in groups and [9] in groups and [11] in groups and [12] in groups
+    for g in groups:
+        keys = {tuple(getattr(configs[i], k) for k in GROUP_KEYS) for i in g}
+        assert len(keys) == 1
+
+
+def test_train_grouped_returns_results_in_config_order(task):
+    configs = [cfg(width=8, epochs=2), cfg(width=16, epochs=2), cfg(width=8, epochs=2, lr=0.1)]
+    seen = []
+    results = train_grouped(configs, task, on_epoch=lambda i, rec: seen.append((i, rec["epoch"])))
+    assert [r.widths for r in results] == [[8, 8], [16, 16], [8, 8]]
+    assert sorted(seen) == [(i, e) for i in range(3) for e in (1, 2)]
+    alone = Trainer(configs[2], task).run()
+    assert abs(results[2].history[-1]["train_loss"] - alone.history[-1]["train_loss"]) <= LOSS_TOL
+
+
+# ------------------------------------------------------------ unsupported options
+@pytest.mark.parametrize("key, changes", [
+    ("model", {"model": "awnn"}),
+    ("optimizer", {"optimizer": "sgd"}),
+    ("lr_schedule", {"lr_schedule": "multistep", "lr_milestones": "2"}),
+    ("task", {"task": "mnist"}),
+])
+def test_check_fusable_unsupported_option_raises_naming_key(key, changes):
+    c = cfg(**changes)
+    with pytest.raises(ValueError, match=f"key '{key}'"):
+        check_fusable(c)
+    with pytest.raises(ValueError, match=f"key '{key}'"):
+        group_configs([cfg(), c])
+
+
+def test_stacked_trainer_mixed_group_raises_naming_key(task):
+    with pytest.raises(ValueError, match="key 'width'"):
+        StackedTrainer([cfg(), cfg(width=8)], task)
+    with pytest.raises(ValueError, match="key 'batch_size'"):
+        StackedTrainer([cfg(), cfg(batch_size=128)], task)
+    with pytest.raises(ValueError, match="max_group"):
+        group_configs([cfg()], max_group=0)
+    with pytest.raises(ValueError, match="configs"):
+        StackedTrainer([], task)
