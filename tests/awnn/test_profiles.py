@@ -33,8 +33,16 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+# The recording was made on one machine's CPU kernels; another CPU (e.g. AVX-512 instead of AVX2 code
+# paths) rounds some float32 reductions differently, so weights and losses may differ there in the
+# last bits (seen: 1e-7 on weights of order 1, 6e-8 on a validation loss).  What the profile decides
+# (widths, epochs, selection, accuracy) must match exactly; float values within float32 rounding.
+FLOAT_TOL = dict(rel_tol=1e-6, abs_tol=1e-7)
+TENSOR_TOL = dict(rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["awnn_1layer", "awnn_2layer", "awnn_rate_prior", "fixed"])
-def test_paper_text_profile_reproduces_the_recorded_trainer_bit_for_bit(name, reference, one_thread):
+def test_paper_text_profile_reproduces_the_recorded_trainer(name, reference, one_thread):
     mod = _fixture_module()
     ref = reference[name]
     overrides = {**ref["overrides"], **PAPER_TEXT}
@@ -46,11 +54,16 @@ def test_paper_text_profile_reproduces_the_recorded_trainer_bit_for_bit(name, re
     for mine, theirs in zip(got["history"], ref["history"]):
         for key, value in theirs.items():
             assert key in mine, key
-            same = mine[key] == value or (isinstance(value, float) and math.isnan(value) and math.isnan(mine[key]))
+            if isinstance(value, float) and not isinstance(value, bool):
+                same = (math.isnan(value) and math.isnan(mine[key])) or math.isclose(mine[key], value, **FLOAT_TOL)
+            else:  # widths, epochs, counts: exact
+                same = mine[key] == value
             assert same, f"epoch {theirs['epoch']} {key}: {mine[key]!r} != recorded {value!r}"
     assert got["state"].keys() == ref["state"].keys()
     for key, t in ref["state"].items():
-        assert torch.equal(got["state"][key], t), key
+        g = got["state"][key]
+        assert g.shape == t.shape and g.dtype == t.dtype, key
+        assert torch.allclose(g, t, **TENSOR_TOL) if t.is_floating_point() else torch.equal(g, t), key
 
 
 PAPER_TEXT = {"awnn_profile": "paper-text"}
