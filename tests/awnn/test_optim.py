@@ -5,17 +5,12 @@ import torch.nn.functional as F
 
 from awnn.layers import AdaptiveMLP
 from awnn.optim import CapacityBuffer, grow_capacity, resize_optimizer_state
+from train_helpers import one_thread  # noqa: F401 - a fixture
 
 STATE_KEYS = {"adam": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread is faster, and far faster on a busy machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make(optimizer: str, seed=0):

@@ -10,7 +10,7 @@ from awnn.config import TrainConfig
 from awnn.layers import FixedMLP
 from awnn.stacked import GROUP_KEYS, StackedAdam, StackedMLP, StackedTrainer, check_fusable, group_configs, train_grouped
 from awnn.train import Trainer
-from train_helpers import tiny_task
+from train_helpers import one_thread, tiny_task  # noqa: F401 - one_thread: a fixture
 
 # Per-epoch losses: the fused path takes each slice's mean loss with a reduction
 # over a (slices, batch) tensor, so the values differ from the Trainer's by
@@ -22,12 +22,7 @@ WEIGHT_TOL = 1e-6
 CORE_KEYS = {"epoch", "train_loss", "train_acc", "val_loss", "val_acc", "best_val_acc", "train_seconds", "status", "width_total"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -11,19 +11,13 @@ from awnn.distributions import rho_from_rate
 from awnn.layers import MaxWidthReached, model_widths
 from awnn.loss import RatePrior, elbo_loss, gaussian_log_prob_sum
 from awnn.train import CheckpointError, Trainer, evaluate, train, truncation_curve
-from train_helpers import config, tiny_task
+from train_helpers import config, one_thread, tiny_task  # noqa: F401 - one_thread: a fixture
 
 CPU = torch.device("cpu")
 START = 48  # the starting width at rate 0.05, k 0.9 (the `authors` profile's floor + 2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread is faster, and far faster on a busy machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
