@@ -128,14 +128,41 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
         raise GridError(f"{path}: expected a mapping with keys {list(TOP_KEYS)}, found {type(data).__name__}")
     for key in data:
         if key not in TOP_KEYS:
-
-            hint = difflib.get_close_matches(str(key), list(TOP_KEYS), n=1)
-            did = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise GridError(f"{path}: unknown key {key!r}{did}; expected one of {list(TOP_KEYS)}")
+            raise GridError(f"{path}: unknown key {key!r}{_did_you_mean(key, TOP_KEYS)}; expected one of {list(TOP_KEYS)}")
     for key in REQUIRED:
         if key not in data:
             raise GridError(f"{path}: missing key {key!r}: expected {TOP_KEYS[key]}")
+    task, strategy, description, ints, by_layers = _top_level(data, path)
+    fixed, grid, cpu = _sections(data, path)
 
+    # every value on its own, then every combination, through TrainConfig's checks
+    base = {"task": task, **fixed}
+    _check(path, "fixed", base)
+    for key, values in grid.items():
+        for v in values:
+            if isinstance(v, (list, dict)):
+                raise _fail(path, f"grid.{key}", "scalar values", v)
+            _check(path, f"grid.{key}", {**base, key: v}, only=key)
+        if len(set(map(repr, values))) != len(values):
+            raise _fail(path, f"grid.{key}", "distinct values", values)
+    if cpu:
+        _check(path, "cpu", {**base, **cpu})
+    g = Grid(path=Path(path), task=task, strategy=strategy, epochs=ints["epochs"], grid=grid, fixed=fixed,
+             description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], folds=ints["folds"], cpu=dict(cpu), epochs_by_hidden_layers=dict(by_layers))
+    for i, cfg in enumerate(g.configs()):
+        _check(path, f"grid point {i}", cfg)
+        if cpu:
+            _check(path, f"grid point {i} with cpu", {**cfg, **cpu})
+    return g
+
+
+def _did_you_mean(key: Any, choices) -> str:
+    hint = difflib.get_close_matches(str(key), sorted(choices) if not isinstance(choices, dict) else list(choices), n=1)
+    return f" (did you mean {hint[0]!r}?)" if hint else ""
+
+
+def _top_level(data: dict, path) -> tuple[str, str, str, dict[str, int], dict]:
+    """The grid file's top-level values, checked: task, strategy, description, the integers, epochs_by_hidden_layers."""
     from awnn.data import TASKS
 
     task = data["task"]
@@ -168,7 +195,11 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
         isinstance(k, int) and not isinstance(k, bool) and k >= 0 and isinstance(v, int) and not isinstance(v, bool) and v >= 1 for k, v in by_layers.items()
     ):
         raise _fail(path, "epochs_by_hidden_layers", TOP_KEYS["epochs_by_hidden_layers"], by_layers)
+    return task, strategy, description, ints, by_layers
 
+
+def _sections(data: dict, path) -> tuple[dict, dict, dict]:
+    """The `fixed`, `grid` and `cpu` sections, checked key by key (not yet through TrainConfig)."""
     fixed = data.get("fixed") or {}
     if not isinstance(fixed, dict):
         raise _fail(path, "fixed", TOP_KEYS["fixed"], fixed)
@@ -179,53 +210,28 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
     for section, mapping in (("fixed", fixed), ("grid", grid)):
         for key, value in mapping.items():
             if key not in known:
-
-                hint = difflib.get_close_matches(str(key), sorted(known), n=1)
-                did = f" (did you mean {hint[0]!r}?)" if hint else ""
-                raise _fail(path, f"{section}.{key}", f"a config key{did}", key)
+                raise _fail(path, f"{section}.{key}", f"a config key{_did_you_mean(key, known)}", key)
             if key in PROTOCOL_KEYS:
                 raise _fail(path, f"{section}.{key}", "a model/optimiser key (task, epochs, split, seed, patience are set by the grid's top level and the protocol)", key)
             if section == "grid" and (not isinstance(value, list) or not value):
                 raise _fail(path, f"grid.{key}", "a non-empty list", value)
             if section == "fixed" and isinstance(value, (list, dict)):
                 raise _fail(path, f"fixed.{key}", "a single value (lists belong under grid)", value)
-        # a key in both sections is ambiguous
     cpu = data.get("cpu") or {}
     if not isinstance(cpu, dict):
         raise _fail(path, "cpu", TOP_KEYS["cpu"], cpu)
     for key, value in cpu.items():
         if key not in known:
-            hint = difflib.get_close_matches(str(key), sorted(known), n=1)
-            did = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise _fail(path, f"cpu.{key}", f"a config key{did}", key)
+            raise _fail(path, f"cpu.{key}", f"a config key{_did_you_mean(key, known)}", key)
         if key in PROTOCOL_KEYS or key in grid:
             raise _fail(path, f"cpu.{key}", "a key the grid does not search and the protocol does not set", key)
         if isinstance(value, (list, dict)):
             raise _fail(path, f"cpu.{key}", "a single value", value)
-    both = set(fixed) & set(grid)
+    both = set(fixed) & set(grid)  # a key in both sections is ambiguous
     if both:
         key = sorted(both)[0]
         raise _fail(path, f"grid.{key}", "a key not also set under fixed", key)
-
-    # every value on its own, then every combination, through TrainConfig's checks
-    base = {"task": task, **fixed}
-    _check(path, "fixed", base)
-    for key, values in grid.items():
-        for v in values:
-            if isinstance(v, (list, dict)):
-                raise _fail(path, f"grid.{key}", "scalar values", v)
-            _check(path, f"grid.{key}", {**base, key: v}, only=key)
-        if len(set(map(repr, values))) != len(values):
-            raise _fail(path, f"grid.{key}", "distinct values", values)
-    if cpu:
-        _check(path, "cpu", {**base, **cpu})
-    g = Grid(path=Path(path), task=task, strategy=strategy, epochs=ints["epochs"], grid=grid, fixed=fixed,
-             description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], folds=ints["folds"], cpu=dict(cpu), epochs_by_hidden_layers=dict(by_layers))
-    for i, cfg in enumerate(g.configs()):
-        _check(path, f"grid point {i}", cfg)
-        if cpu:
-            _check(path, f"grid point {i} with cpu", {**cfg, **cpu})
-    return g
+    return fixed, grid, cpu
 
 
 def _check(path, where: str, values: dict, only: str | None = None) -> None:
