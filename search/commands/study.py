@@ -4,6 +4,7 @@
     awnn study fig3      ...
     awnn study fig4      ...
     awnn study profiles  ...
+    awnn study compression ...
 
 Each claim is a set of AWNN sweeps (selection on the inner split, then R
 re-training runs of the selected config; `awnn sweep --strategy awnn`),
@@ -20,6 +21,18 @@ run on Ray and logged to MLflow like any sweep, one per task and profile:
   that the widths converge (we call them converged when the largest final
   width is at most 1.5x the smallest).
 * profiles: table1 under both profiles, side by side.
+* compression: the paper's online compression (section 5.3, Fig. 5): on
+  SpiralHard (1 hidden layer, ReLU6, weight_prior uninformative), the
+  config keys compress_start_epoch / compress_end_epoch /
+  compress_rate_mean / compress_std_start / compress_std_end put
+  p(rate) = N(0.05, s) on the rates from the paper's epoch 1000 and anneal
+  s from 1.0 to 0.1 by its epoch 2500 (of Table 3's 5000 for SpiralHard; both scaled
+  with the budget's epochs: quick 6 -> 15 of 60).  Two one-config sweeps, with and
+  without it (compress_start_epoch 0); the claim is that the width shrinks
+  (paper: ~800 -> ~300) at no test-accuracy loss (we say it holds when the
+  width at the selected epoch is at least 50% below the uncompressed runs'
+  and the test accuracy at most 1 point lower).  Its own module:
+  search/commands/study_compression.py.
 
 The grids are the packaged AWNN grids (fig4: its own), with `awnn_profile`
 set in their `fixed` section; they are written to `--grid-dir`'s study
@@ -41,9 +54,9 @@ import yaml
 
 from tracking.contract import SELECTABLE
 
-from .common import add_run_flags, options_from, settings_from
+from .common import add_run_flags, check_run_flags, options_from, settings_from
 
-CLAIMS = ("table1", "fig3", "fig4", "profiles")
+CLAIMS = ("table1", "fig3", "fig4", "profiles", "compression")
 TASKS = ("doublemoon", "spiral", "spiralhard")
 PAPER_TABLE1 = {"doublemoon": (100.0, 8.1), "spiral": (99.8, 65.9), "spiralhard": (100.0, 227.4)}
 FIG4_CONVERGED_RATIO = 1.5
@@ -59,12 +72,18 @@ FIG4_GRID = {
 
 
 def add_parser(sub) -> None:
-    p = command_parser(sub, "study", "check a claim of the AWNN paper (table1, fig3, fig4, profiles) with AWNN sweeps",
+    p = command_parser(sub, "study", "check a claim of the AWNN paper (table1, fig3, fig4, profiles, compression) with AWNN sweeps",
                        "Run the AWNN sweeps a claim of the paper rests on and print a verdict per profile, and one "
-                       "JSON line with the rows.",
-                       ["awnn study table1 --budget quick", "awnn study fig3 --budget smoke", "awnn study profiles --budget quick"])
+                       "JSON line with the rows.  compression (section 5.3, Fig. 5): SpiralHard, 1 hidden layer, ReLU6, "
+                       "weight_prior uninformative, with and without an annealed rate prior (config keys "
+                       "compress_start_epoch, compress_end_epoch, compress_rate_mean, compress_std_start, compress_std_end): "
+                       "N(0.05, s) from the paper's epoch 1000, s 1.0 -> 0.1 by its epoch 2500 of 5000, scaled with the "
+                       "budget's epochs (quick: 6 -> 15 of 60).",
+                       ["awnn study table1 --budget quick", "awnn study fig3 --budget smoke", "awnn study profiles --budget quick",
+                        "awnn study compression --budget quick --num-cpus 2"])
     p.add_argument("claim", choices=CLAIMS, help="table1: Table 1's AWNN rows; fig3: width grows with difficulty; "
-                                                 "fig4: widths converge across starting rates and batch sizes; profiles: table1 in both profiles")
+                                                 "fig4: widths converge across starting rates and batch sizes; profiles: table1 in both profiles; "
+                                                 "compression: an annealed rate prior shrinks the width at no accuracy loss")
     p.add_argument("--profiles", default=None, help="comma-separated awnn_profile values (default: authors; profiles: authors,paper-text)")
     add_run_flags(p, task=False)
     p.set_defaults(func=run)
@@ -177,11 +196,14 @@ def run(args) -> int:
     bad = [p for p in profiles if p not in PROFILES]
     if bad or not profiles:
         raise OptionError(f"--profiles: expected a comma-separated list of {list(PROFILES)}, found {args.profiles!r}")
-    if args.cpus_per_trial <= 0:
-        raise OptionError(f"--cpus-per-trial: expected a number > 0, found {args.cpus_per_trial}")
+    check_run_flags(args)  # --cpus-per-trial 0, nan, ...: one line naming the flag, before anything starts
     settings = settings_from(args)
     storage = settings.storage_path()
     root = (Path(storage) if "://" not in storage else Path.cwd() / "awnn-results") / "study-grids"
+    if args.claim == "compression":
+        from .study_compression import run_compression
+
+        return run_compression(args, profiles, settings, root)
     rows, failed = [], False
     for profile in profiles:
         directory, tasks = _study_grids(args.claim, profile, root, args.grid_dir)

@@ -19,9 +19,9 @@ def test_version(tmp_path):
 
 @pytest.mark.parametrize("args,line", [
     (["sweep", "--task", "doublemoon", "--strategy", "awnnn"],
-     "awnn sweep: error: --strategy: expected one of ['fixed', 'awnn', 'tpe', 'asha', 'random'], found 'awnnn' (did you mean 'awnn'?)"),
+     "awnn sweep: error: --strategy: expected one of ['fixed', 'awnn', 'tpe', 'asha', 'random', 'awnn-asha', 'fixedplus'], found 'awnnn' (did you mean 'awnn'?)"),
     (["compare", "--task", "doublemoon", "--strategies", "fixed,randm"],
-     "awnn compare: error: --strategies: expected a comma-separated subset of ['fixed', 'awnn', 'tpe', 'asha', 'random'], found 'randm' (did you mean 'random'?)"),
+     "awnn compare: error: --strategies: expected a comma-separated subset of ['fixed', 'awnn', 'tpe', 'asha', 'random', 'awnn-asha', 'fixedplus'], found 'randm' (did you mean 'random'?)"),
 ])
 def test_strategy_flags_name_themselves(tmp_path, args, line):
     p = run_awnn([*args, "--budget", "smoke"], cwd=tmp_path)
