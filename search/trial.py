@@ -26,7 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tracking.contract import MODEL_FILE, SELECTABLE
+from tracking.contract import MODEL_FILE, SELECTABLE, TRUNCATION
 from typing import Any
 
 __all__ = ["trainable", "data_error_final", "CHECKPOINT_FILE", "MODEL_FILE", "PROGRESS_SECONDS"]
@@ -78,7 +78,8 @@ def trainable(config: dict[str, Any]) -> None:
         # post-hoc truncation of the kept model (paper 5.4): logged as trunc_* metrics, step = % of neurons kept
         curve = trainer.truncation()
         if curve:
-            final["truncation"] = [{k: row[k] for k in ("fraction", "width_total", "acc", "loss", "params", "infer_us")} for row in curve]
+            final["truncation"] = [{"fraction": row["fraction"], **dict(zip(TRUNCATION, (row["acc"], row["width_total"], row["params"], row["infer_us"])))}
+                                   for row in curve]  # keyed by the metric names (tracking.contract.TRUNCATION)
     reporter.report(final)
 
 

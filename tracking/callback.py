@@ -31,14 +31,11 @@ from typing import Callable
 
 from ray.tune import Callback
 
-from .contract import FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, Metric, Tag
+from .contract import FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, Tag
 from .store import TrackingWriter
 
-__all__ = ["TrialTracker", "TRUNCATION_METRICS"]
+__all__ = ["TrialTracker"]
 
-# a re-training run's truncation curve (search/trial.py) -> its metrics
-TRUNCATION_METRICS = ((Metric.TRUNC_TEST_ACC, "acc"), (Metric.TRUNC_WIDTH_TOTAL, "width_total"), (Metric.TRUNC_PARAMS, "params"),
-                      (Metric.TRUNC_INFER_US, "infer_us"))
 
 SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
 
@@ -217,9 +214,9 @@ class TrialTracker(Callback):
         step = int(final.get(Metric.EPOCHS_RUN) or last.get("epoch") or 0)
         self.writer.log_metrics(key, [(k, v, step) for k, v in metrics.items()])
         if final.get("truncation"):  # step = the % of each layer's neurons kept
-            self.writer.log_metrics(key, [(name, float(row[field]), int(round(100 * row["fraction"])))
-                                          for row in final["truncation"] for name, field in TRUNCATION_METRICS
-                                          if isinstance(row.get(field), (int, float)) and math.isfinite(row[field])])
+            self.writer.log_metrics(key, [(name, float(row[name]), int(round(100 * row["fraction"])))
+                                          for row in final["truncation"] for name in TRUNCATION
+                                          if isinstance(row.get(name), (int, float)) and math.isfinite(row[name])])
         tags = {Tag.STATUS: status, Tag.ATTEMPTS: metrics[Metric.ATTEMPTS]}
         if "widths" in final:
             tags[Tag.WIDTHS] = json.dumps(final["widths"])

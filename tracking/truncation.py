@@ -23,6 +23,7 @@ from .reader import ComparisonData
 __all__ = ["TOLERANCE", "truncation_table", "curve_rows", "truncation_summary"]
 
 TOLERANCE = 0.01  # the largest cut keeps the mean test accuracy within 1 point of the full model's
+MEANS = {"width_total_mean": Metric.TRUNC_WIDTH_TOTAL, "params_mean": Metric.TRUNC_PARAMS, "infer_us_mean": Metric.TRUNC_INFER_US}
 COLUMNS = ["strategy", "kept_pct", "n", "acc_mean", "acc_std", "acc_min", "acc_max", "width_total_mean", "params_mean", "infer_us_mean"]
 
 
@@ -35,12 +36,10 @@ def truncation_table(data: ComparisonData) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     ok = runs[(runs["phase"] == "assessment") & runs["status"].isin(SELECTABLE)][["run_id", "strategy"]]
     t = h[h["key"].isin(TRUNCATION)].merge(ok, on="run_id")
-    fields = {Metric.TRUNC_TEST_ACC: "acc", Metric.TRUNC_WIDTH_TOTAL: "width_total", Metric.TRUNC_PARAMS: "params",
-              Metric.TRUNC_INFER_US: "infer_us"}
     curves: dict[str, list[list[dict[str, float]]]] = {}
     for (arm, _), g in t.groupby(["strategy", "run_id"], sort=False):
         wide = g.pivot_table(index="step", columns="key", values="value")
-        curves.setdefault(str(arm), []).append([{"fraction": step / 100, **{fields[k]: float(row[k]) for k in wide.columns}}
+        curves.setdefault(str(arm), []).append([{"fraction": step / 100, **{k: float(row[k]) for k in wide.columns}}
                                                 for step, row in wide.iterrows()])
     rows = [r for arm in data.strategies for r in curve_rows(arm, curves.get(arm, []))]
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -48,8 +47,8 @@ def truncation_table(data: ComparisonData) -> pd.DataFrame:
 
 def curve_rows(arm: str, curves: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The table's rows of one arm from its runs' curves (each a list of
-    {fraction, acc, width_total, params, infer_us}, awnn.train.truncation_curve):
-    per % kept, from 100% down."""
+    {"fraction", and the tracking.contract.TRUNCATION metrics}: search/trial.py
+    writes them so from awnn.train.truncation_curve): per % kept, from 100% down."""
     by_pct: dict[int, list[dict[str, Any]]] = {}
     for curve in curves:
         for point in curve:
@@ -57,8 +56,8 @@ def curve_rows(arm: str, curves: list[list[dict[str, Any]]]) -> list[dict[str, A
     rows = []
     for pct in sorted(by_pct, reverse=True):
         pts = by_pct[pct]
-        acc = pd.Series([p.get("acc") for p in pts], dtype=float).dropna()
-        mean = {f"{k}_mean": float(pd.Series([p.get(k) for p in pts], dtype=float).mean()) for k in ("width_total", "params", "infer_us")}
+        acc = pd.Series([p.get(Metric.TRUNC_TEST_ACC) for p in pts], dtype=float).dropna()
+        mean = {column: float(pd.Series([p.get(name) for p in pts], dtype=float).mean()) for column, name in MEANS.items()}
         rows.append({"strategy": arm, "kept_pct": pct, "n": int(len(acc)), "acc_mean": float(acc.mean()) if len(acc) else math.nan,
                      "acc_std": float(acc.std(ddof=1)) if len(acc) > 1 else math.nan,
                      "acc_min": float(acc.min()) if len(acc) else math.nan, "acc_max": float(acc.max()) if len(acc) else math.nan, **mean})

@@ -55,7 +55,7 @@ def test_fault_worker_node_killed_trial_retried_from_checkpoint(cluster, tmp_pat
 
     runs = trial_runs(tracking)
     keys = sorted(r.data.tags["awnn.trial_key"] for r in runs)
-    assert keys == ["ass-01", "sel-0000", "sel-0001", "sel-0002"]  # one run per config, none twice
+    assert keys == ["ass-01", "sel-0000", "sel-0001", "sel-0002"], out[-6000:]  # one run per config, none twice
     for r in runs:
         assert r.data.tags["awnn.status"] == "ok" and r.info.status == "FINISHED"
         assert r.data.metrics["epochs_run"] == EPOCHS

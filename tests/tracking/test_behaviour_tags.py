@@ -27,6 +27,8 @@ def test_registry_writes_each_familys_behaviour():
         "tpe": {"awnn.order": "actual", "awnn.stops_early": "false"},
         "random": {"awnn.order": "actual", "awnn.stops_early": "false"},
         "asha": {"awnn.order": "actual", "awnn.stops_early": "true"},
+        "awnn-asha": {"awnn.order": "actual", "awnn.stops_early": "true"},
+        "fixedplus": {"awnn.order": "actual", "awnn.stops_early": "false", "awnn.depends_on": "awnn"},
     }
 
 

@@ -57,8 +57,9 @@ def test_truncation_table_aggregates_the_runs_per_share_kept():
 
 
 def test_no_cut_within_the_tolerance_is_said_and_no_curves_are_said():
-    rows = curve_rows("awnn", [[{"fraction": 1.0, "acc": 0.9, "width_total": 10, "params": 5, "infer_us": 1.0},
-                                {"fraction": 0.9, "acc": 0.85, "width_total": 9, "params": 4, "infer_us": 1.0}]])
+    point = lambda f, acc, w, n: {"fraction": f, Metric.TRUNC_TEST_ACC: acc, Metric.TRUNC_WIDTH_TOTAL: w, Metric.TRUNC_PARAMS: n,  # noqa: E731
+                                  Metric.TRUNC_INFER_US: 1.0}
+    rows = curve_rows("awnn", [[point(1.0, 0.9, 10, 5), point(0.9, 0.85, 9, 4)]])
     info = truncation_summary(pd.DataFrame(rows))["awnn"]
     assert info["largest_cut_pct"] == 0 and info["kept_pct"] == 100 and math.isnan(rows[0]["acc_std"])
     a = A.analyze(comparison_data([trial_row("fixed", "selection", "k0", 0.01, best_val_acc=0.9)], strategies=("fixed",)), n_boot=10, n_orders=5)
