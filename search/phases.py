@@ -172,10 +172,10 @@ class PhasedSearcher(_SearcherBase):
         eta = elapsed / new * (todo - new) if new else math.nan
         best = self.record.best_val_acc.get(r.sweep, math.nan)
         queued = {f"{r.sweep}/{sp.key}" for sp in self.queue}
-        running = len(self.keys - done - queued)
+        running = len(self.keys - done - queued)  # handed to Ray, not finished: running or waiting for a slot
         stopped = sum(1 for k in self.keys & done if (self.record.here.get(k) or self.record.earlier.get(k) or {}).get("status") == "stopped")
         text = (f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials" + (f" ({stopped} stopped)" if stopped else "")
-                + f", {running} running  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  phase {self.current + 1}/{len(self.phases)}"
+                + f", {running} in flight  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  phase {self.current + 1}/{len(self.phases)}"
                 + f"  all phases eta ~{fmt_seconds(self._overall_eta(now))}")
         if best == best:
             text += f"  best val_acc {best:.4f}"

@@ -257,7 +257,7 @@ def test_progress_line_counts_phases(budget, tmp_path):
     line = searcher.stream.getvalue().splitlines()[-1]
     assert line.startswith("fixed selection: 0/") and "phase 1/4" in line
     # nothing finished yet: no rate, so no overall estimate
-    assert line.endswith("all phases eta ~?") and " 0 running" in line
+    assert line.endswith("all phases eta ~?") and " 0 in flight" in line
 
 
 def test_progress_line_counts_running_and_stopped_trials_and_estimates_the_whole_comparison(budget, tmp_path):
@@ -268,10 +268,10 @@ def test_progress_line_counts_running_and_stopped_trials_and_estimates_the_whole
     keys = [f"fixed/selection/{sp['key']}" for sp in specs]
     record.finished(keys[0], {**score(specs[0]), "status": "stopped"})
     line = searcher.stream.getvalue().splitlines()[-1]
-    assert "1/" in line and "(1 stopped), 2 running" in line, line
+    assert "1/" in line and "(1 stopped), 2 in flight" in line, line
     record.finished(keys[1], score(specs[1]))
     line = searcher.stream.getvalue().splitlines()[-1]
-    assert "(1 stopped), 1 running" in line and re.search(r"all phases eta ~(\d+s|\d+m\d\ds|\d+h\d\dm)$", line), line
+    assert "(1 stopped), 1 in flight" in line and re.search(r"all phases eta ~(\d+s|\d+m\d\ds|\d+h\d\dm)$", line), line
 
 
 def test_summary_warns_about_smoke_budgets_and_saturated_tasks():
