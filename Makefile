@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/awnn compare --task spiralhard --budget quick --strategies fixed,awnn,tpe,asha,random
+	$(VENV)/bin/awnn compare --task spiralhard --budget quick --strategies fixed,awnn,tpe,asha,random,awnn-asha,fixedplus
 
 test: $(STAMP)
 	bash tests/system_deps.sh

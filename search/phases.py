@@ -294,7 +294,8 @@ class PhasedSearcher(_SearcherBase):
         r.wall_seconds = self.sweep_wall()
         self.progress.close(
             f"{r.strategy} {r.phase}: {len(r.outcomes)}/{len(self.keys)} trials in {fmt_seconds(r.wall_seconds)}  "
-            f"({r.count('ok')} ok, {r.count('diverged')} diverged, {r.count('failed')} failed)  "
+            f"({r.count('ok')} ok, " + (f"{r.count('stopped')} stopped, " if r.count("stopped") else "")
+            + f"{r.count('diverged')} diverged, {r.count('failed')} failed)  "
             f"{r.total('device_hours'):.4f} device-h"
         )
         summary = None
