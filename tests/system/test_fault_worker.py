@@ -17,7 +17,7 @@ from servers import ServerUnavailable, ray_cluster
 
 pytestmark = pytest.mark.slow
 
-EPOCHS = 100
+EPOCHS = 250  # selection trials of several seconds: the kill must land on one of them while it runs
 
 
 @pytest.fixture
@@ -41,7 +41,9 @@ def test_fault_worker_node_killed_trial_retried_from_checkpoint(cluster, tmp_pat
     worker = cluster.node_ids[1]
     try:
         def on_worker_with_checkpoint():
-            running = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.node_id") == worker]
+            # a selection trial (one started before the kill; a trial whose node dies as it starts is another fault)
+            running = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.node_id") == worker
+                       and r.data.tags.get("awnn.phase") == "selection"]
             ckpt = {p.parent.name for p in checkpoints(tmp_path / "results")}
             hit = [r for r in running if f"awnn-{r.data.tags['awnn.trial_key']}" in ckpt]
             return hit[0] if hit else None
