@@ -176,7 +176,7 @@ class PhasedSearcher(_SearcherBase):
         stopped = sum(1 for k in self.keys & done if (self.record.here.get(k) or self.record.earlier.get(k) or {}).get("status") == "stopped")
         text = (f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials" + (f" ({stopped} stopped)" if stopped else "")
                 + f", {running} in flight  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  phase {self.current + 1}/{len(self.phases)}"
-                + f"  all phases eta ~{fmt_seconds(self._overall_eta(now))}")
+                + f"  all phases eta ~{fmt_seconds(self._overall_eta(now, eta))}")
         if best == best:
             text += f"  best val_acc {best:.4f}"
         inside = [p for k, p in sorted(self.record.in_epoch.items()) if k in self.keys and p.get("batches")]
@@ -193,14 +193,15 @@ class PhasedSearcher(_SearcherBase):
         before = self.prior.wall(self.result.sweep)
         return before + (time.monotonic() - self.t0 if self.runs_here else 0.0)
 
-    def _overall_eta(self, now: float) -> float:
-        """The whole comparison's remaining time at this driver's mean rate of
-        finished trials (trials of all phases alike: a rough figure, `~` on the line)."""
+    def _overall_eta(self, now: float, phase_eta: float) -> float:
+        """The whole comparison's remaining time: the current phase's own eta,
+        plus its later phases' trials at this driver's mean time per finished
+        trial (trials of all arms alike: a rough figure, `~` on the line)."""
         here = len(self.record.here)
-        if not here or self.started_at is None:
+        if not here or self.started_at is None or phase_eta != phase_eta:
             return math.nan
-        left = max(0, self.max_trials() - len(self.record.done()))
-        return (now - self.started_at) / here * left
+        later = max(0, self.max_trials() - len(self.record.done()) - len(self.keys - self.record.done()))
+        return phase_eta + (now - self.started_at) / here * later
 
     def current_sweep(self) -> tuple[str | None, float]:
         if self.result is None:

@@ -273,6 +273,14 @@ def test_progress_line_counts_running_and_stopped_trials_and_estimates_the_whole
     line = searcher.stream.getvalue().splitlines()[-1]
     assert "(1 stopped), 1 in flight" in line and re.search(r"all phases eta ~(\d+s|\d+m\d\ds|\d+h\d\dm)$", line), line
 
+    def seconds(text: str) -> int:
+        h, m, s = (re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text).groups(default="0"))
+        return 3600 * int(h) + 60 * int(m) + int(s)
+
+    phase_eta = re.search(r"  eta (\S+)  phase", line).group(1)
+    overall = re.search(r"all phases eta ~(\S+)$", line).group(1)
+    assert seconds(overall) >= seconds(phase_eta), line  # the phase's own remainder, then the later phases
+
 
 def test_summary_warns_about_smoke_budgets_and_saturated_tasks():
     from types import SimpleNamespace
