@@ -28,10 +28,13 @@ What a slice keeps of `awnn.train.Trainer` (tests/awnn/test_stacked.py checks it
   group's wall time for the epoch (steps, validation, test scoring,
   bookkeeping) divided equally among the slices alive in that epoch; the
   slices' seconds add up to the group's.
+* Continuing: `save()` / `load()` hold the whole group (a fused Ray trial's
+  checkpoint, search/fused_trial.py); `drop(indices)` takes configs out
+  without training them further.
 
 Only model=fixed with Adam and no lr schedule on a tabular task is fused
 (what the tabular fixed grids use); anything else is a ValueError naming
-the key.  AWNN slices are not supported.  No checkpoints or resuming.
+the key.  AWNN slices are not supported.
 """
 from __future__ import annotations
 
@@ -54,10 +57,11 @@ from .train import DIVERGED, OK, RunResult, resolve_device
 __all__ = ["GROUP_KEYS", "SLICE_KEYS", "check_fusable", "group_key", "group_configs", "StackedMLP", "StackedAdam",
            "StackedTrainer", "train_stacked", "train_grouped"]
 
-# keys equal within a fused group (shape, data, steps, where it runs); SLICE_KEYS may differ between slices
-GROUP_KEYS = ("task", "model", "hidden_layers", "width", "layer_widths", "activation", "batch_size", "epochs", "split",
-              "data_seed", "data_root", "max_train_examples", "device", "threads")
-SLICE_KEYS = ("lr", "weight_decay", "adam_eps", "seed", "patience", "select_metric", "best_epoch_ties")
+# SLICE_KEYS may differ between the slices of a fused group (each slice's own optimiser values, seed, selection rules,
+# and its weights' initialisation: every slice is built apart); every other TrainConfig key is one value in a group, so
+# a key the stack does not handle per slice can never differ inside one (GROUP_KEYS)
+SLICE_KEYS = ("lr", "weight_decay", "adam_eps", "seed", "patience", "select_metric", "best_epoch_ties", "init", "init_distribution")
+GROUP_KEYS = tuple(k for k in TrainConfig.keys() if k not in SLICE_KEYS)
 EVAL_BATCH = 4096  # awnn.train.evaluate's chunk
 BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, which the Trainer uses
 _LAYOUT_WARNING = "grad and param do not obey the gradient layout contract"  # grads are rows of one flat buffer, on purpose
@@ -67,6 +71,9 @@ _IN_PLACE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu_, "leaky_relu": lambda h: F.leaky_relu(h, inplace=True), "relu6": lambda h: F.relu6(h, inplace=True), "tanh": torch.tanh_}
 
 EpochCallback = Callable[[int, dict[str, Any]], Any]  # (index of the config in the group, its epoch record)
+EndCallback = Callable[[int, RunResult], Any]  # (index of the config in the group, its result) when it leaves the stack
+STACK_FORMAT = "awnn-stacked-v1"
+_SLICE_STATE = ("best", "history", "status", "epoch", "train_seconds", "best_model", "final_model")
 
 
 def check_fusable(config: TrainConfig) -> None:
@@ -250,13 +257,64 @@ class StackedTrainer:
         self.n_train = task.n_train(c0.split)
         self.epoch = 0
 
-    def run(self, on_epoch: EpochCallback | None = None) -> list[RunResult]:
-        """Train every slice to its end; `on_epoch(index, record)` after each epoch of each slice."""
+    def run(self, on_epoch: EpochCallback | None = None, on_end: EndCallback | None = None,
+            after_epoch: Callable[[], Any] | None = None) -> list[RunResult]:
+        """Train every slice to its end; `on_epoch(index, record)` after each
+        epoch of each slice, `on_end(index, result)` when a slice leaves the
+        stack, `after_epoch()` once the epoch's slices have left (the moment
+        to `save()`: the state holds no slice that is due to leave)."""
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_LAYOUT_WARNING)
             while self.alive:
+                before = list(self.alive)
                 self._epoch(on_epoch)
+                for i in before:
+                    if i not in self.alive and on_end is not None:
+                        on_end(i, self.result(i))
+                if after_epoch is not None:
+                    after_epoch()
         return [self.result(i) for i in range(len(self.slices))]
+
+    def drop(self, indices: Sequence[int]) -> None:
+        """Take these configs (indices into the group) out of the stack
+        without training them further (e.g. finished by an earlier attempt)."""
+        rows = [self.alive.index(i) for i in indices if i in self.alive]
+        if rows:
+            self._drop(rows)
+
+    # --- continuing elsewhere (a fused Ray trial's checkpoint: search/fused_trial.py)
+    def save(self) -> dict[str, Any]:
+        """Everything needed to continue the group elsewhere (CPU tensors):
+        the stack's weights and Adam state, each slice's batch-order
+        generator, progress, selection and kept weights."""
+        return {"format": STACK_FORMAT, "configs": [s.config.to_dict() for s in self.slices], "epoch": self.epoch,
+                "alive": list(self.alive), "flat": self.model.flat.detach().cpu().clone(),
+                "exp_avg": self.optimizer.exp_avg.cpu().clone(), "exp_avg_sq": self.optimizer.exp_avg_sq.cpu().clone(),
+                "steps": self.optimizer.steps, "generators": [g.get_state() for g in self.generators],
+                "slices": [{k: getattr(s, k) for k in _SLICE_STATE} for s in self.slices]}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Continue from `save()`'s output, written by a group of the same configs
+        (the data folder, device and threads may differ); a ValueError otherwise."""
+        if not isinstance(state, dict) or state.get("format") != STACK_FORMAT:
+            raise ValueError(f"not a fused-group checkpoint (missing format {STACK_FORMAT!r})")
+        mine = [_portable(s.config.to_dict()) for s in self.slices]
+        if [_portable(c) for c in state["configs"]] != mine:
+            raise ValueError("the checkpoint was written by a group of other configs")
+        alive = list(state["alive"])
+        if alive:
+            self.model.keep(alive)  # stack rows: the group's configs in order until a first slice left
+            self.optimizer.keep(alive)
+            self.model.flat.copy_(state["flat"])
+            self.optimizer.exp_avg.copy_(state["exp_avg"])
+            self.optimizer.exp_avg_sq.copy_(state["exp_avg_sq"])
+        self.optimizer.steps = int(state["steps"])
+        self.alive, self.epoch = alive, int(state["epoch"])
+        for g, saved in zip(self.generators, state["generators"]):
+            g.set_state(saved)
+        for s, saved in zip(self.slices, state["slices"]):
+            for k in _SLICE_STATE:
+                setattr(s, k, saved[k])
 
     def _epoch(self, on_epoch: EpochCallback | None) -> None:
         t0 = time.perf_counter()
@@ -364,6 +422,11 @@ class StackedTrainer:
                          best_val_loss=best["val_loss"], best_epoch=best["epoch"], epochs_run=s.epoch, widths=widths,
                          widths_at_best=list(best["widths"]), train_seconds=s.train_seconds, hit_max_width=False, history=s.history,
                          test_loss=best.get("test_loss", math.nan), n_train=self.n_train)
+
+
+def _portable(config: dict[str, Any]) -> dict[str, Any]:
+    """A config without what may differ where a checkpoint is continued."""
+    return {k: v for k, v in config.items() if k not in ("data_root", "device", "threads")}
 
 
 def _cross_entropy(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

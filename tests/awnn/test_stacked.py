@@ -219,3 +219,56 @@ def test_stacked_trainer_mixed_group_raises_naming_key(task):
         group_configs([cfg()], max_group=0)
     with pytest.raises(ValueError, match="configs"):
         StackedTrainer([], task)
+
+
+# ------------------------------------------------------------ continuing elsewhere (a fused Ray trial's checkpoint)
+class _Killed(Exception):
+    pass
+
+
+def weights(t: StackedTrainer) -> list[dict]:
+    return [t.state_dict(i) for i in range(len(t.slices))]
+
+
+def test_saved_group_continues_exactly_as_if_never_stopped(task):
+    """A checkpoint taken between epochs (a slice already gone: patience 1) and
+    loaded into a fresh group trains on to the same histories and weights."""
+    configs = [c.replace(epochs=6) for c in MIXED] + [cfg(lr=0.5, seed=9, epochs=6, patience=1)]
+    whole = StackedTrainer(configs, task)
+    full = whole.run()
+    saved = {}
+    first = StackedTrainer(configs, task)
+
+    def stop_after_3():
+        if first.epoch == 3:
+            saved["state"] = first.save()
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        first.run(after_epoch=stop_after_3)
+    again = StackedTrainer(configs, task)
+    again.load(saved["state"])
+    assert again.epoch == 3 and again.alive == first.alive
+    ended = []
+    resumed = again.run(on_end=lambda i, r: ended.append(i))
+    for a, b in zip(full, resumed):
+        assert without_time(a.history) == without_time(b.history)
+        assert (a.status, a.best_epoch, a.best_val_acc) == (b.status, b.best_epoch, b.best_val_acc)
+    assert all(max_weight_diff(x, y) == 0.0 for x, y in zip(weights(whole), weights(again)))
+    assert sorted(ended) == sorted(first.alive)  # only the slices still training when it was saved end again
+
+
+def test_load_refuses_another_groups_checkpoint_and_drop_takes_configs_out(task):
+    state = StackedTrainer(MIXED, task).save()
+    with pytest.raises(ValueError, match="other configs"):
+        StackedTrainer([c.replace(lr=c.lr * 2) for c in MIXED], task).load(state)
+    with pytest.raises(ValueError, match="format"):
+        StackedTrainer(MIXED, task).load({"format": "awnn-train-v1"})
+    t = StackedTrainer(MIXED, task)
+    t.drop([1, 3])
+    assert t.alive == [0, 2] and t.model.n == 2
+    results = t.run()
+    assert results[1].epochs_run == 0 and results[3].epochs_run == 0
+    kept = StackedTrainer([MIXED[0], MIXED[2]], task).run()
+    for a, b in zip([results[0], results[2]], kept):
+        assert [r["train_loss"] for r in a.history] == pytest.approx([r["train_loss"] for r in b.history], abs=LOSS_TOL)
