@@ -4,7 +4,8 @@ One tiny MLP per process leaves a core paying PyTorch's per-operation
 overhead.  After the idea of HFTA (Wang et al., "Horizontally Fused Training
 Array", MLSys 2021; our own code), configs sharing a shape train together:
 slice i of every stacked weight is config i's layer, a layer is one
-`torch.baddbmm` for all slices, one Adam step updates them all.
+`torch.baddbmm` for all slices, one Adam step updates them all.  Slices may
+differ in activation (one elementwise op per activation in the group).
 
     results = train_grouped(configs, max_group=32)  # a RunResult per config, in order
 
@@ -60,7 +61,8 @@ __all__ = ["GROUP_KEYS", "SLICE_KEYS", "check_fusable", "group_key", "group_conf
 # SLICE_KEYS may differ between the slices of a fused group (each slice's own optimiser values, seed, selection rules,
 # and its weights' initialisation: every slice is built apart); every other TrainConfig key is one value in a group, so
 # a key the stack does not handle per slice can never differ inside one (GROUP_KEYS)
-SLICE_KEYS = ("lr", "weight_decay", "adam_eps", "seed", "patience", "select_metric", "best_epoch_ties", "init", "init_distribution")
+SLICE_KEYS = ("lr", "weight_decay", "adam_eps", "seed", "patience", "select_metric", "best_epoch_ties", "init", "init_distribution",
+              "activation")
 GROUP_KEYS = tuple(k for k in TrainConfig.keys() if k not in SLICE_KEYS)
 EVAL_BATCH = 4096  # awnn.train.evaluate's chunk
 BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, which the Trainer uses
@@ -93,13 +95,14 @@ def group_key(config: TrainConfig) -> tuple:
 
 def group_configs(configs: Sequence[TrainConfig], max_group: int = 32) -> list[list[int]]:
     """Indices into `configs`, split into fusable groups of at most `max_group`
-    (equal GROUP_KEYS; in order of first appearance, order kept inside a group)."""
+    (equal GROUP_KEYS; in order of first appearance, inside a group by activation, then in order)."""
     if isinstance(max_group, bool) or not isinstance(max_group, int) or max_group < 1:
         raise ValueError(f"max_group: expected an integer >= 1, found {max_group!r}")
     buckets: dict[tuple, list[int]] = {}
     for i, c in enumerate(configs):
         buckets.setdefault(group_key(c), []).append(i)
-    return [idx[s : s + max_group] for idx in buckets.values() for s in range(0, len(idx), max_group)]
+    ordered = [sorted(idx, key=lambda i: configs[i].activation) for idx in buckets.values()]  # (stable) one activation run each
+    return [idx[s : s + max_group] for idx in ordered for s in range(0, len(idx), max_group)]
 
 
 class StackedMLP:
@@ -113,12 +116,28 @@ class StackedMLP:
         ref = models[0]
         self.dims = [(layer.in_features, layer.out_features) for layer in ref.layers]
         for m in models:
-            if not isinstance(m, FixedMLP) or m.activation != ref.activation or [(l.in_features, l.out_features) for l in m.layers] != self.dims:
-                raise ValueError("models: every slice must be a FixedMLP of one shape and activation")
-        self.activation, self.widths = ref.activation, list(ref.widths)
-        self._act = _IN_PLACE.get(ref.activation) or resolve_activation(ref.activation)
+            if not isinstance(m, FixedMLP) or [(l.in_features, l.out_features) for l in m.layers] != self.dims:
+                raise ValueError("models: every slice must be a FixedMLP of one shape")
+        self.widths = list(ref.widths)
+        self._set_activations([m.activation for m in models])
         rows = [torch.cat([t for l in m.layers for t in (l.weight.detach().t().reshape(-1), l.bias.detach())]) for m in models]
         self._bind(torch.stack(rows).to(device))
+
+    def _set_activations(self, names: list[str]) -> None:
+        """Slice i's activation is names[i]: applied per run of equal
+        activations (one op per run; a group sorted by activation has one
+        run per activation), in place when the whole stack has one."""
+        self.activations = list(names)
+        runs: list[list] = []  # [first row, end row, name]
+        for row, name in enumerate(names):
+            if runs and runs[-1][2] == name:
+                runs[-1][1] = row + 1
+            else:
+                runs.append([row, row + 1, name])
+        if len(runs) == 1:
+            self._acts = [(0, len(names), _IN_PLACE.get(names[0]) or resolve_activation(names[0]))]
+        else:
+            self._acts = [(a, b, resolve_activation(name)) for a, b, name in runs]
 
     def _bind(self, flat: torch.Tensor) -> None:
         self.flat, self.grad, self.n = flat, torch.zeros_like(flat), flat.shape[0]
@@ -143,7 +162,8 @@ class StackedMLP:
         h, last = x, len(self.weights) - 1
         for l, (w, b) in enumerate(zip(self.weights, self.biases)):
             h = torch.baddbmm(b, h, w)
-            h = self._act(h) if l < last else h
+            if l < last:
+                h = self._acts[0][2](h) if len(self._acts) == 1 else torch.cat([act(h[a:b]) for a, b, act in self._acts])
         return h
 
     __call__ = forward
@@ -151,6 +171,7 @@ class StackedMLP:
     def keep(self, rows: Sequence[int]) -> None:
         """Keep only these slices (stack rows), in this order."""
         self._bind(self.flat[list(rows)].contiguous())
+        self._set_activations([self.activations[r] for r in rows])
 
     def state_dict(self, row: int) -> dict[str, torch.Tensor]:
         """Slice `row` as a FixedMLP state dict (CPU copies)."""

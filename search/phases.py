@@ -27,6 +27,7 @@ from .protocol import TrialSpec, fold_assessment_specs, most_selected, select_by
 from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts
 from .fixedplus import fixedplus_config
+from .fusion import fuse_specs, member_keys
 from .strategies import REGISTRY, Arm
 from .tpe import TpeSource
 
@@ -64,7 +65,7 @@ class PhasedSearcher(_SearcherBase):
 
     def __init__(self, arms: list[Arm], budget: Budget, record: OutcomeRecord, hooks: PhaseHooks, *,
                  prior: PriorAttempts | None = None, make_tpe: Callable[[Arm], TpeSource] | None = None,
-                 trial_settings: Mapping[str, Any] | None = None, stream: TextIO | None = None):
+                 trial_settings: Mapping[str, Any] | None = None, stream: TextIO | None = None, fuse: int = 1):
         super().__init__(metric="best_val_acc", mode="max")
         self.arms = {a.name: a for a in arms}
         self.budget = budget
@@ -73,6 +74,7 @@ class PhasedSearcher(_SearcherBase):
         self.prior = prior or PriorAttempts()
         self.make_tpe = make_tpe
         self.trial_settings = dict(trial_settings or {})
+        self.fuse = int(fuse)  # --fuse: selection configs per Ray trial (search/fusion.py); 1: one config per trial
         self.stream = stream or sys.stderr
         self.record.listener = self.on_update
         self.results: list[StrategyResult] = []
@@ -171,7 +173,7 @@ class PhasedSearcher(_SearcherBase):
         elapsed = now - self.t0
         eta = elapsed / new * (todo - new) if new else math.nan
         best = self.record.best_val_acc.get(r.sweep, math.nan)
-        queued = {f"{r.sweep}/{sp.key}" for sp in self.queue}
+        queued = {f"{r.sweep}/{k}" for sp in self.queue for k in member_keys(sp)}
         running = len(self.keys - done - queued)  # handed to Ray, not finished: running or waiting for a slot
         stopped = sum(1 for k in self.keys & done if (self.record.here.get(k) or self.record.earlier.get(k) or {}).get("status") == "stopped")
         text = (f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials" + (f" ({stopped} stopped)" if stopped else "")
@@ -229,7 +231,9 @@ class PhasedSearcher(_SearcherBase):
                 self.strategy_result.selection = self.result
             self.keys = {f"{self.result.sweep}/{sp.key}" for sp in specs}
             self.result.outcomes = [self.record.earlier[k] for k in sorted(self.keys & set(self.record.earlier))]
-            self.queue = [self._prepare(sp) for sp in specs if f"{self.result.sweep}/{sp.key}" not in self.record.earlier]
+            done = {sp.key for sp in specs if f"{self.result.sweep}/{sp.key}" in self.record.earlier}
+            fuse = self.fuse if phase == "selection" and REGISTRY[arm.family].fuses else 1
+            self.queue = [self._prepare(sp) for sp in fuse_specs(specs, fuse, done)]
             self.t0 = time.monotonic()
             self.started_at = self.t0 if self.started_at is None else self.started_at
             self.runs_here = bool(self.queue)  # has this driver anything to run in this phase?
@@ -279,7 +283,15 @@ class PhasedSearcher(_SearcherBase):
         return fixedplus_config(arm, src.selected if src else None, outcomes, self.budget)
 
     def _prepare(self, spec: TrialSpec) -> TrialSpec:
-        """A trial an earlier driver left unfinished resumes from its checkpoint, with its config (an interrupted TPE trial)."""
+        """A trial an earlier driver left unfinished resumes from its checkpoint, with its config (an interrupted TPE trial);
+        a fused group from its group's checkpoint (the same for each of its unfinished members)."""
+        if spec.members:
+            found = [r.checkpoint for m in spec.members if (r := self.prior.reruns.get(f"{spec.sweep}/{m.key}")) and r.checkpoint]
+            if found:
+                spec.resume_from = max(found)
+                for m in spec.members:
+                    m.resume_from = spec.resume_from
+            return spec
         rerun = self.prior.reruns.get(f"{spec.sweep}/{spec.key}")
         if rerun is not None and rerun.checkpoint:
             spec.resume_from = rerun.checkpoint

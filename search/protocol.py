@@ -60,6 +60,8 @@ class TrialSpec:
     repeat: int = 0  # 1..N for repeated stochastic strategies, else 0
     resume_from: str | None = None  # a checkpoint dir left by an earlier driver
     report_at: list[int] = field(default_factory=list)  # epochs that are always reported at once (ASHA's rungs)
+    members: list["TrialSpec"] = field(default_factory=list)  # a fused group's configs (search/fusion.py); empty: one config
+    done: list[str] = field(default_factory=list)  # a fused group's members an earlier driver finished (not run again)
 
     @property
     def sweep(self) -> str:

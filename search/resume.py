@@ -10,7 +10,8 @@ What it did is in MLflow; this module reads it back:
   protocol needs (the same dict the tracking callback builds);
 * `reruns`: trials whose run was left open (or closed as interrupted by an
   interrupted driver and never re-run) with what a re-run needs: its config,
-  its grid index and the newest checkpoint of the earlier attempt;
+  its grid index and the newest checkpoint of the earlier attempt (a fused
+  trial's: its group's, search/fusion.py);
 * `wall_seconds`: the seconds the earlier drivers spent in each sweep and in
   the whole comparison (the `wall_seconds` metric they logged as they went),
   so that an arm's wall time adds up over all attempts.
@@ -58,7 +59,7 @@ class PriorAttempts:
 
 
 def read_prior_attempts(client, experiment_id: str, comparison: str, writer: TrackingWriter,
-                        find_checkpoint: Callable[[str], str | None], log: Callable[[str], None]) -> PriorAttempts:
+                        find_checkpoint: Callable[[str, str | None], str | None], log: Callable[[str], None]) -> PriorAttempts:
     """Read comparison `comparison`'s runs; close what the dead driver left
     open and reopen its unfinished sweeps (writes go through `writer`)."""
     prior = PriorAttempts()
@@ -105,7 +106,7 @@ def read_prior_attempts(client, experiment_id: str, comparison: str, writer: Tra
             writer.end_run(stale, "KILLED")
             closed += 1
         # run again with the same config (a TPE trial's config is in no grid order), from its newest checkpoint
-        prior.reruns[key] = Rerun(config=_config(run), index=_index(run.data.params), checkpoint=find_checkpoint(key))
+        prior.reruns[key] = Rerun(config=_config(run), index=_index(run.data.params), checkpoint=find_checkpoint(key, tags.get(Tag.GROUP)))
     for key in prior.finished:  # a trial interrupted once and finished later needs no re-run
         prior.reruns.pop(key, None)
     log(f"resume: comparison {comparison}: {len(prior.finished)} trials already finished, "
@@ -113,12 +114,14 @@ def read_prior_attempts(client, experiment_id: str, comparison: str, writer: Tra
     return prior
 
 
-def find_checkpoint(storage: str, comparison: str, writer_key: str) -> str | None:
+def find_checkpoint(storage: str, comparison: str, writer_key: str, group: str | None = None) -> str | None:
     """The newest checkpoint an earlier attempt of this trial left in local storage:
-    <storage>/<comparison id>[-r<attempt>]/<arm>-<trial key>/checkpoint_* (see search.tune.run_plan)."""
+    <storage>/<comparison id>[-r<attempt>]/<arm>-<trial key>/checkpoint_* (see search.tune.run_plan);
+    a fused trial's (tag awnn.group): its group's, <arm>-<group key>/checkpoint_*."""
     if "://" in storage:
         return None
     arm, _phase, trial = writer_key.split("/", 2)
+    trial = group or trial
     best = None
     for d in Path(storage).glob(f"{comparison}*/{arm}-{trial}/checkpoint_*"):
         if (d / "trainer.pt").exists() and (best is None or d.stat().st_mtime > best.stat().st_mtime):

@@ -128,6 +128,12 @@ class Family:
     #                               search state or scheduler shared across the folds' trials
     derived_from: str | None = None  # no selection of its own: its config comes from this family's arm (fixedplus: awnn)
 
+    @property
+    def fuses(self) -> bool:
+        """May its selection trials be fused (`--fuse`, search/fusion.py)?  A whole
+        grid with no launch order (`order` random) and no scheduler: the fixed grid."""
+        return self.order == "random" and not self.stops_early and not self.derived_from
+
     def tags(self) -> dict[str, str]:
         """The sweep-run tags that tell the analysis how to read this family's
         trials (tracking contract: awnn.order, awnn.stops_early, awnn.depends_on)."""

@@ -184,7 +184,7 @@ class Comparison:
             record = OutcomeRecord(earlier=prior.finished)
             searcher = self.searcher = PhasedSearcher(
                 self.arms, self.budget, record, self.runs, prior=prior, stream=self.stream,
-                make_tpe=lambda arm: TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm)),
+                make_tpe=lambda arm: TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm)), fuse=self.settings.fuse,
                 # where the data is belongs to the command, not to the configs (a selected config stays portable)
                 trial_settings={**trial_settings(self.settings), "data_root": self.data_root,
                                 **({"folds_digest": self.folds_digest} if self.folds_digest else {})})
@@ -266,7 +266,7 @@ class Comparison:
                   Param.CPUS_PER_TRIAL: self.settings.cpus_per_trial, Param.GPUS_PER_TRIAL: self.settings.gpus_per_trial,
                   Param.STORAGE: self.settings.storage_path(), Param.DATA_ROOT: self.data_root,
                   Param.RAY_ADDRESS: self.settings.address or os.environ.get("RAY_ADDRESS", "local"), **self._search_options(),
-                  Param.PROTOCOL: self.protocol}
+                  Param.PROTOCOL: self.protocol, Param.FUSE: self.settings.fuse}
         if self.folds_digest:
             params[Param.FOLDS_DIGEST] = self.folds_digest
         if self.optuna_storage:
@@ -324,7 +324,7 @@ class Comparison:
         self.writer.reopen_run("cmp")
         self.writer.set_tags("cmp", {Tag.STATE: "running"})
         storage = self.settings.storage_path()
-        return read_prior_attempts(client, exp, self.id, self.writer, lambda key: find_checkpoint(storage, self.id, key), self.log)
+        return read_prior_attempts(client, exp, self.id, self.writer, lambda key, group: find_checkpoint(storage, self.id, key, group), self.log)
 
 def _check_optuna_storage(url: str) -> None:
     """Open (create) the Optuna RDB storage now: a bad URL fails before Ray

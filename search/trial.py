@@ -19,26 +19,19 @@ reports to the driver (tracking/callback.py logs the reports):
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import tempfile
 import time
-import uuid
 from pathlib import Path
-
-from tracking.contract import MODEL_FILE, SELECTABLE, TRUNCATION
 from typing import Any
 
-__all__ = ["trainable", "data_error_final", "CHECKPOINT_FILE", "MODEL_FILE", "PROGRESS_SECONDS"]
+from tracking.contract import MODEL_FILE, SELECTABLE, TRUNCATION
 
-CHECKPOINT_FILE = "trainer.pt"
+from .trial_common import CHECKPOINT_FILE, attempt_info, data_error_final, trial_config
+
+__all__ = ["trainable", "PROGRESS_SECONDS"]
+
 PROGRESS_SECONDS = 5.0  # a trial reports its progress inside an epoch at most this often (and only in epochs this long)
-
-
-def data_error_final(error: Exception) -> dict[str, Any]:
-    """The final summary of a trial whose data cannot be read (awnn.data.DataError),
-    naming the machine (on a cluster, the node whose copy of the data is wrong)."""
-    return {"status": "failed", "error": f"{type(error).__name__}: {error} (on {os.uname().nodename})", "error_kind": "data"}
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -46,18 +39,16 @@ def trainable(config: dict[str, Any]) -> None:
     import torch
     from ray import tune
 
-    from awnn.config import TrainConfig
     from awnn.data import DataError
     from awnn.train import Trainer
 
     spec, settings = config["spec"], config["settings"]
     torch.set_num_threads(max(1, int(settings["cpus_per_trial"])))
-    values = dict(spec["config"])
-    if settings.get("data_root"):  # the command's --data-root, absolute (search/sweep.py)
-        values["data_root"] = settings["data_root"]
-    if settings["gpus_per_trial"] <= 0:
-        values["device"] = "cpu"
-    cfg = TrainConfig.from_dict(values, source=f"trial {spec['key']}")
+    if spec.get("members"):  # a fused group of configs (--fuse): search/fused_trial.py
+        from .fused_trial import run_group
+
+        return run_group(spec, settings)
+    cfg = trial_config(spec, settings)
     try:
         trainer = Trainer(cfg)
         _check_folds(trainer.task, settings)
@@ -119,19 +110,8 @@ class _Reporter:
     """The trial's reports to the driver (see the module docstring)."""
 
     def __init__(self, trainer, spec: dict[str, Any], settings: dict[str, Any]):
-        import ray
-
         self.trainer = trainer
-        ctx = ray.get_runtime_context()
-        self.common = {
-            "attempt": uuid.uuid4().hex[:12],
-            "attempt_start_seconds": trainer.train_seconds,
-            "resumed_epoch": trainer.epoch,
-            "node_id": ctx.get_node_id(),
-            "node_ip": ray.util.get_node_ip_address(),
-            "hostname": os.uname().nodename,
-            "pid": os.getpid(),
-        }
+        self.common = {**attempt_info(), "attempt_start_seconds": trainer.train_seconds, "resumed_epoch": trainer.epoch}
         self.interval = float(settings["report_interval"])
         self.ckpt_interval = float(settings["checkpoint_interval"])
         self.progress_every = max(self.interval, PROGRESS_SECONDS)

@@ -60,6 +60,7 @@ class RunSettings:
     checkpoint_interval: float = 10.0
     max_concurrent: int = 0
     num_cpus: int | None = None  # local Ray only; default: all cores
+    fuse: int = 1  # selection configs per Ray trial, trained as one stacked model (search/fusion.py); 1: off
     extra: dict[str, Any] = field(default_factory=dict)
 
     def storage_path(self) -> str:

@@ -20,7 +20,14 @@ Tracking contract (README, "What MLflow holds"):
   stopped (by ASHA, before its last epoch) | interrupted), awnn.node_ip / awnn.node_id (node of the last attempt),
   awnn.nodes (every node it ran on), awnn.pid (worker process of the last
   attempt), awnn.config (the config as the search gave it, JSON; with every
-  default filled in: TrainConfig.from_dict of it).
+  default filled in: TrainConfig.from_dict of it), awnn.group (fused trials).
+
+A fused Ray trial (`--fuse`, search/fused_trial.py) trains several configs:
+each member gets its own run, as above, tagged awnn.group with the Ray
+trial's key; its part of each report (`members`) is logged as a single
+trial's report would be, and its run ends when its own final arrives.  Its
+train_seconds (hence compute_seconds and device_hours) are its equal share
+of the group's time in each epoch it trained.
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ __all__ = ["TrialTracker"]
 
 
 SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
+_ATTEMPT_KEYS = ("attempt", "node_id", "node_ip", "hostname", "pid")  # a fused group's report: common to its members
 
 
 class TrialTracker(Callback):
@@ -77,6 +85,7 @@ class TrialTracker(Callback):
         self.retries: dict[str, int] = {}
         self.pids: dict[str, str] = {}
         self.finals: dict[str, dict] = {}
+        self.last: dict[str, dict] = {}  # each config's latest report
 
     def __getstate__(self):
         # Ray pickles the Tuner (callbacks included) into the experiment folder
@@ -97,6 +106,17 @@ class TrialTracker(Callback):
         spec = trial.config["spec"]
         return f"{cls.sweep_of(spec)}/{spec['key']}"
 
+    @classmethod
+    def members(cls, trial) -> list[tuple[str, dict]]:
+        """(writer key, spec) of each config a Ray trial trains: a fused group's
+        members (--fuse, search/fusion.py) but those an earlier driver
+        finished, else the trial's own spec."""
+        spec = trial.config["spec"]
+        if not spec.get("members"):
+            return [(cls._key(trial), spec)]
+        done = set(spec.get("done") or ())
+        return [(f"{cls.sweep_of(m)}/{m['key']}", m) for m in spec["members"] if m["key"] not in done]
+
     def compute_seconds(self, key: str) -> float:
         return sum(max(0.0, last - start) for start, last in self.attempts.get(key, {}).values())
 
@@ -106,15 +126,17 @@ class TrialTracker(Callback):
 
     # ------------------------------------------------------------ hooks
     def on_trial_start(self, iteration, trials, trial, **info):
-        from awnn.config import TrainConfig
+        group = trial.config["spec"]["key"] if trial.config["spec"].get("members") else None
+        for key, spec in self.members(trial):
+            self._start(key, spec, group)
 
-        spec = trial.config["spec"]
-        key = self._key(trial)
+    def _start(self, key: str, spec: dict, group: str | None) -> None:
+        from awnn.config import TrainConfig
+        from awnn.data import task_kind
+
         if key in self.started:
             return
         self.started.add(key)
-        from awnn.data import task_kind
-
         config = TrainConfig.from_dict({**spec["config"], **self.params})
         # the keys that apply to this model and domain (an AWNN run shows no fixed width, a tabular one no GIN key);
         # every key with its default: TrainConfig.from_dict(tag awnn.config), and the trial's checkpoint
@@ -128,10 +150,27 @@ class TrialTracker(Callback):
             tags[Tag.PROFILE] = params["awnn_profile"]
         if spec.get("resume_from"):
             tags[Tag.RESUMED_FROM] = spec["resume_from"]
+        if group:
+            tags[Tag.GROUP] = group
         self.writer.start_run(key, name=f"{spec['strategy']}-{spec['key']}", parent=self.sweep_of(spec), tags=tags, params=params)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        key = self._key(trial)
+        if not isinstance(result.get("members"), dict):
+            return self._result(self._key(trial), result)
+        # a fused group's report: each member's part, with the attempt's common fields, as if from its own trial
+        common = {k: v for k, v in result.items() if k in _ATTEMPT_KEYS}
+        specs = dict(self.members(trial))
+        for member, part in result["members"].items():
+            key = f"{self.sweep_of(trial.config['spec'])}/{member}"
+            if key not in specs or key in self.ended:  # (a retried group may repeat a member's last epochs)
+                continue
+            merged = {**common, **part}
+            self._result(key, merged)
+            final = part.get("final")
+            if final:  # a member left the stack: its run ends now
+                self._finish(key, final, error=final.get("error"), spec=specs[key], last=merged)
+
+    def _result(self, key: str, result: dict) -> None:
         attempt = result.get("attempt")
         if attempt:
             self.attempts.setdefault(key, {})[attempt] = (float(result.get("attempt_start_seconds", 0.0)), float(result.get(Metric.TRAIN_SECONDS, 0.0)))
@@ -156,25 +195,30 @@ class TrialTracker(Callback):
             self.writer.log_metrics(key, rows)
         if result.get("final"):
             self.finals[key] = result["final"]
+        self.last[key] = result
         if self.on_result:
             self.on_result(key, result)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        key = self._key(trial)
-        self.retries[key] = self.retries.get(key, 0) + 1
-        self.writer.set_tags(key, {Tag.RETRIES: self.retries[key], Tag.LAST_ERROR: _error_text(trial)})
+        error = _error_text(trial)
+        for key, _spec in self.members(trial):
+            if key in self.ended:
+                continue
+            self.retries[key] = self.retries.get(key, 0) + 1
+            self.writer.set_tags(key, {Tag.RETRIES: self.retries[key], Tag.LAST_ERROR: error})
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        key = self._key(trial)
-        final = self.finals.get(key)
-        if final is None:  # stopped by a scheduler before its end
-            self._finish(key, {"status": "stopped"}, error=None, trial=trial)
-        else:  # a trial that ended on its own, or on an error it reported (e.g. its data cannot be read)
-            self._finish(key, final, error=final.get("error"), trial=trial)
+        for key, spec in self.members(trial):
+            final = self.finals.get(key)
+            if final is None:  # stopped by a scheduler before its end (or a group ended without this member's final)
+                self._finish(key, {"status": "stopped"}, error=None, spec=spec, last=self.last.get(key, {}), trial=trial)
+            else:  # a trial that ended on its own, or on an error it reported (e.g. its data cannot be read)
+                self._finish(key, final, error=final.get("error"), spec=spec, last=self.last.get(key, {}), trial=trial)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        key = self._key(trial)
-        self._finish(key, {"status": "failed"}, error=_error_text(trial), trial=trial)
+        error = _error_text(trial)
+        for key, spec in self.members(trial):
+            self._finish(key, {"status": "failed"}, error=error, spec=spec, last=self.last.get(key, {}), trial=trial)
 
     def interrupt_open(self) -> None:
         """The driver is stopping (Ctrl-C, SIGTERM, an error): close the runs
@@ -190,14 +234,15 @@ class TrialTracker(Callback):
             self.ended.add(key)  # Tune may still report it as complete while stopping it: it stays interrupted
 
     # ------------------------------------------------------------ finishing
-    def _finish(self, key: str, final: dict, error: str | None, trial) -> None:
+    def _finish(self, key: str, final: dict, error: str | None, spec: dict, last: dict, trial=None) -> None:
+        """End a config's run: `last` is its latest report, `trial` the Ray trial
+        when it ended with it (a re-training run's model is in its checkpoint)."""
         if key in self.ended:
             return
         self.ended.add(key)
         status = final.get("status", "failed")
         compute = self.compute_seconds(key)
         dev_h, gpu_h = self.device_hours(compute)
-        last = trial.last_result or {}
         metrics = {
             Metric.COMPUTE_SECONDS: compute,
             Metric.DEVICE_HOURS: dev_h,
@@ -226,8 +271,7 @@ class TrialTracker(Callback):
         if error:
             tags[Tag.ERROR] = error
         self.writer.set_tags(key, tags)
-        spec = trial.config["spec"]
-        if spec.get("phase") == "assessment":
+        if spec.get("phase") == "assessment" and trial is not None and not trial.config["spec"].get("members"):
             self._log_model(key, trial)
         self.writer.end_run(key, "FAILED" if status == "failed" else "FINISHED")
         outcome = dict(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)

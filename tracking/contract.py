@@ -115,6 +115,7 @@ class Tag:
     COMPARISON_KEY = "awnn.comparison_key"
     CONFIG = "awnn.config"
     ERROR = "awnn.error"
+    GROUP = "awnn.group"  # a fused trial's group (--fuse): the Ray trial's key, e.g. fuse-sel-0000 (search/fusion.py)
     DEPENDS_ON = "awnn.depends_on"  # sweep runs of an arm whose cost includes another arm's (fixedplus: awnn)
     HIT_MAX_WIDTH = "awnn.hit_max_width"
     KEY = "awnn.key"
@@ -284,6 +285,7 @@ class Param:
     SEED = "seed"
     REPEATS = "repeats"
     PROTOCOL = "protocol"  # holdout | cv<k>
+    FUSE = "fuse"  # --fuse: at most this many selection configs per Ray trial, trained as one stacked model (1: off)
     FOLDS = "folds"  # outer folds (cv<k> only; part of the --resume key)
     FOLDS_DIGEST = "folds_digest"  # digest of the drawn fold of every example (cv<k> only)
     CPU = "cpu"  # the config values a CPU budget changed, JSON (sweep runs: that grid's; comparison: per grid file)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import analysis as A
+from .execution import execution_text
 from .fmt import _date, _finite
 
 
@@ -54,6 +55,7 @@ def header_section(a: A.Analysis) -> list[tuple]:
                      f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
                      + "; GPU-hours count only GPU time."))
     doc.append(("p", _budget_text(a)))
+    doc.append(("p", execution_text(d)))
     if c.get("cpu"):
         doc.append(("p", "CPU budget: the paper's setup scaled down to what a CPU trains, by each grid's `cpu` values "
                          "(`--budget paper` trains the paper's): " + "; ".join(
@@ -87,3 +89,4 @@ def _budget_text(a: A.Analysis) -> str:
     folds = c.get("folds", 1)
     return (f"Budget `{c['budget']}`{how}" + (f", per outer fold ({folds} folds)" if folds > 1 else "") + ". "
             + ("Per arm: " + "; ".join(arms) + "." if arms else ""))
+

@@ -193,6 +193,7 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         "command": tags.get(Tag.COMMAND, ""),
         "cpus_per_trial": _num(params.get("cpus_per_trial"), 1.0),
         "gpus_per_trial": _num(params.get("gpus_per_trial"), 0.0),
+        "fuse": int(_num(params.get(C.Param.FUSE), 1.0)),  # --fuse (comparisons before it: 1, one config per trial)
         "wall_seconds": metrics.get("wall_seconds", math.nan),
         "start_time": root.info.start_time,
         "end_time": root.info.end_time,
@@ -269,7 +270,7 @@ RUN_COLUMNS = [
     "run_id", "strategy", "phase", "trial_key", "status", "run_status", "model", "hidden_layers", "width", "batch_size", "split",
     "seed", "grid_index", "device_hours", "gpu_hours", "compute_seconds", "train_seconds", "epochs_run", "best_val_acc",
     "best_val_loss", "best_epoch", "test_acc", "final_width_total", "widths", "widths_at_best", "n_train", "attempts", "retries",
-    "cost_estimated", "error", "start_time", "end_time", "config", "family", "repeat",
+    "cost_estimated", "error", "start_time", "end_time", "config", "family", "repeat", "group",
 ]
 
 
@@ -303,6 +304,7 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
             "n_train": m.get("n_train", _num(p.get("n_train"))), "attempts": m.get("attempts", math.nan),
             "retries": m.get("retries", math.nan), "cost_estimated": bool(estimated), "error": t.get(Tag.ERROR) or t.get(Tag.LAST_ERROR) or "",
             "start_time": r.info.start_time or 0, "end_time": r.info.end_time, "config": config,
+            "group": t.get(Tag.GROUP, ""),  # a fused trial's group (--fuse), else ""
         })
     df = pd.DataFrame(rows, columns=RUN_COLUMNS)
     if len(df):

@@ -10,6 +10,7 @@ import pandas as pd
 
 from .contract import PHASES, STATUSES
 from .curves import ordering
+from .execution import execution
 from .links import comparison_links
 from .reader import ComparisonData
 
@@ -50,6 +51,7 @@ SUMMARY_KEYS = {
     "truncation": dict,
     "mlflow": dict,
     "settings": dict,
+    "execution": dict,
     "files": dict,
 }
 STRATEGY_KEYS = ("family", "repeat", "order", "configs", "trials", "runs", "status_counts", "device_hours", "gpu_hours", "selected_key", "test_acc_mean", "test_acc_std", "test_runs", "width")
@@ -173,6 +175,7 @@ def summarize(a: Analysis) -> dict[str, Any]:
         "truncation": a.truncation_info,
         "mlflow": comparison_links(d),
         "settings": a.settings,
+        "execution": execution(d),
     }
     return _clean(out)
 

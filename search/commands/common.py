@@ -17,6 +17,9 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--max-failures", type=int, default=2, help="retries of a failed trial, from its last checkpoint (default 2)")
     p.add_argument("--report-interval", type=float, default=2.0, help="seconds between a trial's reports to Ray (each blocks the trial for a driver round trip); every epoch is still logged (0 = one report per epoch; default 2)")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds between a trial's checkpoints (default 10)")
+    p.add_argument("--fuse", type=int, default=1, metavar="N",
+                   help="train up to N fixed-grid selection configs of one shape as one stacked model in one Ray trial "
+                        "(each keeps its own MLflow run; README 'Fused trials'); 1 = one config per trial (default 1)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all); ignored with --address")
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files (default: the packaged search/grids)")
     p.add_argument("--data-root", default=None, help="folder with the datasets of the image, graph and text tasks (docs/domains.md); "
@@ -47,6 +50,7 @@ _NUMERIC_FLAGS = {
     "report_interval": (0, True, "a number of seconds >= 0"),
     "checkpoint_interval": (0, True, "a number of seconds >= 0 (0: at every report)"),
     "num_cpus": (1, True, "an integer >= 1"),
+    "fuse": (1, True, "an integer >= 1 (1: one config per trial)"),
 }
 
 
@@ -77,6 +81,7 @@ def settings_from(args):
         report_interval=args.report_interval,
         checkpoint_interval=args.checkpoint_interval,
         num_cpus=args.num_cpus,
+        fuse=args.fuse,
     )
 
 

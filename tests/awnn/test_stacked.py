@@ -102,6 +102,25 @@ def test_stacked_shapes_and_activations_match_trainer(task, changes):
         assert max_weight_diff(fused.state_dict(i), trainer.model.state_dict()) <= WEIGHT_TOL
 
 
+def test_mixed_activations_in_one_stack_match_trainer(task):
+    """Slices of one shape with different activations (relu, leaky_relu, relu6 as the
+    fixed grids mix them) share a stack; each trains as the Trainer trains it, also
+    after a slice in the middle of an activation run has left (patience 1)."""
+    configs = [cfg(activation="relu", lr=0.05, seed=0, epochs=4), cfg(activation="relu", lr=0.5, seed=1, epochs=4, patience=1),
+               cfg(activation="leaky_relu", lr=0.05, seed=2, epochs=4), cfg(activation="relu6", lr=0.01, seed=3, epochs=4),
+               cfg(activation="relu6", lr=0.05, seed=4, epochs=4)]
+    fused = StackedTrainer(configs, task)
+    results = fused.run()
+    for i, c in enumerate(configs):
+        trainer = Trainer(c, task)
+        ref = trainer.run()
+        assert [r["epoch"] for r in results[i].history] == [r["epoch"] for r in ref.history]
+        for mine, theirs in zip(results[i].history, ref.history, strict=True):
+            assert abs(mine["train_loss"] - theirs["train_loss"]) <= LOSS_TOL and mine["val_acc"] == theirs["val_acc"]
+        assert max_weight_diff(fused.state_dict(i), trainer.model.state_dict()) <= WEIGHT_TOL
+    assert group_configs([configs[3], configs[0], configs[2], configs[1]]) == [[2, 1, 3, 0]]  # one group, one run per activation
+
+
 def test_stacked_adam_matches_torch_adam_per_slice():
     torch.manual_seed(0)
     mlps = [FixedMLP(3, 2, hidden_layers=1, width=5) for _ in range(3)]
@@ -178,8 +197,8 @@ def test_group_configs_separates_shapes_and_caps_size():
     groups = group_configs(configs, max_group=4)
     assert sorted(i for g in groups for i in g) == list(range(len(configs)))
     assert all(len(g) <= 4 for g in groups)
-    assert groups[:2] == [[0, 1, 2, 3], [4, 5]]
-    assert [6, 10] in groups and [7] in groups and [8] in groups and [9] in groups and [11] in groups and [12] in groups
+    assert groups[:2] == [[0, 1, 2, 3], [4, 5, 9]]  # (the relu6 config: one shape, another activation: the same group, after the relus)
+    assert [6, 10] in groups and [7] in groups and [8] in groups and [11] in groups and [12] in groups
     for g in groups:
         keys = {tuple(getattr(configs[i], k) for k in GROUP_KEYS) for i in g}
         assert len(keys) == 1

@@ -21,7 +21,7 @@ def test_a_trial_tagged_ended_but_left_running_is_closed(tmp_path):
         w.start_run(wk, key, parent="awnn/selection", tags={**common, Tag.KIND: "trial", Tag.KEY: wk, Tag.TRIAL_KEY: key, Tag.STATUS: status})
     assert w.flush(timeout=30)
     exp = w.experiment_id
-    prior = read_prior_attempts(client(uri), exp, "c1", w, lambda key: None, lambda line: None)
+    prior = read_prior_attempts(client(uri), exp, "c1", w, lambda key, group: None, lambda line: None)
     assert w.flush(timeout=30)
     runs = {r.data.tags.get(Tag.TRIAL_KEY): r for r in client(uri).search_runs([exp], filter_string=f"tags.`{Tag.KIND}` = 'trial'")}
     assert runs["sel-0000"].info.status == "FINISHED" and runs["sel-0001"].info.status == "FAILED"

@@ -1,0 +1,38 @@
+"""What a trial in a Ray worker needs, whether it trains one config
+(search/trial.py) or a fused group of configs (search/fused_trial.py)."""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+__all__ = ["CHECKPOINT_FILE", "data_error_final", "trial_config", "attempt_info"]
+
+CHECKPOINT_FILE = "trainer.pt"  # a trial's training state in its Tune checkpoint (a fused group's: the whole group)
+
+
+def data_error_final(error: Exception) -> dict[str, Any]:
+    """The final summary of a trial whose data cannot be read (awnn.data.DataError),
+    naming the machine (on a cluster, the node whose copy of the data is wrong)."""
+    return {"status": "failed", "error": f"{type(error).__name__}: {error} (on {os.uname().nodename})", "error_kind": "data"}
+
+
+def trial_config(spec: dict[str, Any], settings: dict[str, Any]):
+    """A trial's TrainConfig: its spec's config, where the command says the
+    data is (--data-root, absolute: search/sweep.py), on the CPU without a GPU share."""
+    from awnn.config import TrainConfig
+
+    values = dict(spec["config"])
+    if settings.get("data_root"):
+        values["data_root"] = settings["data_root"]
+    if settings["gpus_per_trial"] <= 0:
+        values["device"] = "cpu"
+    return TrainConfig.from_dict(values, source=f"trial {spec['key']}")
+
+
+def attempt_info() -> dict[str, Any]:
+    """Who runs this attempt (every report carries it): an attempt id, the node and the worker process."""
+    import ray
+
+    return {"attempt": uuid.uuid4().hex[:12], "node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address(),
+            "hostname": os.uname().nodename, "pid": os.getpid()}

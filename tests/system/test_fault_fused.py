@@ -1,0 +1,107 @@
+"""Faults in fused trials (`--fuse`, issue #20): a group of fixed configs
+trained as one stacked model in one Ray trial must recover per config as
+single trials do.
+
+* The group's worker process is killed (SIGKILL) mid-training: Tune retries
+  the group from its last checkpoint; every config ends with one FINISHED
+  run, its retry recorded, and its epochs continue (they do not start over).
+* The driver is stopped (SIGTERM) mid-group, then `--resume`d: the group
+  continues from its checkpoint (tag awnn.resumed_from), every config has
+  one FINISHED run besides its interrupted one."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from fault_helpers import Driver, checkpoints, sweep_args, trial_runs, wait_for, write_inputs
+from tracking.contract import Tag
+
+pytestmark = [pytest.mark.slow, pytest.mark.fault]
+
+EPOCHS = 400  # a group of four 1x64 nets on DoubleMoon: ~10 s on one core, so the fault lands mid-training
+GRID = """\
+task: doublemoon
+strategy: fixed
+epochs: 100
+retrain_runs: 1
+fixed: {model: fixed, batch_size: 64, hidden_layers: 1, width: 64, activation: relu}
+grid:
+  lr: [0.001, 0.003, 0.01, 0.03]
+"""
+MEMBERS = ["sel-0000", "sel-0001", "sel-0002", "sel-0003"]
+
+
+def _args(tmp_path, tracking):
+    grids, budget = write_inputs(tmp_path, EPOCHS, grid=GRID, strategy="fixed")
+    return sweep_args(tmp_path, grids, budget, tracking, strategy="fixed", extra=["--fuse", "4", "--num-cpus", "1", "--max-failures", "2"])
+
+
+def _group_running_with_checkpoint(tmp_path, tracking):
+    runs = [r for r in trial_runs(tracking) if r.data.tags.get(Tag.GROUP) == "fuse-sel-0000" and r.data.tags.get(Tag.STATUS) == "running"]
+    has_ckpt = any(p.parent.name == "fixed-fuse-sel-0000" for p in checkpoints(tmp_path / "results"))
+    return runs if len(runs) == 4 and has_ckpt and all(r.data.tags.get(Tag.PID) for r in runs) else None
+
+
+def _steps(tracking, run_id, name="train_loss"):
+    return sorted(m.step for m in MlflowClient(tracking).get_metric_history(run_id, name))
+
+
+@pytest.mark.timeout(300)
+def test_fault_fused_group_worker_killed_retried_from_checkpoint(tmp_path):
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    driver = Driver(_args(tmp_path, tracking), cwd=tmp_path)
+    try:
+        running = wait_for(lambda: _group_running_with_checkpoint(tmp_path, tracking), 180, "a fused group with a checkpoint",
+                           driver.proc, interval=0.2, output=driver.output)
+        pid = int(running[0].data.tags[Tag.PID])
+        os.kill(pid, signal.SIGKILL)  # the Ray worker that trains the whole group
+        rc = driver.wait(timeout=240)
+        out = driver.output()
+        assert rc == 0, out[-4000:]
+    finally:
+        driver.cleanup()
+    runs = trial_runs(tracking)
+    sel = {r.data.tags[Tag.TRIAL_KEY]: r for r in runs if r.data.tags[Tag.PHASE] == "selection"}
+    assert sorted(sel) == MEMBERS and len([r for r in runs if r.data.tags[Tag.PHASE] == "selection"]) == 4, out[-4000:]  # one run each
+    for key, r in sel.items():
+        assert r.info.status == "FINISHED" and r.data.tags[Tag.STATUS] == "ok" and r.data.tags[Tag.GROUP] == "fuse-sel-0000"
+        assert r.data.tags[Tag.RETRIES] == "1" and r.data.metrics["attempts"] == 2, key  # the lost attempt is counted
+        assert r.data.metrics["epochs_run"] == EPOCHS
+        steps = _steps(tracking, r.info.run_id)
+        assert steps[0] == 1 and steps.count(1) == 1, key  # continued from the checkpoint: epoch 1 was not trained again
+        assert set(steps) == set(range(1, EPOCHS + 1))
+        assert r.data.metrics["compute_seconds"] >= r.data.metrics["train_seconds"] * 0.999
+    assert any(r.data.tags[Tag.PID] != str(pid) for r in sel.values())  # finished by another worker
+
+
+@pytest.mark.timeout(360)
+def test_fault_fused_group_driver_stopped_then_resumed_from_group_checkpoint(tmp_path):
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = _args(tmp_path, tracking)
+    driver = Driver(args, cwd=tmp_path)
+    try:
+        wait_for(lambda: _group_running_with_checkpoint(tmp_path, tracking), 180, "a fused group with a checkpoint",
+                 driver.proc, interval=0.2, output=driver.output)
+        driver.proc.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=120) == 130, driver.output()[-3000:]
+    finally:
+        driver.cleanup()
+    stopped = [r for r in trial_runs(tracking) if r.data.tags[Tag.PHASE] == "selection"]
+    assert {r.data.tags[Tag.STATUS] for r in stopped} == {"interrupted"} and len(stopped) == 4
+    again = Driver(args + ["--resume"], cwd=tmp_path)
+    try:
+        rc = again.wait(timeout=240)
+        out = again.output()
+        assert rc == 0, out[-4000:]
+    finally:
+        again.cleanup()
+    runs = [r for r in trial_runs(tracking) if r.data.tags[Tag.PHASE] == "selection"]
+    finished = {r.data.tags[Tag.TRIAL_KEY]: r for r in runs if r.info.status == "FINISHED"}
+    assert sorted(finished) == MEMBERS and len(runs) == 8, out[-4000:]  # each config: its interrupted run and one finished run
+    for key, r in finished.items():
+        assert r.data.tags[Tag.GROUP] == "fuse-sel-0000" and "fixed-fuse-sel-0000" in r.data.tags[Tag.RESUMED_FROM], key
+        steps = _steps(tracking, r.info.run_id)
+        assert steps[0] > 1 and steps[-1] == EPOCHS, key  # the resumed run goes on from the checkpoint's epoch

@@ -1,0 +1,31 @@
+"""How a comparison's trials ran: one config per Ray trial, or fused groups
+(`--fuse`, search/fusion.py); read from the comparison's `fuse` param and
+the trial runs' `awnn.group` tags (the report's header, summary.json `execution`)."""
+from __future__ import annotations
+
+from .reader import ComparisonData
+
+__all__ = ["execution", "execution_text"]
+
+
+def execution(d: ComparisonData) -> dict:
+    """How the trials ran (summary.json `execution`): --fuse, and how many
+    configs trained fused, in how many Ray trials (groups), per arm."""
+    runs = d.runs
+    fused = runs[runs["group"].astype(bool)] if len(runs) else runs
+    by_arm = {arm: {"configs": int(len(g)), "groups": int(g["group"].nunique())} for arm, g in fused.groupby("strategy", sort=False)} if len(fused) else {}
+    return {"fuse": int(d.comparison.get("fuse", 1)), "fused_configs": int(len(fused)),
+            "groups": int(sum(v["groups"] for v in by_arm.values())), "by_arm": by_arm}
+
+
+def execution_text(d: ComparisonData) -> str:
+    """The report's statement of how the trials ran (issue #20: the savings depend on it)."""
+    e = execution(d)
+    if not e["fused_configs"]:
+        return ("Execution: one config per Ray trial" + (f" (`--fuse {e['fuse']}` was set, but no arm had fusable configs)" if e["fuse"] > 1 else "")
+                + ": each trial's device-hours are its own training time.")
+    arms = "; ".join(f"{arm}: {v['configs']} configs in {v['groups']} Ray trials" for arm, v in e["by_arm"].items())
+    return (f"Execution: **fused trials** (`--fuse {e['fuse']}`): selection configs of one shape trained as one stacked model, "
+            f"up to {e['fuse']} per Ray trial ({arms}); every other trial ran one config. A fused config's device-hours are its equal "
+            f"share of its group's time in each epoch it trained (the tracking contract), so they add up to the group's. The "
+            f"savings ratios below are for this execution; without fusion the fused arms cost more per config (README, \"Fused trials\").")
