@@ -5,7 +5,9 @@ overhead.  After the idea of HFTA (Wang et al., "Horizontally Fused Training
 Array", MLSys 2021; our own code), configs sharing a shape train together:
 slice i of every stacked weight is config i's layer, a layer is one
 `torch.baddbmm` for all slices, one Adam step updates them all.  Slices may
-differ in activation (one elementwise op per activation in the group).
+differ in activation (one elementwise op per activation in the group), and
+small widths (up to PAD_WIDTH) share a stack padded to its widest slice
+(StackedMLP: the extra units stay exactly zero).
 
     results = train_grouped(configs, max_group=32)  # a RunResult per config, in order
 
@@ -64,6 +66,8 @@ __all__ = ["GROUP_KEYS", "SLICE_KEYS", "check_fusable", "group_key", "group_conf
 SLICE_KEYS = ("lr", "weight_decay", "adam_eps", "seed", "patience", "select_metric", "best_epoch_ties", "init", "init_distribution",
               "activation")
 GROUP_KEYS = tuple(k for k in TrainConfig.keys() if k not in SLICE_KEYS)
+PAD_WIDTH = 32  # uniform hidden widths up to this share a stack padded to its widest (README "Fused trials": measured)
+PADDED = f"<={PAD_WIDTH}"  # group_key's width value for such configs
 EVAL_BATCH = 4096  # awnn.train.evaluate's chunk
 BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, which the Trainer uses
 _LAYOUT_WARNING = "grad and param do not obey the gradient layout contract"  # grads are rows of one flat buffer, on purpose
@@ -87,41 +91,76 @@ def check_fusable(config: TrainConfig) -> None:
             raise ValueError(f"key {key!r}: fused training supports {allowed} only, found {getattr(config, key)!r}{why}")
 
 
+def padded(config: TrainConfig) -> bool:
+    """Is `config` a small uniform-width MLP that may share a stack with other
+    widths up to PAD_WIDTH (padded to the group's widest; see StackedMLP)?"""
+    return config.hidden_layers >= 1 and 1 <= config.width <= PAD_WIDTH and not config.layer_widths
+
+
 def group_key(config: TrainConfig) -> tuple:
-    """The values of GROUP_KEYS: configs with equal keys can share a stack."""
+    """The values of GROUP_KEYS (a width up to PAD_WIDTH as one value): configs with equal keys can share a stack."""
     check_fusable(config)
-    return tuple(getattr(config, k, None) for k in GROUP_KEYS)
+    return tuple(PADDED if k == "width" and padded(config) else getattr(config, k, None) for k in GROUP_KEYS)
 
 
 def group_configs(configs: Sequence[TrainConfig], max_group: int = 32) -> list[list[int]]:
     """Indices into `configs`, split into fusable groups of at most `max_group`
-    (equal GROUP_KEYS; in order of first appearance, inside a group by activation, then in order)."""
+    (equal group_key; in order of first appearance, inside a group by activation and width, then in order)."""
     if isinstance(max_group, bool) or not isinstance(max_group, int) or max_group < 1:
         raise ValueError(f"max_group: expected an integer >= 1, found {max_group!r}")
     buckets: dict[tuple, list[int]] = {}
     for i, c in enumerate(configs):
         buckets.setdefault(group_key(c), []).append(i)
-    ordered = [sorted(idx, key=lambda i: configs[i].activation) for idx in buckets.values()]  # (stable) one activation run each
+    ordered = [sorted(idx, key=lambda i: (configs[i].activation, configs[i].width)) for idx in buckets.values()]  # one run per activation
     return [idx[s : s + max_group] for idx in ordered for s in range(0, len(idx), max_group)]
 
 
 class StackedMLP:
-    """N FixedMLPs of one shape; slice i is `models[i]`.  Slice i's parameters are row
-    i of one flat (N, P) buffer (`flat`; gradients: `grad`): layer l's weight an
-    (N, in, out) view (nn.Linear's transposed), its bias an (N, 1, out) view."""
+    """N FixedMLPs of one depth, input and output; slice i is `models[i]`.  Slice
+    i's parameters are row i of one flat (N, P) buffer (`flat`; gradients:
+    `grad`): layer l's weight an (N, in, out) view (nn.Linear's transposed), its
+    bias an (N, 1, out) view.
+
+    Hidden widths may differ: the stack is as wide as its widest slice, and a
+    narrower slice's weights fill the top-left block of each layer, the rest
+    zero.  Its extra units stay exactly zero: their input weights and bias are
+    zero, so their pre-activation is 0 and act(0) = 0 for every activation
+    here; their output weights are zero, so they add nothing downstream; and
+    every gradient reaching them is a product with one of those zeros, so
+    Adam (zero moments, zero update) and weight decay (of a zero) leave them
+    at zero.  Sums over the extra units add exact zeros, which changes no
+    value, though the kernels may order the real terms' additions otherwise
+    (tests/awnn/test_stacked.py: within float32 rounding of the Trainer)."""
 
     def __init__(self, models: Sequence[FixedMLP], device: torch.device | str = "cpu"):
         if not models:
             raise ValueError("models: expected at least one FixedMLP, found none")
-        ref = models[0]
-        self.dims = [(layer.in_features, layer.out_features) for layer in ref.layers]
+        shapes = []
         for m in models:
-            if not isinstance(m, FixedMLP) or [(l.in_features, l.out_features) for l in m.layers] != self.dims:
-                raise ValueError("models: every slice must be a FixedMLP of one shape")
-        self.widths = list(ref.widths)
+            if not isinstance(m, FixedMLP):
+                raise ValueError(f"models: every slice must be a FixedMLP, found {type(m).__name__}")
+            shapes.append([(l.in_features, l.out_features) for l in m.layers])
+        if len({len(d) for d in shapes}) != 1 or len({(d[0][0], d[-1][1]) for d in shapes}) != 1:
+            raise ValueError("models: every slice must have one depth, input and output size")
+        self.dims = [tuple(max(d[l][k] for d in shapes) for k in (0, 1)) for l in range(len(shapes[0]))]
+        self.slice_dims = shapes
         self._set_activations([m.activation for m in models])
-        rows = [torch.cat([t for l in m.layers for t in (l.weight.detach().t().reshape(-1), l.bias.detach())]) for m in models]
+        rows = [self._padded_row(m) for m in models]
         self._bind(torch.stack(rows).to(device))
+
+    def _padded_row(self, m: FixedMLP) -> torch.Tensor:
+        parts = []
+        for layer, (fan_in, fan_out) in zip(m.layers, self.dims):
+            w = torch.zeros(fan_in, fan_out, dtype=layer.weight.dtype)
+            w[: layer.in_features, : layer.out_features] = layer.weight.detach().t()
+            b = torch.zeros(fan_out, dtype=layer.bias.dtype)
+            b[: layer.out_features] = layer.bias.detach()
+            parts += [w.reshape(-1), b]
+        return torch.cat(parts)
+
+    def slice_widths(self, row: int) -> list[int]:
+        """Slice `row`'s own hidden widths."""
+        return [out for _, out in self.slice_dims[row][:-1]]
 
     def _set_activations(self, names: list[str]) -> None:
         """Slice i's activation is names[i]: applied per run of equal
@@ -172,13 +211,15 @@ class StackedMLP:
         """Keep only these slices (stack rows), in this order."""
         self._bind(self.flat[list(rows)].contiguous())
         self._set_activations([self.activations[r] for r in rows])
+        self.slice_dims = [self.slice_dims[r] for r in rows]
 
     def state_dict(self, row: int) -> dict[str, torch.Tensor]:
-        """Slice `row` as a FixedMLP state dict (CPU copies)."""
+        """Slice `row` as a FixedMLP state dict (CPU copies; a padded slice: its own units)."""
         out = {}
         for l, (w, b) in enumerate(zip(self.weights, self.biases)):
-            out[f"layers.{l}.weight"] = w.detach()[row].t().clone(memory_format=torch.contiguous_format).cpu()
-            out[f"layers.{l}.bias"] = b.detach()[row, 0].clone().cpu()
+            fan_in, fan_out = self.slice_dims[row][l]
+            out[f"layers.{l}.weight"] = w.detach()[row, :fan_in, :fan_out].t().clone(memory_format=torch.contiguous_format).cpu()
+            out[f"layers.{l}.bias"] = b.detach()[row, 0, :fan_out].clone().cpu()
         return out
 
 
@@ -235,6 +276,7 @@ class StackedAdam:
 class _Slice:  # one config's progress (the fields of the Trainer it mirrors)
     config: TrainConfig
     best: dict[str, Any]
+    widths: list[int] = field(default_factory=list)  # its own hidden widths (a padded slice's: not the stack's)
     history: list[dict[str, Any]] = field(default_factory=list)
     status: str = OK
     epoch: int = 0
@@ -272,8 +314,8 @@ class StackedTrainer:
         self.model = StackedMLP(models, self.device)
         self.optimizer = StackedAdam(self.model, [c.lr for c in configs], [c.weight_decay for c in configs], [c.adam_eps for c in configs])
         self.generators = [torch.Generator().manual_seed(c.seed) for c in configs]
-        widths = list(self.model.widths)
-        self.slices = [_Slice(c, {"val_acc": -1.0, "val_loss": math.inf, "epoch": 0, "test_acc": math.nan, "widths": widths}) for c in configs]
+        self.slices = [_Slice(c, {"val_acc": -1.0, "val_loss": math.inf, "epoch": 0, "test_acc": math.nan, "widths": self.model.slice_widths(i)},
+                              widths=self.model.slice_widths(i)) for i, c in enumerate(configs)]
         self.alive = list(range(len(configs)))  # stack row -> index into configs
         self.n_train = task.n_train(c0.split)
         self.epoch = 0
@@ -407,12 +449,12 @@ class StackedTrainer:
         for row in rows:
             s = self.slices[self.alive[row]]
             s.best = {"val_acc": val_acc[row], "val_loss": val_loss[row], "epoch": self.epoch, "test_acc": test_acc[row],
-                      "test_loss": test_loss[row], "widths": list(self.model.widths)}
+                      "test_loss": test_loss[row], "widths": list(s.widths)}
             s.best_model = self.model.state_dict(row) if outer else None
 
     def _record(self, s: _Slice, train_loss: float, train_acc: float, val_loss: float, val_acc: float) -> dict[str, Any]:
         """The Trainer's epoch record for a fixed MLP (no prior terms, no width changes)."""
-        widths = self.model.widths
+        widths = s.widths
         record = {
             "epoch": self.epoch, "train_loss": train_loss, "train_nll": train_loss,  # a fixed MLP's loss is the data term alone
             "train_acc": train_acc, "val_loss": val_loss, "val_acc": val_acc, "best_val_acc": s.best["val_acc"],
@@ -437,7 +479,8 @@ class StackedTrainer:
         return self.model.state_dict(self.alive.index(index)) if index in self.alive else dict(self.slices[index].final_model or {})
 
     def result(self, index: int) -> RunResult:
-        s, widths = self.slices[index], list(self.model.widths)
+        s = self.slices[index]
+        widths = list(s.widths)
         best = s.best
         return RunResult(status=s.status, test_acc=best["test_acc"], best_val_acc=max(best["val_acc"], 0.0) if best["epoch"] else math.nan,
                          best_val_loss=best["val_loss"], best_epoch=best["epoch"], epochs_run=s.epoch, widths=widths,

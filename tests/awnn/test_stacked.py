@@ -8,7 +8,7 @@ import torch
 
 from awnn.config import TrainConfig
 from awnn.layers import FixedMLP
-from awnn.stacked import GROUP_KEYS, StackedAdam, StackedMLP, StackedTrainer, check_fusable, group_configs, train_grouped
+from awnn.stacked import GROUP_KEYS, StackedAdam, StackedMLP, StackedTrainer, check_fusable, group_configs, group_key, train_grouped
 from awnn.train import Trainer
 from train_helpers import one_thread, tiny_task  # noqa: F401 - one_thread: a fixture
 
@@ -121,6 +121,36 @@ def test_mixed_activations_in_one_stack_match_trainer(task):
     assert group_configs([configs[3], configs[0], configs[2], configs[1]]) == [[2, 1, 3, 0]]  # one group, one run per activation
 
 
+def test_padded_widths_train_as_their_own_width(task):
+    """Widths 8, 16 and 24 (up to PAD_WIDTH) share one stack 24 wide; each slice trains
+    as the Trainer trains its own width, records its own widths, and its extra units
+    stay exactly zero.  Widths above PAD_WIDTH, or a per-layer width, stay apart."""
+    configs = [cfg(width=24, lr=0.01, seed=0), cfg(width=8, lr=0.05, seed=1, activation="relu6"),
+               cfg(width=16, lr=0.05, seed=2, weight_decay=1e-3), cfg(width=8, lr=0.5, seed=3, patience=1)]
+    assert len({group_key(c) for c in configs}) == 1
+    assert len({group_key(c) for c in (cfg(width=16), cfg(width=64), cfg(width=32), cfg(layer_widths="8,16"))}) == 3  # 16 and 32 pad
+    fused = StackedTrainer(configs, task)
+    assert fused.model.dims == [(2, 24), (24, 24), (24, 2)]
+    results = fused.run()
+    for i, c in enumerate(configs):
+        trainer = Trainer(c, task)
+        ref = trainer.run()
+        assert results[i].widths == ref.widths == [c.width] * 2 and results[i].history[-1]["width_total"] == 2 * c.width
+        for mine, theirs in zip(results[i].history, ref.history, strict=True):
+            assert abs(mine["train_loss"] - theirs["train_loss"]) <= LOSS_TOL and mine["val_acc"] == theirs["val_acc"]
+        assert max_weight_diff(fused.state_dict(i), trainer.model.state_dict()) <= WEIGHT_TOL
+    # every weight outside a slice's own block is still exactly zero after training
+    probe = StackedTrainer(configs[:3], task)
+    for _ in range(2):
+        probe._epoch(None)
+    for row in range(probe.model.n):
+        for l, (w, b) in enumerate(zip(probe.model.weights, probe.model.biases)):
+            fan_in, fan_out = probe.model.slice_dims[row][l]
+            outside = w.detach()[row].clone()
+            outside[:fan_in, :fan_out] = 0
+            assert not outside.any() and not b.detach()[row, 0, fan_out:].any(), (row, l)
+
+
 def test_stacked_adam_matches_torch_adam_per_slice():
     torch.manual_seed(0)
     mlps = [FixedMLP(3, 2, hidden_layers=1, width=5) for _ in range(3)]
@@ -191,8 +221,8 @@ def test_stacked_cost_shares_sum_to_group_time(task):
 
 # ---------------------------------------------------------------------- grouping
 def test_group_configs_separates_shapes_and_caps_size():
-    configs = [cfg(lr=lr, seed=s) for lr in (0.01, 0.1) for s in range(3)]  # 6 of one shape
-    configs += [cfg(width=8), cfg(hidden_layers=1), cfg(batch_size=128), cfg(activation="relu6"), cfg(width=8, lr=0.1),
+    configs = [cfg(width=64, lr=lr, seed=s) for lr in (0.01, 0.1) for s in range(3)]  # 6 of one shape (above PAD_WIDTH: not padded)
+    configs += [cfg(width=48), cfg(width=64, hidden_layers=1), cfg(width=64, batch_size=128), cfg(width=64, activation="relu6"), cfg(width=48, lr=0.1),
                 cfg(layer_widths="16,8"), cfg(layer_widths="8,16")]
     groups = group_configs(configs, max_group=4)
     assert sorted(i for g in groups for i in g) == list(range(len(configs)))
@@ -231,7 +261,7 @@ def test_check_fusable_unsupported_option_raises_naming_key(key, changes):
 
 def test_stacked_trainer_mixed_group_raises_naming_key(task):
     with pytest.raises(ValueError, match="key 'width'"):
-        StackedTrainer([cfg(), cfg(width=8)], task)
+        StackedTrainer([cfg(), cfg(width=64)], task)  # (16 and 8 would share a padded stack; 64 is above PAD_WIDTH)
     with pytest.raises(ValueError, match="key 'batch_size'"):
         StackedTrainer([cfg(), cfg(batch_size=128)], task)
     with pytest.raises(ValueError, match="max_group"):
