@@ -234,6 +234,10 @@ class PhasedSearcher(_SearcherBase):
             done = {sp.key for sp in specs if f"{self.result.sweep}/{sp.key}" in self.record.earlier}
             fuse = self.fuse if phase == "selection" and REGISTRY[arm.family].fuses else 1
             self.queue = [self._prepare(sp) for sp in fuse_specs(specs, fuse, done)]
+            groups = [sp for sp in self.queue if sp.members]
+            if groups:
+                self.hooks.log(f"{arm.name} {phase}: {sum(len(g.members) - len(g.done) for g in groups)} configs fused in {len(groups)} "
+                               f"Ray trials (--fuse {fuse}), {len(self.queue) - len(groups)} trials of one config")
             self.t0 = time.monotonic()
             self.started_at = self.t0 if self.started_at is None else self.started_at
             self.runs_here = bool(self.queue)  # has this driver anything to run in this phase?

@@ -12,6 +12,7 @@ def add_parser(sub) -> None:
                        "cost report (savings ratios with confidence intervals, any-time curves, widths) from MLflow.",
                        ["awnn compare --task spiralhard --budget quick --strategies fixed,awnn,tpe,asha,random",
                         "awnn compare --task doublemoon --budget smoke",
+                        "awnn compare --task spiralhard --budget quick --strategies fixed,awnn --fuse 32",
                         "awnn compare --task spiralhard --strategies fixed,awnn,random --repeats 3 --resume"])
     add_run_flags(p)
     p.add_argument("--strategies", default="fixed,awnn", help="comma-separated strategies: fixed, awnn, tpe, asha, random, awnn-asha, fixedplus (default: fixed,awnn)")

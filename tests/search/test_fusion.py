@@ -148,6 +148,10 @@ def test_fused_searcher_runs_every_config_and_selects_as_without_fusion(budget):
     assert [r.selected["key"] for r in fused.results] == [r.selected["key"] for r in plain.results]
     assert [len(r.assessment.outcomes) for r in fused.results] == [len(r.assessment.outcomes) for r in plain.results]
     assert len(suggested) < fused.max_trials()  # fewer Ray trials than configs
+    n_fixed = len(fused.results[0].selection.outcomes)
+    assert [line for line in fused.hooks.logs if "fused" in line] == [
+        f"fixed selection: {sum(len(s['members']) for s in groups)} configs fused in {len(groups)} Ray trials (--fuse 8), "
+        f"{n_fixed - sum(len(s['members']) for s in groups)} trials of one config"]
 
 
 def test_resumed_group_skips_finished_members_and_continues_from_its_checkpoint(budget, tmp_path):
