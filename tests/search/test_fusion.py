@@ -16,7 +16,8 @@ from search.record import OutcomeRecord
 from search.resume import PriorAttempts, Rerun
 from search.strategies import REGISTRY, StrategyOptions, make_arms
 
-FINISHED = "FINISHED"
+from searcher_helpers import Hooks
+from searcher_helpers import drive as play
 
 
 @pytest.fixture(scope="module")
@@ -77,22 +78,6 @@ def test_only_whole_grid_families_without_a_scheduler_fuse():
 
 
 # ------------------------------------------------------------ the searcher
-class Hooks:
-    def __init__(self):
-        self.logs = []
-
-    def sweep_started(self, *a): pass
-
-    def config_selected(self, *a, **k): pass
-
-    def sweep_ended(self, *a): pass
-
-    def wall(self, *a): pass
-
-    def log(self, text):
-        self.logs.append(text)
-
-
 def score(spec: dict) -> dict:
     i = spec["index"]
     acc = 0.9 if i == 5 else 0.5 + 0.001 * i
@@ -100,32 +85,8 @@ def score(spec: dict) -> dict:
             "best_val_acc": acc, "test_acc": 0.8, "device_hours": 0.001, "compute_seconds": 3.6, "gpu_hours": 0.0}
 
 
-def drive(searcher, record, concurrency: int = 2) -> list[dict]:
-    """Play Tune: a Ray trial of a group finishes each of its members (but those done)."""
-    running, suggested, n = [], [], 0
-    while True:
-        answer = None
-        while len(running) < concurrency:
-            answer = searcher.suggest(f"t{n}")
-            if not isinstance(answer, dict):
-                break
-            running.append((f"t{n}", answer["spec"]))
-            suggested.append(answer["spec"])
-            n += 1
-        if not running:
-            assert answer == FINISHED
-            break
-        tid, spec = running.pop(0)
-        for m in spec["members"] or [spec]:
-            if m["key"] in spec["done"]:
-                continue
-            out = score(m)
-            key = f"{m['strategy']}/{m['phase']}/{m['key']}"
-            record.reported(key, {"best_val_acc": out["best_val_acc"], "epoch": 1})
-            record.finished(key, out)
-        searcher.on_trial_complete(tid, {"final": None})
-    searcher.finish_all()
-    return suggested
+def drive(searcher, record) -> list[dict]:
+    return play(searcher, record, score, concurrency=2)
 
 
 def make(budget, fuse: int, prior=None):

@@ -19,30 +19,8 @@ from search.resume import PriorAttempts, Rerun
 from search.strategies import StrategyOptions, make_arms
 from search.tpe import TpeSource
 
-FINISHED = "FINISHED"  # ray.tune.search.Searcher.FINISHED
-
-
-class Hooks:
-    def __init__(self):
-        self.calls: list[tuple] = []
-        self.walls: list[str | None] = []
-        self.logs: list[str] = []
-
-    def sweep_started(self, arm, phase, specs, selected):
-        self.calls.append(("started", f"{arm.name}/{phase}", len(specs), selected["key"] if selected else None))
-
-    def config_selected(self, arm, best, by_fold=None):
-        self.calls.append(("selected", arm.name, best["key"]))
-
-    def sweep_ended(self, result, summary):
-        self.calls.append(("ended", result.sweep, len(result.outcomes), dict(summary) if summary else None))
-
-    def wall(self, sweep, seconds):
-        assert seconds >= 0
-        self.walls.append(sweep)
-
-    def log(self, text):
-        self.logs.append(text)
+from searcher_helpers import FINISHED, Hooks
+from searcher_helpers import drive as play
 
 
 def score(spec: dict) -> dict:
@@ -59,38 +37,8 @@ def score(spec: dict) -> dict:
     return {**out, "best_val_acc": 0.9 if i == 4 else 0.6}
 
 
-def drive(searcher: PhasedSearcher, record: OutcomeRecord, outcome=score, concurrency: int = 3, order: str = "oldest") -> list[dict]:
-    """Play Tune: keep up to `concurrency` trials running, finish the oldest (or the newest),
-    until the searcher says FINISHED.  Checks on the way that no trial of a
-    later phase is suggested while one of an earlier phase is unfinished."""
-    running: list[tuple[str, dict]] = []
-    suggested: list[dict] = []
-    phase_order = [f"{name}/{ph}" for name, ph in searcher.phases]
-    n = 0
-    while True:
-        answer = None
-        while len(running) < concurrency:
-            answer = searcher.suggest(f"t{n}")
-            if not isinstance(answer, dict):
-                break
-            spec = answer["spec"]
-            sweep = f"{spec['strategy']}/{spec['phase']}"
-            for earlier in phase_order[:phase_order.index(sweep)]:
-                assert not any(f"{s['strategy']}/{s['phase']}" == earlier for _, s in running), f"{sweep} suggested while {earlier} runs"
-            running.append((f"t{n}", spec))
-            suggested.append(spec)
-            n += 1
-        if not running:
-            assert answer == FINISHED, f"the searcher waits ({answer!r}) with nothing running"
-            break
-        tid, spec = running.pop(0 if order == "oldest" else -1)
-        key = f"{spec['strategy']}/{spec['phase']}/{spec['key']}"
-        out = outcome(spec)
-        record.reported(key, {"best_val_acc": out.get("best_val_acc"), "epoch": 1})
-        record.finished(key, out)
-        searcher.on_trial_complete(tid, {"final": out})
-    searcher.finish_all()
-    return suggested
+def drive(searcher, record, outcome=score, **kw):
+    return play(searcher, record, outcome, **kw)
 
 
 @pytest.fixture
