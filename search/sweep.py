@@ -266,7 +266,7 @@ class Comparison:
                   Param.CPUS_PER_TRIAL: self.settings.cpus_per_trial, Param.GPUS_PER_TRIAL: self.settings.gpus_per_trial,
                   Param.STORAGE: self.settings.storage_path(), Param.DATA_ROOT: self.data_root,
                   Param.RAY_ADDRESS: self.settings.address or os.environ.get("RAY_ADDRESS", "local"), **self._search_options(),
-                  Param.PROTOCOL: self.protocol, Param.FUSE: self.settings.fuse}
+                  Param.PROTOCOL: self.protocol, Param.FUSE: self.settings.fuse, Param.FLUSH_DENORMAL: self.settings.flush_denormal}
         if self.folds_digest:
             params[Param.FOLDS_DIGEST] = self.folds_digest
         if self.optuna_storage:

@@ -27,7 +27,7 @@ from typing import Any
 
 from tracking.contract import MODEL_FILE, SELECTABLE, TRUNCATION
 
-from .trial_common import CHECKPOINT_FILE, attempt_info, data_error_final, trial_config
+from .trial_common import CHECKPOINT_FILE, attempt_info, data_error_final, trial_config, worker_setup
 
 __all__ = ["trainable", "PROGRESS_SECONDS"]
 
@@ -36,14 +36,13 @@ PROGRESS_SECONDS = 5.0  # a trial reports its progress inside an epoch at most t
 
 def trainable(config: dict[str, Any]) -> None:
     """The Ray Tune function trainable (runs in a Ray worker)."""
-    import torch
     from ray import tune
 
     from awnn.data import DataError
     from awnn.train import Trainer
 
     spec, settings = config["spec"], config["settings"]
-    torch.set_num_threads(max(1, int(settings["cpus_per_trial"])))
+    worker_setup(settings)
     if spec.get("members"):  # a fused group of configs (--fuse): search/fused_trial.py
         from .fused_trial import run_group
 

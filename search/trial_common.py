@@ -6,7 +6,7 @@ import os
 import uuid
 from typing import Any
 
-__all__ = ["CHECKPOINT_FILE", "data_error_final", "trial_config", "attempt_info"]
+__all__ = ["CHECKPOINT_FILE", "data_error_final", "trial_config", "attempt_info", "worker_setup"]
 
 CHECKPOINT_FILE = "trainer.pt"  # a trial's training state in its Tune checkpoint (a fused group's: the whole group)
 
@@ -36,3 +36,14 @@ def attempt_info() -> dict[str, Any]:
 
     return {"attempt": uuid.uuid4().hex[:12], "node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address(),
             "hostname": os.uname().nodename, "pid": os.getpid()}
+
+
+def worker_setup(settings: dict[str, Any]) -> None:
+    """The trial process's torch settings: threads = its CPUs, and on the CPU
+    denormals flushed unless the command kept them (awnn/arith.py)."""
+    import torch
+
+    from awnn.arith import set_denormals
+
+    torch.set_num_threads(max(1, int(settings["cpus_per_trial"])))
+    set_denormals(bool(settings.get("flush_denormal", True)))

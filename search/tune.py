@@ -61,6 +61,7 @@ class RunSettings:
     max_concurrent: int = 0
     num_cpus: int | None = None  # local Ray only; default: all cores
     fuse: int = 1  # selection configs per Ray trial, trained as one stacked model (search/fusion.py); 1: off
+    flush_denormal: bool = True  # trials flush float denormals on the CPU (awnn/arith.py); --keep-denormals: False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def storage_path(self) -> str:
@@ -188,7 +189,7 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
 # ------------------------------------------------------------------ plan
 def trial_settings(settings: RunSettings) -> dict[str, Any]:
     """The part of the settings every trial needs (travels in its config)."""
-    return {k: v for k, v in asdict(settings).items() if k in ("cpus_per_trial", "gpus_per_trial", "report_interval", "checkpoint_interval")}
+    return {k: v for k, v in asdict(settings).items() if k in ("cpus_per_trial", "gpus_per_trial", "report_interval", "checkpoint_interval", "flush_denormal")}
 
 
 def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str, callbacks: list, scheduler=None, stop=None) -> None:

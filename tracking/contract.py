@@ -285,6 +285,7 @@ class Param:
     SEED = "seed"
     REPEATS = "repeats"
     PROTOCOL = "protocol"  # holdout | cv<k>
+    FLUSH_DENORMAL = "flush_denormal"  # trials flushed float denormals on the CPU (awnn/arith.py; --keep-denormals: False)
     FUSE = "fuse"  # --fuse: at most this many selection configs per Ray trial, trained as one stacked model (1: off)
     FOLDS = "folds"  # outer folds (cv<k> only; part of the --resume key)
     FOLDS_DIGEST = "folds_digest"  # digest of the drawn fold of every example (cv<k> only)

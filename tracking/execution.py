@@ -14,13 +14,26 @@ def execution(d: ComparisonData) -> dict:
     runs = d.runs
     fused = runs[runs["group"].astype(bool)] if len(runs) else runs
     by_arm = {arm: {"configs": int(len(g)), "groups": int(g["group"].nunique())} for arm, g in fused.groupby("strategy", sort=False)} if len(fused) else {}
-    return {"fuse": int(d.comparison.get("fuse", 1)), "fused_configs": int(len(fused)),
+    return {"fuse": int(d.comparison.get("fuse", 1)), "flush_denormal": d.comparison.get("flush_denormal"), "fused_configs": int(len(fused)),
             "groups": int(sum(v["groups"] for v in by_arm.values())), "by_arm": by_arm}
 
 
 def execution_text(d: ComparisonData) -> str:
     """The report's statement of how the trials ran (issue #20: the savings depend on it)."""
     e = execution(d)
+    return _fusion_text(e) + " " + _denormals_text(e)
+
+
+def _denormals_text(e: dict) -> str:
+    if e["flush_denormal"] is None:
+        return "Float denormals: not recorded (comparisons run before the setting existed kept them)."
+    if e["flush_denormal"]:
+        return "Float denormals were flushed to zero on the CPU (awnn/arith.py: a CPU computes on them many times slower)."
+    return ("Float denormals were kept (`--keep-denormals`): on a CPU, trials whose units died compute on them many times "
+            "slower, which inflates their device-hours (README, \"Real datasets\").")
+
+
+def _fusion_text(e: dict) -> str:
     if not e["fused_configs"]:
         return ("Execution: one config per Ray trial" + (f" (`--fuse {e['fuse']}` was set, but no arm had fusable configs)" if e["fuse"] > 1 else "")
                 + ": each trial's device-hours are its own training time.")

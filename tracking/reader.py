@@ -193,7 +193,9 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         "command": tags.get(Tag.COMMAND, ""),
         "cpus_per_trial": _num(params.get("cpus_per_trial"), 1.0),
         "gpus_per_trial": _num(params.get("gpus_per_trial"), 0.0),
-        "fuse": int(_num(params.get(C.Param.FUSE), 1.0)),  # --fuse (comparisons before it: 1, one config per trial)
+        "fuse": int(_num(params.get(C.Param.FUSE), 1.0)),
+        # trials flushed float denormals on the CPU (awnn/arith.py); None: not recorded (comparisons before the param)
+        "flush_denormal": C.parse_param(params[C.Param.FLUSH_DENORMAL]) if C.Param.FLUSH_DENORMAL in params else None,  # --fuse (comparisons before it: 1, one config per trial)
         "wall_seconds": metrics.get("wall_seconds", math.nan),
         "start_time": root.info.start_time,
         "end_time": root.info.end_time,

@@ -26,6 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="any TrainConfig key, repeatable, e.g. --set hidden_layers=2 --set activation=relu6")
     p.add_argument("--data-root", default=None, help="folder with downloaded datasets (images, graphs, text)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--keep-denormals", action="store_true", help="compute on float denormals (slow on x86 CPUs; by default flushed to zero, as in trials)")
     p.set_defaults(func=run)
 
 
@@ -107,6 +108,9 @@ def run(args) -> int:
         progress.update(f"epoch {epoch}/{config.epochs}  batch {done}/{total}  {rate:.1f} batch/s  "
                         f"epoch eta {fmt_seconds((total - done) / rate if rate else math.nan)}  elapsed {fmt_seconds(now - start)}")
 
+    from awnn.arith import set_denormals
+
+    set_denormals(not args.keep_denormals)  # as a trial does (awnn/arith.py)
     result = train(config, on_epoch=on_epoch, on_batch=on_batch)  # a DataError is one line, exit code 2 (search/errors.py)
     progress.close()
     out = result.summary()

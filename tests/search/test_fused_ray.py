@@ -94,6 +94,7 @@ def test_report_states_the_execution(fused, smoke_comparison):
     assert f"fused trials** (`--fuse {FUSE}`)" in text
     summary = json.loads((fused["report"] / "summary.json").read_text())
     e = summary["execution"]
+    assert e["flush_denormal"] is True and "flushed to zero on the CPU" in text  # the default (awnn/arith.py)
     n_fixed = len([k for k in _trials(_runs(fused["uri"])) if k[:2] == ("fixed", "selection")])
     assert e["fuse"] == FUSE and e["fused_configs"] == n_fixed and e["by_arm"]["fixed"]["configs"] == n_fixed
     assert 1 <= e["groups"] < n_fixed
