@@ -6,8 +6,9 @@ prior keeps shrinking such weights, the weights and gradients themselves -
 decay into float32 denormals (|x| < 1.2e-38), and x86 CPUs compute on
 denormals many times slower.  Measured on NCI1 (GIN, AWNN, 1 conv layer,
 batch 32, 1 thread): an epoch takes 0.5 s for 11 epochs, then 0.9, 1.6,
-1.7 s, and 7.8 s by epoch 60 in a quick comparison, at an unchanged width;
-with denormals flushed it stays at 0.5 s (README, "Real datasets").  That is
+1.7 s, and 5.7 s by epoch 60 in a quick comparison (7.8 s with 2 conv
+layers), at an unchanged width; with denormals flushed it stays at 0.5 s
+(README, "Real datasets").  That is
 an artefact of the CPU, not a cost of the method (GPUs do not slow down on
 denormals), and it would inflate whichever arm has more of them.
 
