@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .trial_common import CHECKPOINT_FILE, attempt_info, data_error_final, trial_config
+from .trial_common import CHECKPOINT_FILE, attempt_info, data_error_final, load_earlier_state, trial_config
 
 __all__ = ["run_group"]
 
@@ -69,17 +69,16 @@ def _restore(trainer, spec: dict[str, Any]) -> None:
     import torch
     from ray import tune
 
-    path = None
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
             if (Path(d) / CHECKPOINT_FILE).exists():
                 state = torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
                 return _load(trainer, state)
-    elif spec.get("resume_from"):
-        path = Path(spec["resume_from"]) / CHECKPOINT_FILE
-    if path is not None and path.exists():
-        _load(trainer, torch.load(path, map_location="cpu", weights_only=False))
+    else:
+        state, _ = load_earlier_state(spec.get("resume_from"))
+        if state is not None:
+            _load(trainer, state)
 
 
 def _load(trainer, state) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from tracking.contract import MODEL_FILE, SELECTABLE, TRUNCATION
 
-from .trial_common import CHECKPOINT_FILE, attempt_info, data_error_final, trial_config, worker_setup
+from .trial_common import CHECKPOINT_FILE, attempt_info, data_error_final, load_earlier_state, trial_config, worker_setup
 
 __all__ = ["trainable", "PROGRESS_SECONDS"]
 
@@ -97,10 +97,8 @@ def _restore(trainer, spec: dict[str, Any]) -> None:
         with ckpt.as_directory() as d:
             if (Path(d) / CHECKPOINT_FILE).exists():  # (a kept model's final checkpoint holds no training state)
                 state = torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
-    elif spec.get("resume_from"):
-        p = Path(spec["resume_from"]) / CHECKPOINT_FILE
-        if p.exists():
-            state = torch.load(p, map_location="cpu", weights_only=False)
+    else:
+        state, _ = load_earlier_state(spec.get("resume_from"))
     if state is not None:
         trainer.load_state_dict(state)
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
-__all__ = ["CHECKPOINT_FILE", "data_error_final", "trial_config", "attempt_info", "worker_setup"]
+__all__ = ["CHECKPOINT_FILE", "data_error_final", "trial_config", "attempt_info", "worker_setup", "load_earlier_state"]
 
 CHECKPOINT_FILE = "trainer.pt"  # a trial's training state in its Tune checkpoint (a fused group's: the whole group)
 
@@ -47,3 +49,27 @@ def worker_setup(settings: dict[str, Any]) -> None:
 
     torch.set_num_threads(max(1, int(settings["cpus_per_trial"])))
     set_denormals(bool(settings.get("flush_denormal", True)))
+
+
+def load_earlier_state(resume_from: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The training state an earlier driver's attempt left (`resume_from`, a
+    checkpoint dir), and the dir it came from.  A driver killed while Ray was
+    copying a checkpoint into storage leaves a torn file: an unreadable one is
+    skipped (a line on stderr) for the trial's next newest checkpoint beside it,
+    and with none readable the trial starts from epoch 0 rather than fail."""
+    import torch
+
+    if not resume_from:
+        return None, None
+    first = Path(resume_from)
+    siblings = sorted((d for d in first.parent.glob("checkpoint_*") if d != first), key=lambda d: d.stat().st_mtime, reverse=True)
+    for d in [first, *siblings]:
+        path = d / CHECKPOINT_FILE
+        if not path.exists():
+            continue
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False), str(d)
+        except Exception as e:  # a torn or foreign file: the next one
+            print(f"awnn: checkpoint {path} is unreadable ({type(e).__name__}: {e}); trying an older one", file=sys.stderr)
+    print(f"awnn: no readable checkpoint in {first.parent}; the trial starts from epoch 0", file=sys.stderr)
+    return None, None

@@ -127,4 +127,16 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
 
 
 def checkpoints(storage: Path) -> list[Path]:
-    return sorted(storage.glob("*/*/checkpoint_*"))
+    """The complete checkpoints in storage.  Ray creates a checkpoint's dir before it
+    copies the files in: a dir alone (or a half-copied file) is not yet a checkpoint, and
+    a driver killed at that moment leaves nothing to resume from (seen on a slow machine)."""
+    import torch
+
+    done = []
+    for d in sorted(storage.glob("*/*/checkpoint_*")):
+        try:
+            torch.load(d / "trainer.pt", map_location="cpu", weights_only=False)
+        except Exception:
+            continue
+        done.append(d)
+    return done

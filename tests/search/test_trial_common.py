@@ -36,3 +36,50 @@ def test_flushing_makes_dead_unit_arithmetic_fast_and_keeps_normal_values(restor
     assert not (x * 1.0).any() and torch.equal(y * 1.0, y)
     set_denormals(False)
     assert (x * 1.0).all()
+
+
+# ------------------------------------------------ an earlier driver's checkpoint
+def _checkpoint(trial_dir, n, state, mtime, torn=False):
+    import os
+
+    d = trial_dir / f"checkpoint_{n:06d}"
+    d.mkdir(parents=True)
+    torch.save(state, d / "trainer.pt")
+    if torn:  # what a driver killed while Ray copied the file into storage leaves
+        data = (d / "trainer.pt").read_bytes()
+        (d / "trainer.pt").write_bytes(data[: len(data) // 2])
+    os.utime(d, (mtime, mtime))
+    return d
+
+
+def test_earlier_state_is_read_from_the_given_checkpoint(tmp_path):
+    from search.trial_common import load_earlier_state
+
+    trial = tmp_path / "cmp" / "awnn-sel-0001"
+    _checkpoint(trial, 0, {"epoch": 3}, 1000)
+    newest = _checkpoint(trial, 1, {"epoch": 7}, 2000)
+    state, used = load_earlier_state(str(newest))
+    assert state == {"epoch": 7} and used == str(newest)
+    assert load_earlier_state(None) == (None, None)
+
+
+def test_a_torn_checkpoint_falls_back_to_the_next_newest_beside_it(tmp_path, capsys):
+    from search.trial_common import load_earlier_state
+
+    trial = tmp_path / "cmp" / "awnn-sel-0001"
+    _checkpoint(trial, 0, {"epoch": 2}, 1000)
+    older = _checkpoint(trial, 1, {"epoch": 5}, 2000)
+    torn = _checkpoint(trial, 2, {"epoch": 9, "w": torch.zeros(1000)}, 3000, torn=True)
+    state, used = load_earlier_state(str(torn))
+    assert state == {"epoch": 5} and used == str(older)
+    assert "unreadable" in capsys.readouterr().err
+
+
+def test_no_readable_checkpoint_starts_from_epoch_zero(tmp_path, capsys):
+    from search.trial_common import load_earlier_state
+
+    trial = tmp_path / "cmp" / "awnn-sel-0001"
+    torn = _checkpoint(trial, 0, {"epoch": 9, "w": torch.zeros(1000)}, 1000, torn=True)
+    (trial / "checkpoint_000001").mkdir()  # a dir Ray created before copying anything into it
+    assert load_earlier_state(str(torn)) == (None, None)
+    assert "starts from epoch 0" in capsys.readouterr().err
