@@ -6,6 +6,7 @@ CLI prints them as `awnn <command>: error: <message>` and exits 2.
       BudgetError        a budget name or budget file (search/budget.py)
       OptionError        a command-line option (--strategies, --repeats, --cpus-per-trial, --optuna-storage, ...)
       SearchError        a service that cannot be reached or joined (the Ray cluster)
+        TrialsNotRun     Ray Tune ended before every trial of a phase ran (resumable)
 
 The other layers' input errors are their own (awnn.config.ConfigError,
 awnn.data.DataError, tracking.checks.TrackingUnavailable,
@@ -14,7 +15,7 @@ reports this way, so that no command has to translate them.
 """
 from __future__ import annotations
 
-__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "connect_error", "user_errors"]
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "connect_error", "user_errors"]
 
 
 class UsageError(Exception):
@@ -35,6 +36,11 @@ class OptionError(UsageError, ValueError):
 
 class SearchError(UsageError, ValueError):
     """A service the search needs cannot be reached (the Ray cluster)."""
+
+
+class TrialsNotRun(SearchError):
+    """Ray Tune returned while trials of a phase had no result (the cluster
+    ended them without telling the driver): the comparison fails, `--resume` runs them."""
 
 
 def connect_error(address: str, error: BaseException) -> SearchError:

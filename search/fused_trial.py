@@ -52,10 +52,10 @@ def run_group(spec: dict[str, Any], settings: dict[str, Any]) -> None:
         tune.report({**attempt_info(), "epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": None,
                      "members": {m["key"]: {"epochs": [], "final": final} for m in members}})
         return
-    _restore(trainer, spec)
+    resumed = _restore(trainer, spec)
     done = set(spec.get("done") or ())
     trainer.drop([i for i, m in enumerate(members) if m["key"] in done])
-    reporter = _GroupReporter(trainer, spec, settings)
+    reporter = _GroupReporter(trainer, spec, settings, resumed)
     for i, m in enumerate(members):  # restored members that had finished (a retry): their final again (the driver keeps the first)
         if i not in trainer.alive and m["key"] not in done:
             reporter.ended(i, trainer.result(i))
@@ -64,8 +64,9 @@ def run_group(spec: dict[str, Any], settings: dict[str, Any]) -> None:
         reporter.report()
 
 
-def _restore(trainer, spec: dict[str, Any]) -> None:
-    """The group's last Tune checkpoint (a retry), else an earlier driver's (`resume_from`)."""
+def _restore(trainer, spec: dict[str, Any]) -> str | None:
+    """The group's last Tune checkpoint (a retry), else an earlier driver's
+    (`resume_from`): returns what search/trial.py's `_restore` returns."""
     import torch
     from ray import tune
 
@@ -73,29 +74,34 @@ def _restore(trainer, spec: dict[str, Any]) -> None:
     if ckpt is not None:
         with ckpt.as_directory() as d:
             if (Path(d) / CHECKPOINT_FILE).exists():
-                state = torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
-                return _load(trainer, state)
-    else:
-        state, _ = load_earlier_state(spec.get("resume_from"))
-        if state is not None:
-            _load(trainer, state)
+                _load(trainer, torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False))
+        return None
+    if not spec.get("resume_from"):
+        return None
+    state, used = load_earlier_state(spec["resume_from"])
+    if state is not None and not _load(trainer, state):
+        used = None  # another group's checkpoint: epoch 0
+    return used or ""
 
 
-def _load(trainer, state) -> None:
+def _load(trainer, state) -> bool:
     try:
         trainer.load(state)
+        return True
     except ValueError:  # another group's checkpoint (another --fuse) or a single trial's: start from epoch 0
-        pass
+        return False
 
 
 class _GroupReporter:
     """The group's reports to the driver: every member's epochs since the
     last report, at most every `report_interval` seconds, and finals."""
 
-    def __init__(self, trainer, spec: dict[str, Any], settings: dict[str, Any]):
+    def __init__(self, trainer, spec: dict[str, Any], settings: dict[str, Any], resumed: str | None = None):
         self.trainer = trainer
         self.keys = [m["key"] for m in spec["members"]]
         self.common = attempt_info()
+        if resumed is not None:  # the checkpoint an earlier driver's attempt really continued from ("": none)
+            self.common["resumed_from"] = resumed
         self.start = [s.train_seconds for s in trainer.slices]  # each member's seconds before this attempt
         self.interval = float(settings["report_interval"])
         self.ckpt_interval = float(settings["checkpoint_interval"])

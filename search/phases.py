@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable, Mapping, Protocol, TextIO
 
 from .budget import Budget
+from .errors import TrialsNotRun
 from .progress import ProgressLine, fmt_seconds
 from .protocol import TrialSpec, fold_assessment_specs, most_selected, select_by_fold, summarize_assessment
 from .record import OutcomeRecord, PhaseResult, StrategyResult
@@ -143,8 +144,12 @@ class PhasedSearcher(_SearcherBase):
             return None
 
     def finish_all(self) -> None:
-        """After Ray returns: close the phases it never got to (nothing left to
-        run in them when resuming a finished sweep, or a phase Ray ended early)."""
+        """After Ray returns: close the phases it never got to that have
+        nothing left to run (every trial finished by an earlier driver, when
+        resuming).  A phase with trials Ray never ran (Tune ended early, for
+        whatever reason) is not closed as if they had failed: `TrialsNotRun`
+        names them, the driver closes its runs as failed, and `--resume`
+        runs them."""
         guard = 0
         while not self.finished and guard < 4 * len(self.phases) + 4:
             guard += 1
@@ -152,10 +157,11 @@ class PhasedSearcher(_SearcherBase):
                 self._start_next()
                 continue
             missing = self.keys - self.record.done()
-            for key in sorted(missing):
-                trial = key.split("/", 2)[2]
-                self.result.outcomes.append({"key": trial, "status": "failed", "error": "no result from Ray", "index": -1, "config": {}})
-            self.keys -= missing
+            if missing:
+                names = sorted(k.split("/", 2)[2] for k in missing)
+                shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                raise TrialsNotRun(f"Ray Tune ended before {len(names)} trial(s) of {self.result.sweep} ran ({shown}); "
+                                   f"no result was recorded for them: run the same command with --resume to run them")
             self.queue.clear()
             self._end_phase()
             self._start_next()

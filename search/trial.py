@@ -55,8 +55,8 @@ def trainable(config: dict[str, Any]) -> None:
         # (Tune requires the searcher's metric in every result)
         tune.report({"epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": data_error_final(e)})
         return
-    _restore(trainer, spec)
-    reporter = _Reporter(trainer, spec, settings)
+    resumed = _restore(trainer, spec)
+    reporter = _Reporter(trainer, spec, settings, resumed)
     try:
         result = trainer.run(reporter.on_epoch, reporter.on_batch)
     except DataError as e:
@@ -85,30 +85,37 @@ def _check_folds(task, settings: dict[str, Any]) -> None:
                         f"(folds digest {found}, expected {expected}): this node's copy of the data differs from the driver's")
 
 
-def _restore(trainer, spec: dict[str, Any]) -> None:
+def _restore(trainer, spec: dict[str, Any]) -> str | None:
     """Continue from the trial's last Tune checkpoint (a retry), else from the
-    checkpoint an earlier driver's attempt left (`resume_from`, --resume)."""
+    checkpoint an earlier driver's attempt left (`resume_from`, --resume).
+    Returns, for the latter, the checkpoint it really continued from ("" for
+    none readable: epoch 0), which the driver records (tag awnn.resumed_from);
+    None when it was not handed one."""
     import torch
     from ray import tune
 
-    state = None
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
             if (Path(d) / CHECKPOINT_FILE).exists():  # (a kept model's final checkpoint holds no training state)
-                state = torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False)
-    else:
-        state, _ = load_earlier_state(spec.get("resume_from"))
+                trainer.load_state_dict(torch.load(Path(d) / CHECKPOINT_FILE, map_location="cpu", weights_only=False))
+        return None
+    if not spec.get("resume_from"):
+        return None
+    state, used = load_earlier_state(spec["resume_from"])
     if state is not None:
         trainer.load_state_dict(state)
+    return used or ""
 
 
 class _Reporter:
     """The trial's reports to the driver (see the module docstring)."""
 
-    def __init__(self, trainer, spec: dict[str, Any], settings: dict[str, Any]):
+    def __init__(self, trainer, spec: dict[str, Any], settings: dict[str, Any], resumed: str | None = None):
         self.trainer = trainer
         self.common = {**attempt_info(), "attempt_start_seconds": trainer.train_seconds, "resumed_epoch": trainer.epoch}
+        if resumed is not None:
+            self.common["resumed_from"] = resumed
         self.interval = float(settings["report_interval"])
         self.ckpt_interval = float(settings["checkpoint_interval"])
         self.progress_every = max(self.interval, PROGRESS_SECONDS)

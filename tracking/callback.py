@@ -45,7 +45,7 @@ __all__ = ["TrialTracker"]
 
 
 SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
-_ATTEMPT_KEYS = ("attempt", "node_id", "node_ip", "hostname", "pid")  # a fused group's report: common to its members
+_ATTEMPT_KEYS = ("attempt", "node_id", "node_ip", "hostname", "pid", "resumed_from")  # a fused group's report: common to its members
 
 
 class TrialTracker(Callback):
@@ -83,6 +83,8 @@ class TrialTracker(Callback):
         self.attempts: dict[str, dict[str, tuple[float, float]]] = {}
         self.nodes: dict[str, list[tuple[str, str]]] = {}  # (node id, node ip) per attempt, in order
         self.retries: dict[str, int] = {}
+        self.last_errors: dict[str, str] = {}
+        self.resumed: dict[str, str] = {}  # the checkpoint each trial reported it continued from
         self.pids: dict[str, str] = {}
         self.finals: dict[str, dict] = {}
         self.last: dict[str, dict] = {}  # each config's latest report
@@ -126,6 +128,13 @@ class TrialTracker(Callback):
 
     # ------------------------------------------------------------ hooks
     def on_trial_start(self, iteration, trials, trial, **info):
+        self._start_members(trial)
+
+    def _start_members(self, trial) -> None:
+        """Start the run of each config the trial trains (once).  Also called
+        when Ray reports a retry, an error or an end of a trial it never
+        started (its actor failed while being placed, e.g. its node died):
+        every config has a run, and no write goes to a run that does not exist."""
         group = trial.config["spec"]["key"] if trial.config["spec"].get("members") else None
         for key, spec in self.members(trial):
             self._start(key, spec, group)
@@ -148,10 +157,12 @@ class TrialTracker(Callback):
                 Tag.CONFIG: json.dumps(spec["config"], sort_keys=True)}
         if params.get("model") == "awnn":
             tags[Tag.PROFILE] = params["awnn_profile"]
-        if spec.get("resume_from"):
+        if spec.get("resume_from"):  # the checkpoint it was handed; its first report says which it used
             tags[Tag.RESUMED_FROM] = spec["resume_from"]
         if group:
             tags[Tag.GROUP] = group
+        if key in self.retries:  # Ray retried the trial before it first started (on_trial_recover)
+            tags[Tag.RETRIES], tags[Tag.LAST_ERROR] = self.retries[key], self.last_errors.get(key, "")
         self.writer.start_run(key, name=f"{spec['strategy']}-{spec['key']}", parent=self.sweep_of(spec), tags=tags, params=params)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -180,6 +191,12 @@ class TrialTracker(Callback):
             if (node or node_id) and (not nodes or nodes[-1] != (node_id, node)):
                 nodes.append((node_id, node))
                 self.writer.set_tags(key, {Tag.NODE_IP: node, Tag.NODE_ID: node_id, Tag.NODES: ",".join(ip for _, ip in nodes)})
+            resumed = result.get("resumed_from")
+            if isinstance(resumed, str) and self.resumed.get(key) != resumed:
+                # the checkpoint the trial really continued from: the one it was handed, an older one beside it
+                # when that file was torn, or none readable (search/trial_common.py load_earlier_state)
+                self.resumed[key] = resumed
+                self.writer.set_tags(key, {Tag.RESUMED_FROM: resumed or "none: no readable checkpoint, started at epoch 0"})
             pid = str(result.get("pid", ""))
             if pid and self.pids.get(key) != pid:  # the worker process: shows which actor ran it (and whether actors were reused)
                 self.pids[key] = pid
@@ -205,9 +222,12 @@ class TrialTracker(Callback):
             if key in self.ended:
                 continue
             self.retries[key] = self.retries.get(key, 0) + 1
-            self.writer.set_tags(key, {Tag.RETRIES: self.retries[key], Tag.LAST_ERROR: error})
+            self.last_errors[key] = error
+            if key in self.started:  # else its run starts with these tags when the retry starts
+                self.writer.set_tags(key, {Tag.RETRIES: self.retries[key], Tag.LAST_ERROR: error})
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        self._start_members(trial)
         for key, spec in self.members(trial):
             final = self.finals.get(key)
             if final is None:  # stopped by a scheduler before its end (or a group ended without this member's final)
@@ -217,6 +237,7 @@ class TrialTracker(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         error = _error_text(trial)
+        self._start_members(trial)
         for key, spec in self.members(trial):
             self._finish(key, {"status": "failed"}, error=error, spec=spec, last=self.last.get(key, {}), trial=trial)
 

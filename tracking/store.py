@@ -12,7 +12,11 @@ queue, and the writer applies them in order:
   in order, without losing or duplicating anything queued behind it;
 * `close(timeout)` flushes; whatever could not be written by then is saved
   to a spool file (JSON lines) that `replay_spool` applies later
-  (`awnn sweep --resume` does), and the affected runs are reported.
+  (`awnn sweep --resume` does), and the affected runs are reported;
+* a write addressed to a key no run was started for is a caller's bug, not
+  an outage: it is dropped with an error in the log (`dropped` counts them)
+  and the writes queued behind it go on (retried, it would hold back every
+  later write of the comparison until the driver ends).
 
 Runs are addressed by our own keys (e.g. "sel/0042"); the writer maps them
 to MLflow run ids once the runs exist, so callers never wait for MLflow.
@@ -32,13 +36,21 @@ from .checks import (TrackingUnavailable, check_sqlite_store, check_tracking, ch
                      folder_lock, init_tracking)
 from .contract import MlflowTag, Tag, client, tag_equals
 
-__all__ = ["TrackingWriter", "TrackingUnavailable", "check_tracking", "check_writable", "check_sqlite_store",
+__all__ = ["NoRunForKey", "TrackingWriter", "TrackingUnavailable", "check_tracking", "check_writable", "check_sqlite_store",
            "folder_lock", "init_tracking", "replay_spool"]
 
 log = logging.getLogger(__name__)
 
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
+
+
+class NoRunForKey(RuntimeError):
+    """A write addressed to a key that no run was started (or adopted) for."""
+
+    def __init__(self, key: str):
+        super().__init__(f"no MLflow run started for {key!r}")
+        self.key = key
 
 
 @dataclass
@@ -69,6 +81,7 @@ class TrackingWriter:
         self._idle.set()
         self._stop = False
         self.failures = 0  # calls that failed and were retried
+        self.dropped: dict[str, int] = {}  # key -> writes dropped because no run was started for it
         self.outage_seconds = 0.0
         self._thread = threading.Thread(target=self._loop, name="mlflow-writer", daemon=True)
         self._thread.start()
@@ -226,11 +239,29 @@ class TrackingWriter:
                 while n < len(self._pending) and self._pending[n].kind == "metrics" and self._pending[n].key == op.key and len(rows) < MAX_METRICS_PER_BATCH:
                     rows.extend(self._pending[n].data["rows"])
                     n += 1
-                self._log_metric_rows(op.key, rows)
+                try:
+                    self._log_metric_rows(op.key, rows)
+                except NoRunForKey as e:
+                    self._drop(e, n)
+                    continue
                 del self._pending[:n]
                 continue
-            self._apply(op)
+            try:
+                self._apply(op)
+            except NoRunForKey as e:
+                self._drop(e, 1)
+                continue
             self._pending.pop(0)
+
+    def _drop(self, error: "NoRunForKey", n: int) -> None:
+        """Drop the first `n` pending writes: their run was never started (see the module docstring)."""
+        ops = self._pending[:n]
+        del self._pending[:n]
+        first = error.key not in self.dropped
+        self.dropped[error.key] = self.dropped.get(error.key, 0) + len(ops)
+        if first:
+            log.error("MLflow write dropped: %s (%s write%s; the key's later writes are dropped the same way)",
+                      error, ops[0].kind, "s" if len(ops) > 1 else "")
 
     def _log_metric_rows(self, key: str, rows: list) -> None:
         from mlflow.entities import Metric
@@ -244,7 +275,7 @@ class TrackingWriter:
         try:
             return self.run_ids[key]
         except KeyError:
-            raise RuntimeError(f"no MLflow run started for {key!r}") from None
+            raise NoRunForKey(key) from None
 
     def _apply(self, op: _Op) -> None:
         from mlflow.entities import Param, RunTag

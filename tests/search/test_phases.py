@@ -12,6 +12,7 @@ import statistics
 import pytest
 
 from search.budget import resolve_budget
+from search.errors import TrialsNotRun
 from search.phases import PhasedSearcher
 from search.protocol import select_best
 from search.record import OutcomeRecord
@@ -156,14 +157,31 @@ def test_an_arm_without_a_usable_selection_trial_is_not_retrained(budget, tmp_pa
     assert searcher.results[0].selected is None and searcher.results[0].assessment is None
 
 
-def test_trials_ray_never_reported_close_as_failed(budget, tmp_path):
+def test_trials_ray_never_ran_fail_the_driver_not_the_trials(budget, tmp_path):
+    """Tune returned with trials of the phase in progress (and later phases)
+    never run: no outcome is invented for them, the phase is not closed, and
+    the error names them (the driver fails; --resume runs them)."""
     _, record, hooks, searcher = make(["awnn"], budget, tmp_path)
     first = searcher.suggest("t0")["spec"]
     record.finished(f"awnn/selection/{first['key']}", score(first))
-    searcher.finish_all()  # Ray stopped: the rest never ran
-    sel = searcher.results[0].selection
-    assert sel.count("failed") == len(sel.outcomes) - 1
-    assert {o["error"] for o in sel.outcomes if o["status"] == "failed"} == {"no result from Ray"}
+    with pytest.raises(TrialsNotRun, match=r"Ray Tune ended before 5 trial\(s\) of awnn/selection ran \(sel-0001, .* --resume"):
+        searcher.finish_all()
+    assert [c[0] for c in hooks.calls] == ["started"]  # the selection sweep stays open: nothing "ended"
+    assert searcher.results[0].selection.outcomes == [] and set(record.here) == {f"awnn/selection/{first['key']}"}
+
+
+def test_finish_all_closes_a_phase_whose_trials_all_finished_here(budget, tmp_path):
+    """Ray returned after the selection's last trial ended, before it asked for more: the
+    phases with nothing left to run close, a phase with trials to run is reported."""
+    _, record, hooks, searcher = make(["awnn"], budget, tmp_path)
+    specs = []
+    while isinstance(answer := searcher.suggest(f"t{len(specs)}"), dict):
+        specs.append(answer["spec"])
+    for sp in specs:
+        record.finished(f"awnn/selection/{sp['key']}", score(sp))
+    with pytest.raises(TrialsNotRun, match="of awnn/assessment ran"):
+        searcher.finish_all()
+    assert [c[0] for c in hooks.calls] == ["started", "ended", "selected", "started"]
 
 
 def test_outcome_record():

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 
+from pathlib import Path
+
 import pytest
 
 from conftest import run_awnn
@@ -66,8 +68,11 @@ def test_fault_driver_killed_then_resume_finishes_each_config_once(tmp_path):
         assert by_id[run_id].data.tags["awnn.status"] == "interrupted"
         assert by_id[run_id].info.status == "KILLED"
     # a trial that had a checkpoint continued from it: its new run starts past epoch 1
-    resumed = [r for r in runs if r.data.tags.get("awnn.resumed_from")]
+    # (tag: the checkpoint it really continued from; "none: ..." when no file there was readable)
+    resumed = [r for r in runs if r.data.tags.get("awnn.resumed_from") and not r.data.tags["awnn.resumed_from"].startswith("none")]
     assert resumed, "no re-run trial resumed from a checkpoint"
+    for r in resumed:
+        assert (Path(r.data.tags["awnn.resumed_from"]) / "trainer.pt").is_file(), r.data.tags["awnn.resumed_from"]
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking)

@@ -98,3 +98,84 @@ def test_a_trial_a_scheduler_stops_is_announced_as_stopped(setup):
 def test_pickled_tracker_leaves_the_writer_and_hooks_behind(setup):
     state = pickle.loads(pickle.dumps(setup.tracker))
     assert state.writer is None and state.on_result is None and state.on_finished is None
+
+
+def test_a_trial_ray_retries_or_fails_before_it_started_still_gets_its_run(setup):
+    """Ray can retry a trial, or end it with an error, before it ever reported
+    `on_trial_start` (its actor failed while being placed: its node died, a
+    worker could not start).  Each config still gets exactly one run, with the
+    retry and the error on it, and no write is addressed to a run that does
+    not exist (the writer drops none; everything is written at once)."""
+    import time
+
+    t, (retried, lost, ok) = setup.tracker, setup.trials
+    lost.error_msg = "RayActorError: The actor died unexpectedly before finishing this task (node died)\n"
+    t.on_trial_recover(0, [], retried)  # retried before it started: Ray placed it again
+    t.on_trial_start(0, [], retried)
+    report(t, retried, 1, final={"status": "ok", "best_val_acc": 0.6, "best_val_loss": 0.5, "best_epoch": 1, "epochs_run": 1,
+                                 "widths": [8], "widths_at_best": [8]})
+    t.on_trial_complete(0, [], retried)
+    t.on_trial_error(0, [], lost)  # failed for good before it started
+    t.on_trial_start(0, [], ok)
+    report(t, ok, 1)
+    t0 = time.monotonic()
+    assert setup.writer.flush(timeout=30) and time.monotonic() - t0 < 10
+    assert setup.writer.dropped == {}
+    runs = {r.data.tags[Tag.TRIAL_KEY]: r for r in client(setup.uri).search_runs([setup.writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'trial'")}
+    assert sorted(runs) == sorted(trial.config["spec"]["key"] for trial in setup.trials)
+    r_retried, r_lost = runs[retried.config["spec"]["key"]], runs[lost.config["spec"]["key"]]
+    assert (r_retried.info.status, r_retried.data.tags[Tag.STATUS], r_retried.data.tags[Tag.RETRIES]) == ("FINISHED", "ok", "1")
+    assert r_retried.data.tags[Tag.LAST_ERROR] == "RuntimeError: boom" and r_retried.data.metrics["retries"] == 1
+    assert (r_lost.info.status, r_lost.data.tags[Tag.STATUS]) == ("FAILED", "failed")
+    assert "node died" in r_lost.data.tags[Tag.ERROR] and r_lost.data.metrics["attempts"] == 0
+    assert [o["status"] for _, o in setup.finished] == ["ok", "failed"]
+
+
+def test_a_write_to_a_key_without_a_run_is_dropped_not_retried(tmp_path, caplog):
+    """A write addressed to a key no run was started for is a bug of the
+    caller, not an outage of the store: it is dropped and logged, and the
+    writes queued behind it are made at once (retried, it would hold back
+    every later write for the writer's whole retry time)."""
+    import logging
+    import time
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    init_tracking(uri)
+    writer = TrackingWriter(uri, "awnn-doublemoon", retry_seconds=600)
+    try:
+        with caplog.at_level(logging.ERROR, logger="tracking.store"):
+            writer.set_tags("nobody/selection/sel-0000", {"a": 1})
+            writer.log_metrics("nobody/selection/sel-0000", [("m", 1.0, 1), ("m", 2.0, 2)])
+            writer.start_run("child", name="child", parent="no-such-parent")
+            writer.start_run("cmp", name="compare-x", tags={Tag.KIND: "comparison"})
+            writer.log_metrics("cmp", [("wall_seconds", 3.0, 0)])
+            t0 = time.monotonic()
+            assert writer.flush(timeout=30) and time.monotonic() - t0 < 10
+        assert writer.dropped == {"nobody/selection/sel-0000": 2, "no-such-parent": 1}
+        assert writer.failures == 0  # not counted as an outage
+        assert sum("no MLflow run started for 'nobody/selection/sel-0000'" in r.getMessage() for r in caplog.records) == 1
+        run = client(uri).get_run(writer.run_id("cmp"))
+        assert run.data.metrics["wall_seconds"] == 3.0
+        assert writer.run_id("child", timeout=0.1) is None
+    finally:
+        writer.close(timeout=30)
+
+
+def test_resumed_from_names_the_checkpoint_the_trial_really_continued_from(setup):
+    """A re-run trial is handed its newest checkpoint (tag at start); when that
+    file was torn the trial continues from an older one, or from epoch 0, and
+    its first report says so: the tag follows the report."""
+    t, (torn, none, fine) = setup.tracker, setup.trials
+    for trial in (torn, none, fine):
+        trial.config["spec"]["resume_from"] = f"/ckpt/{trial.config['spec']['key']}/checkpoint_000003"
+        t.on_trial_start(0, [], trial)
+    used = [(torn, "/ckpt/older/checkpoint_000002"), (none, ""), (fine, fine.config["spec"]["resume_from"])]
+    for trial, value in used:
+        result = {"epoch": 3, "attempt": "a1", "attempt_start_seconds": 0.0, "train_seconds": 1.0, "pid": "1", "resumed_from": value, "epochs": []}
+        t.on_trial_result(0, [], trial, result)
+    assert setup.writer.flush(timeout=30)
+    runs = {r.data.tags[Tag.TRIAL_KEY]: r for r in client(setup.uri).search_runs([setup.writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'trial'")}
+    tag = lambda trial: runs[trial.config["spec"]["key"]].data.tags[Tag.RESUMED_FROM]  # noqa: E731
+    assert tag(torn) == "/ckpt/older/checkpoint_000002"
+    assert tag(none) == "none: no readable checkpoint, started at epoch 0"
+    assert tag(fine) == fine.config["spec"]["resume_from"]
