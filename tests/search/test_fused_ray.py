@@ -1,9 +1,10 @@
 """Acceptance of issue #20 on a real local Ray and MLflow: the smoke comparison
 with `--fuse 8` against the same comparison without fusion (the session's
 `smoke_comparison`).  Every config has its own FINISHED trial run tagged with
-its group; the scores are those of the unfused runs to float32 rounding, so
-the selection is the same; a group's configs share its time equally; the
-report and summary.json state the execution."""
+its group; its scores are those awnn.stacked computes for it, equal to the
+unfused runs' up to float32 rounding (CPU-dependent, issue #29), so the
+selection is the same up to near-ties; a group's configs share its time
+equally; the report and summary.json state the execution."""
 from __future__ import annotations
 
 import json
@@ -63,16 +64,72 @@ def test_every_config_has_its_own_finished_run_with_its_group(fused, smoke_compa
         assert len(widths) == 1 or max(widths) <= 32, widths
 
 
-def test_same_scores_and_selection_as_without_fusion(fused, smoke_comparison):
+def _rerun_group(members):
+    """A fused group's members trained again here, as the Ray worker trained
+    them (search/fused_trial.py: the configs of tag awnn.config on the CPU, one
+    thread, denormals flushed; members ordered by activation, then plan order)."""
+    import torch
+
+    from awnn.arith import set_denormals
+    from awnn.config import TrainConfig
+    from awnn.stacked import StackedTrainer
+
+    members = sorted(members, key=lambda r: (json.loads(r.data.tags[Tag.CONFIG]).get("activation", ""), int(r.data.params["grid_index"])))
+    configs = [TrainConfig.from_dict({**json.loads(r.data.tags[Tag.CONFIG]), "device": "cpu"}) for r in members]
+    threads, flush = torch.get_num_threads(), torch.set_flush_denormal(True)
+    torch.set_num_threads(1)
+    try:
+        results = StackedTrainer(configs).run()
+    finally:
+        torch.set_num_threads(threads)
+        set_denormals(flush)
+    return {r.data.tags[Tag.TRIAL_KEY]: res for r, res in zip(members, results)}
+
+
+def test_fused_trials_record_what_the_stacked_trainer_computes(fused):
+    """Every fused member's MLflow figures are those of awnn.stacked trained
+    here on the same configs: the Ray wiring (which config trains in which
+    slice, which slice's figures go to which run) is exact.  StackedTrainer
+    itself equals the Trainer in float64 (tests/awnn/test_stacked.py); in
+    float32 the two differ by CPU-dependent rounding (issue #29), so the
+    scores here are compared with a rerun of the same path on this machine."""
+    groups = defaultdict(list)
+    for (arm, phase, _), r in _trials(_runs(fused["uri"])).items():
+        if r.data.tags.get(Tag.GROUP):
+            groups[r.data.tags[Tag.GROUP]].append(r)
+    assert groups
+    for g, members in sorted(groups.items()):
+        again = _rerun_group(members)
+        for r in members:
+            m, res = r.data.metrics, again[r.data.tags[Tag.TRIAL_KEY]]
+            assert (m["epochs_run"], m["best_epoch"]) == (res.epochs_run, res.best_epoch), (g, r.data.tags[Tag.TRIAL_KEY])
+            assert m["best_val_acc"] == pytest.approx(res.best_val_acc, abs=1e-12), (g, r.data.tags[Tag.TRIAL_KEY])
+            assert m["best_val_loss"] == pytest.approx(res.best_val_loss, rel=1e-6), (g, r.data.tags[Tag.TRIAL_KEY])
+
+
+def test_same_selection_as_without_fusion_up_to_near_ties(fused, smoke_comparison):
+    """Fusion keeps the configs and the protocol; its float32 scores equal the
+    unfused ones up to rounding, which depends on the CPU (~1e-6 on an AVX-512
+    Xeon, up to ~5e-3 in a loss on an AVX2 EPYC).  So each arm selects the
+    same config, or one whose unfused score ties the unfused selection's
+    within the fused-vs-unfused differences this run measured."""
     runs, plain = _runs(fused["uri"]), _runs(smoke_comparison["tracking_uri"])
     mine, ref = _trials(runs), _trials(plain)
-    for k, r in mine.items():
-        if k[0] == "fixed" and k[1] == "selection":
-            a, b = r.data.metrics, ref[k].data.metrics
-            assert a["best_val_acc"] == pytest.approx(b["best_val_acc"], abs=1e-6), k
-            assert a["best_val_loss"] == pytest.approx(b["best_val_loss"], abs=1e-5), k
-            assert a["epochs_run"] == b["epochs_run"] and a["best_epoch"] == b["best_epoch"], k
-    assert _selected(runs) == _selected(plain)
+    fixed = [k for k in mine if k[:2] == ("fixed", "selection")]
+    assert sorted(fixed) == sorted(k for k in ref if k[:2] == ("fixed", "selection"))
+    noise_acc = max(abs(mine[k].data.metrics["best_val_acc"] - ref[k].data.metrics["best_val_acc"]) for k in fixed)
+    noise_loss = max(abs(mine[k].data.metrics["best_val_loss"] - ref[k].data.metrics["best_val_loss"]) for k in fixed)
+    chosen, chosen_ref = _selected(runs), _selected(plain)
+    assert chosen.keys() == chosen_ref.keys()
+    for arm in chosen:
+        if chosen[arm] == chosen_ref[arm]:
+            continue
+        assert arm == "fixed", arm  # (only the fixed arm's selection trials are fused)
+        a = ref[("fixed", "selection", chosen[arm])].data.metrics
+        b = ref[("fixed", "selection", chosen_ref[arm])].data.metrics
+        assert abs(a["best_val_acc"] - b["best_val_acc"]) <= 2 * noise_acc, (chosen[arm], chosen_ref[arm])
+        if a["best_val_acc"] == b["best_val_acc"]:
+            assert abs(a["best_val_loss"] - b["best_val_loss"]) <= 2 * noise_loss, (chosen[arm], chosen_ref[arm])
 
 
 def test_group_time_is_shared_equally_among_its_configs(fused):
