@@ -142,3 +142,38 @@ def _put_tu(raw, name, edges, indicator, graph_labels, node_labels=None):
     for part, lines in parts.items():
         with open(os.path.join(raw, f"{name}_{part}.txt"), "w") as f:
             f.writelines(f"{line}\n" for line in lines)
+
+
+def cut_file(path, size):
+    """Truncate the file at `path` to its first `size` bytes (a download cut short)."""
+    with open(path, "r+b") as f:
+        f.truncate(size)
+
+
+def mid_line_offset(path, line):
+    """A byte offset inside 1-based `line` of a text file (after its first character, before its newline)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    start = 0
+    for _ in range(line - 1):
+        start = raw.index(b"\n", start) + 1
+    end = raw.index(b"\n", start)
+    assert end - start >= 2, "the line is too short to cut inside"
+    return start + (end - start) // 2
+
+
+def keep_lines(path, n):
+    """Keep the first `n` lines of a text file (each with its newline)."""
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")[:n]
+    with open(path, "wb") as f:
+        f.write(b"".join(line + b"\n" for line in lines))
+
+
+def set_line(path, line, text):
+    """Replace 1-based `line` of a text file by `text`."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    lines[line - 1] = text
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))

@@ -1,7 +1,7 @@
 """Graph classification tasks: NCI1 and REDDIT-BINARY (TU datasets).
 
 Read through torch-geometric's `TUDataset` from the raw TU text files,
-never downloaded:
+never downloaded, once `checks.check_tu` has checked them against each other:
 
     <data_root>/NCI1/raw/NCI1_{A,graph_indicator,graph_labels,node_labels}.txt
     <data_root>/REDDIT-BINARY/raw/REDDIT-BINARY_{A,graph_indicator,graph_labels}.txt
@@ -136,21 +136,26 @@ def _drop_stale_cache(folder: str, raw_files: list[str]) -> None:
 
 
 def load_tu(name: str, task_name: str, data_root: str | None, data_seed: int, fold: int) -> GraphTask:
+    from .checks import check_tu, missing_files_error
+
     root = data_root or "data"
     raw = os.path.join(root, name, "raw")
     files = [f"{name}_{part}.txt" for part in ("A", "graph_indicator", "graph_labels")]
-    missing = [f for f in files if not os.path.isfile(os.path.join(raw, f))]
-    if missing:
-        raise DataError(f"{name}: expected the TU raw files {', '.join(files)} in {raw} (missing: {', '.join(missing)}); nothing is downloaded")
+    error = missing_files_error(name, raw, files, f"{name}/raw", kind="the TU raw files")
+    if error:
+        raise error
+    n_graphs = check_tu(raw, name)  # every file, against the others: DataError naming the file and line
     _drop_stale_cache(os.path.join(root, name), [os.path.join(raw, f) for f in os.listdir(raw)])
     import_pyg()
     from torch_geometric.datasets import TUDataset
 
     try:
         dataset = TUDataset(root, name)
+        graphs = [dataset[i] for i in range(len(dataset))]
     except (OSError, RuntimeError, ValueError, IndexError) as e:
         raise DataError(f"{name}: could not read the TU files in {raw} ({type(e).__name__}: {e})") from None
-    graphs = [dataset[i] for i in range(len(dataset))]
+    if len(graphs) != n_graphs:  # the checks above should make this impossible
+        raise DataError(f"{name}: torch-geometric read {len(graphs)} graphs from {raw}, but {name}_graph_indicator.txt numbers {n_graphs}")
     labels = np.array([int(g.y) for g in graphs])
     constant = dataset.num_node_features == 0
     outer, inner = tu_fold_splits(labels, fold, data_seed)

@@ -7,6 +7,7 @@ torchvision's own downloads leave behind:
     <data_root>/cifar-10-batches-py/{data_batch_1..5,test_batch}
     <data_root>/cifar-100-python/{train,test}
 
+Every file is checked first (`checks.check_mnist`, `checks.cifar_batch`).
 MNIST is read by `torchvision.datasets.MNIST(download=False)`.  The CIFAR
 python batches are read with `pickle` exactly as torchvision does, without
 its md5 check (so a subset or a regenerated batch can be used in tests).
@@ -130,10 +131,12 @@ class ImageTask(Task):
 
 
 # ------------------------------------------------------------------ loaders
-def _require(folder: str, files: list[str], what: str, hint: str) -> None:
-    missing = [f for f in files if not os.path.isfile(os.path.join(folder, f))]
-    if missing:
-        raise DataError(f"{what}: expected files {', '.join(files)} in {folder} (missing: {', '.join(missing)}); {hint}")
+def _require(folder: str, files: list[str], what: str, hint: str, layout: str) -> None:
+    from .checks import missing_files_error
+
+    error = missing_files_error(what, folder, files, layout, hint)
+    if error:
+        raise error
 
 
 def load_digits(data_root: str | None = None, data_seed: int = 0, augment: str = "none") -> ImageTask:
@@ -155,7 +158,10 @@ MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-image
 def load_mnist(data_root: str | None = None, data_seed: int = 0, augment: str = "none") -> ImageTask:
     root = data_root or "data"
     folder = os.path.join(root, "MNIST", "raw")
-    _require(folder, MNIST_FILES, "MNIST", "the uncompressed IDX files that torchvision.datasets.MNIST(root, download=True) leaves there")
+    _require(folder, MNIST_FILES, "MNIST", "the uncompressed IDX files that torchvision.datasets.MNIST(root, download=True) leaves there", os.path.join("MNIST", "raw"))
+    from .checks import check_mnist
+
+    check_mnist(folder)  # magic numbers, sizes against headers, labels against images: DataError naming the file
     from torchvision.datasets import MNIST
 
     train = MNIST(root, train=True, download=False)
@@ -166,25 +172,28 @@ def load_mnist(data_root: str | None = None, data_seed: int = 0, augment: str = 
     return ImageTask("mnist", x, y, outer, inner, num_classes=10, augment=augment)
 
 
-def _read_cifar_batches(folder: str, files: list[str], label_key: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _read_cifar_batches(folder: str, files: list[str], label_key: str, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    from .checks import cifar_batch
+
     xs, ys = [], []
     for f in files:
         path = os.path.join(folder, f)
         try:
             with open(path, "rb") as fh:
                 entry = pickle.load(fh, encoding="latin1")
-            xs.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-            ys.append(np.asarray(entry[label_key], dtype=np.int64))
-        except (OSError, pickle.UnpicklingError, KeyError, ValueError, EOFError) as e:
-            raise DataError(f"{path}: not a CIFAR python batch ({type(e).__name__}: {e})") from None
+        except Exception as e:  # a cut or foreign pickle fails in many ways (EOFError, UnpicklingError, ...)
+            raise DataError(f"{path}: not a complete CIFAR python batch ({type(e).__name__}: {e}); is the file cut?") from None
+        x, y = cifar_batch(path, entry, label_key, num_classes)  # keys, shape, one label in range per image
+        xs.append(x)
+        ys.append(y)
     return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
 
 
 def _load_cifar(name: str, folder_name: str, train_files: list[str], test_files: list[str], label_key: str, num_classes: int, data_root, data_seed, augment) -> ImageTask:
     folder = os.path.join(data_root or "data", folder_name)
-    _require(folder, train_files + test_files, name.upper().replace("CIFAR", "CIFAR-"), "the python version of the dataset that torchvision.datasets.CIFAR*(root, download=True) leaves there")
-    xtr, ytr = _read_cifar_batches(folder, train_files, label_key)
-    xte, yte = _read_cifar_batches(folder, test_files, label_key)
+    _require(folder, train_files + test_files, name.upper().replace("CIFAR", "CIFAR-"), "the python version of the dataset that torchvision.datasets.CIFAR*(root, download=True) leaves there", folder_name)
+    xtr, ytr = _read_cifar_batches(folder, train_files, label_key, num_classes)
+    xte, yte = _read_cifar_batches(folder, test_files, label_key, num_classes)
     outer, inner = official_test_splits(ytr.numpy(), len(yte), 6000 / 50000, data_seed)
     return ImageTask(name, torch.cat([xtr, xte]), torch.cat([ytr, yte]), outer, inner, num_classes=num_classes, augment=augment)
 

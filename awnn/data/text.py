@@ -7,6 +7,9 @@ Read from plain parallel text files (one sentence per line, utf-8):
     <data_root>/multi30k/test.en   test.de       1000 pairs
         (test_2016_flickr.{en,de} and test2016.{en,de} are accepted too)
 
+Each pair of files is checked first (`checks.check_text_pair`: not empty,
+utf-8, complete last lines, as many lines in both).
+
 Splits (paper Table 2): outer = the official train / val / test files,
 inner = the official train / val files.
 
@@ -43,6 +46,7 @@ import numpy as np
 import torch
 
 from . import DataError, Task
+from .checks import check_text_pair
 from .splits import Split, index_batches
 
 __all__ = ["WordTokenizer", "GPT2Tokenizer", "TextTask", "load_multi30k", "WORD_MIN_FREQ"]
@@ -170,14 +174,6 @@ def _find(folder: str, split: str, lang: str) -> str | None:
     return None
 
 
-def _read_lines(path: str) -> list[str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: cannot read ({e})") from None
-
-
 def gpt2_folder(data_root: str) -> str | None:
     for folder in (os.path.join(data_root, "multi30k", "gpt2"), os.path.join(data_root, "gpt2")):
         if all(os.path.isfile(os.path.join(folder, f)) for f in ("vocab.json", "merges.txt")):
@@ -243,11 +239,11 @@ def load_multi30k(data_root: str | None = None, data_seed: int = 0, tokenizer: s
     missing = [f"{SPLIT_FILES[s][0]}.{l}" for (s, l), p in paths.items() if p is None]
     if missing:
         expected = ", ".join(f"{SPLIT_FILES[s][0]}.{l}" for s in SPLIT_FILES for l in LANGS)
-        raise DataError(f"Multi30k: expected the parallel text files {expected} in {folder} (missing: {', '.join(missing)})")
-    text = {key: _read_lines(p) for key, p in paths.items()}
-    for split in SPLIT_FILES:
-        if len(text[split, "en"]) != len(text[split, "de"]):
-            raise DataError(f"Multi30k: {paths[split, 'en']} has {len(text[split, 'en'])} lines but {paths[split, 'de']} has {len(text[split, 'de'])}")
+        raise DataError(f"Multi30k: expected the parallel text files {expected} in {folder} (missing: {', '.join(missing)}); "
+                        "--data-root must name the folder that holds multi30k (nothing is downloaded)")
+    text = {}
+    for split in SPLIT_FILES:  # not empty, utf-8, complete last lines, as many lines in both: DataError naming the file
+        text[split, "en"], text[split, "de"] = check_text_pair(paths[split, "en"], paths[split, "de"])
     g2 = gpt2_folder(root)
     if tokenizer == "gpt2" and g2 is None:
         raise DataError(f"tokenizer=gpt2: expected GPT-2's vocab.json and merges.txt in {os.path.join(folder, 'gpt2')} or {os.path.join(root, 'gpt2')}")
@@ -263,7 +259,5 @@ def load_multi30k(data_root: str | None = None, data_seed: int = 0, tokenizer: s
             tgt.append([tok.bos_id] + tok.encode(de)[:keep] + [tok.eos_id])
         parts[split] = np.arange(start, len(src))
         start = len(src)
-    if not len(parts["train"]):
-        raise DataError(f"Multi30k: {paths['train', 'en']} is empty")
     return TextTask("multi30k", src, tgt, parts, tok)
 
