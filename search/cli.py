@@ -27,7 +27,10 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="awnn", description="Adaptive Width Neural Networks: training, sweeps on Ray Tune, cost reports from MLflow.")
+    from .commands import CommandParser
+
+    # no flag abbreviations anywhere: the subcommands' parsers are CommandParsers too (parser_class)
+    parser = CommandParser(prog="awnn", description="Adaptive Width Neural Networks: training, sweeps on Ray Tune, cost reports from MLflow.")
     parser.add_argument("--version", action="version", version=f"awnn {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -41,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import user_errors
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # as parse_args, but from the subcommand's parser, with the flags closest to each unknown one
+        from .commands import unrecognized
+
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+        sub.error(unrecognized(sub, extras))
     # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: cleanly,
     # with pending tracking writes flushed, resumable with --resume.
     signals.enable()

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Protocol, TextIO
 
 from .budget import Budget
 from .errors import TrialsNotRun
-from .progress import ProgressLine, fmt_seconds
+from .progress import ProgressLine, flight, fmt_seconds
 from .protocol import TrialSpec, fold_assessment_specs, most_selected, select_by_fold, summarize_assessment
 from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts
@@ -86,6 +86,7 @@ class PhasedSearcher(_SearcherBase):
         self.current = -1
         self.queue: list[TrialSpec] = []
         self.keys: set[str] = set()
+        self.started: set[str] = set()  # trials that have reported: running, not waiting for a slot (progress.flight)
         self.result: PhaseResult | None = None
         self.strategy_result: StrategyResult | None = None
         self.progress: ProgressLine | None = None
@@ -168,6 +169,8 @@ class PhasedSearcher(_SearcherBase):
 
     def on_update(self, key: str) -> None:
         """The record changed (a report or a finished trial): redraw the progress line, record wall time."""
+        if key and key not in self.record.done():
+            self.started.add(key)
         if self.progress is None or self.result is None:
             return
         r = self.result
@@ -180,10 +183,10 @@ class PhasedSearcher(_SearcherBase):
         eta = elapsed / new * (todo - new) if new else math.nan
         best = self.record.best_val_acc.get(r.sweep, math.nan)
         queued = {f"{r.sweep}/{k}" for sp in self.queue for k in member_keys(sp)}
-        running = len(self.keys - done - queued)  # handed to Ray, not finished: running or waiting for a slot
+        in_flight = self.keys - done - queued  # handed to Ray, not finished: running, or waiting for a slot
         stopped = sum(1 for k in self.keys & done if (self.record.here.get(k) or self.record.earlier.get(k) or {}).get("status") == "stopped")
         text = (f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials" + (f" ({stopped} stopped)" if stopped else "")
-                + f", {running} in flight  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  phase {self.current + 1}/{len(self.phases)}"
+                + f", {flight(in_flight, self.started)}  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  phase {self.current + 1}/{len(self.phases)}"
                 + f"  all phases eta ~{fmt_seconds(self._overall_eta(now, eta))}")
         if best == best:
             text += f"  best val_acc {best:.4f}"

@@ -2,6 +2,7 @@
 printed every few seconds otherwise, so logs stay readable)."""
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -43,3 +44,47 @@ class ProgressLine:
             self.stream.write("\n")
             self.stream.flush()
         self.width = 0
+
+
+class RunClock:
+    """The whole run's remaining time, for a progress line: the epochs left at
+    the mean time of the finished epochs, plus what is left of the epoch in
+    progress.  The first epoch counts from its first batch (`began`), not
+    from the start, which also loaded the data and built the model."""
+
+    def __init__(self, epochs: int):
+        self.epochs = epochs
+        self.start = time.monotonic()
+        self.first_began: float | None = None  # when the first epoch's training began
+        self.ends: list[float] = []  # when each finished epoch ended
+
+    def began(self, at: float) -> None:
+        """An epoch's training began at `at` (time.monotonic); only the first one's is kept."""
+        if self.first_began is None:
+            self.first_began = at
+
+    def epoch_done(self) -> None:
+        self.ends.append(time.monotonic())
+
+    def per_epoch(self) -> float:
+        """Seconds per epoch so far (nan before the first epoch ends)."""
+        if len(self.ends) >= 2:
+            return (self.ends[-1] - self.ends[0]) / (len(self.ends) - 1)
+        return self.ends[0] - (self.first_began if self.first_began is not None else self.start) if self.ends else math.nan
+
+    def eta(self, epoch: int, epoch_left: float = 0.0, epoch_length: float = math.nan) -> float:
+        """Seconds left after `epoch` (1-based) is `epoch_left` seconds from
+        its end; `epoch_length`, the epoch in progress's projected length,
+        stands in for the mean epoch until one has ended."""
+        per = self.per_epoch()
+        per = per if per == per else epoch_length
+        return epoch_left + max(0, self.epochs - epoch) * per
+
+
+def flight(in_flight: set[str], started: set[str]) -> str:
+    """`N running, M pending` of the trials handed to Ray and not finished:
+    running are those that have reported (a trial reports within seconds of
+    starting), pending those still waiting for a free slot (or starting up)."""
+    running = len(in_flight & started)
+    pending = len(in_flight) - running
+    return f"{running} running" + (f", {pending} pending" if pending else "")

@@ -84,12 +84,12 @@ def _protocol_values(grid: Grid, budget: Budget, split: str, seed: int, config: 
     return {"split": split, "epochs": budget.epochs(grid), "patience": budget.patience(grid), "seed": seed, "data_seed": 0}
 
 
-def _scale_milestones(cfg: dict[str, Any], grid: Grid, budget: Budget) -> dict[str, Any]:
-    """A budget that shortens training shortens the LR schedule with it:
-    milestones at 50/100/150 of 200 paper epochs become 25%/50%/75% of the
-    budget's epochs (rounded, at least 1, strictly increasing)."""
+def _scale_milestones(cfg: dict[str, Any], grid: Grid, epochs: int) -> dict[str, Any]:
+    """Training shortened (a budget) or set (`awnn train --epochs`) to `epochs`
+    shortens the LR schedule with it: milestones at 50/100/150 of 200 paper
+    epochs become 25%/50%/75% of `epochs` (rounded, at least 1, strictly
+    increasing)."""
     text = str(cfg.get("lr_milestones") or "").strip()
-    epochs = budget.epochs(grid)
     if not text or epochs == grid.epochs:
         return cfg
     out: list[int] = []
@@ -103,7 +103,7 @@ def _scale_milestones(cfg: dict[str, Any], grid: Grid, budget: Budget) -> dict[s
 def budget_config(cfg: Mapping[str, Any], grid: Grid, budget: Budget) -> dict[str, Any]:
     """A grid config as `budget` trains it: the grid's `cpu` values on a CPU
     budget, the LR milestones scaled with the budget's epochs."""
-    return _scale_milestones({**cfg, **budget.cpu_values(grid)}, grid, budget)
+    return _scale_milestones({**cfg, **budget.cpu_values(grid)}, grid, budget.epochs(grid))
 
 
 def selection_specs(grid: Grid, budget: Budget) -> list[TrialSpec]:
@@ -201,13 +201,22 @@ def single_run_config(grid: Grid, budget: Budget, overrides: Mapping[str, Any]) 
     the CPU budget's `cpu` values (quick, smoke), the epochs and patience a
     trial of that config gets under `budget`
     (milestones scaled with them, as in a sweep); `overrides` (the command
-    line) win over all of it.  Split, seed and data are TrainConfig's
-    defaults unless overridden."""
+    line) win over all of it.  Epochs given in `overrides` scale the grid's
+    milestones to them by the same rule, unless `overrides` sets the
+    milestones too.  Split, seed and data are TrainConfig's defaults unless
+    overridden."""
     cfg = {**grid.configs()[0], **budget.cpu_values(grid), **overrides}
     if "epochs" not in overrides:
-        cfg = _scale_milestones(cfg, grid, budget) if "lr_milestones" not in overrides else cfg
+        cfg = _scale_milestones(cfg, grid, budget.epochs(grid)) if "lr_milestones" not in overrides else cfg
         values = _protocol_values(grid, budget, "outer", 0, cfg)
         cfg["epochs"] = values["epochs"]
         if "patience" not in overrides:
             cfg["patience"] = values["patience"]
+    elif "lr_milestones" not in overrides:
+        try:
+            epochs = int(overrides["epochs"])  # from --set: a string (TrainConfig reports one that is no integer)
+        except (TypeError, ValueError):
+            return cfg
+        if epochs >= 1:
+            cfg = _scale_milestones(cfg, grid, epochs)
     return cfg

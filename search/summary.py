@@ -11,11 +11,24 @@ from .strategies import REGISTRY
 
 
 
-def _cfg_short(cfg: dict) -> str:
-    keys = ["model", "hidden_layers", "width", "activation", "batch_size", "lr", "sigma_theta"]
+def config_keys(results) -> list[str]:
+    """The keys a selected-config line shows: `model`, then every key the
+    arms' grids search (in file order: a GIN's conv_layers and pooling, an
+    MLP's hidden_layers, width, activation, ...), then `layer_widths`
+    (fixedplus per-layer).  Keys no grid searches are left out: each arm's
+    grid file fixes them."""
+    keys = ["model"]
+    for r in results:
+        grid = getattr(r, "grid", None)
+        keys += [k for k in (getattr(grid, "grid", None) or {}) if k not in keys]
+    return keys + ["layer_widths"]
+
+
+def _cfg_short(cfg: dict, keys: list[str]) -> str:
     parts = []
     for k in keys:
-        if k in cfg and not (k == "width" and cfg.get("model") == "awnn") and not (k == "sigma_theta" and cfg.get("model") != "awnn"):
+        if k in cfg and cfg[k] not in (None, "") and not (k == "width" and cfg.get("model") == "awnn") \
+                and not (k == "sigma_theta" and cfg.get("model") != "awnn"):
             parts.append(f"{k}={cfg[k]}")
     return " ".join(parts)
 
@@ -63,8 +76,9 @@ def print_summary(comparison, results, stream=None) -> None:
             print(f"({name}: no search of its own; its sel dev-h are the {src.strategy} arm's search, selection and re-training, "
                   f"whose learned width it re-trains at)", file=out)
     print("selected configs:", file=out)
+    keys = config_keys(results)
     for r in results:
-        cfg = _cfg_short(r.selected["config"]) if r.selected else "none selected"
+        cfg = _cfg_short(r.selected["config"], keys) if r.selected else "none selected"
         for text in _wrap(cfg, f"  {r.strategy:<{w}} "):
             print(text, file=out)
     family = {r.strategy: getattr(r, "family", "") or arm_family(r.strategy) for r in results}

@@ -6,7 +6,9 @@ import math
 import time
 
 from . import command_parser
-from ..progress import ProgressLine, fmt_seconds
+from ..progress import ProgressLine, RunClock, fmt_seconds
+
+DEFAULT_BUDGET = "quick"  # minutes on a laptop; `--budget paper` for the paper's epochs (SpiralHard: 5000)
 
 
 def add_parser(sub) -> None:
@@ -14,13 +16,18 @@ def add_parser(sub) -> None:
                        "Train one model on this machine, no Ray, no MLflow: the task's own setup (its grid's settings "
                        "for --model, scaled by --budget) unless flags or --set say otherwise.  Progress goes to stderr, "
                        "the result as one JSON line to stdout.",
-                       ["awnn train --task spiralhard --model awnn --budget quick",
+                       ["awnn train --task spiralhard --model awnn",
+                        "awnn train --task spiralhard --model awnn --budget paper",
                         "awnn train --task doublemoon --model fixed --epochs 50 --set width=32 --set hidden_layers=2",
                         "awnn train --task nci1 --model awnn --data-root ~/datasets --budget smoke"])
     p.add_argument("--task", required=True, help="task name (see `awnn grids`), e.g. spiralhard")
     p.add_argument("--model", required=True, choices=["fixed", "awnn"])
-    p.add_argument("--epochs", type=int, default=None, help="number of epochs (default: the task's grid epochs under --budget)")
-    p.add_argument("--budget", default="paper", help="scales the grid's epochs and patience as in a sweep: smoke | quick | paper, or a budget YAML file (default: paper)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="number of epochs (default: the task's grid epochs under --budget); the grid's LR milestones are scaled to them")
+    p.add_argument("--budget", default=DEFAULT_BUDGET,
+                   help="scales the grid's epochs and patience as in a sweep: smoke | quick | paper, or a budget YAML file "
+                        f"(default: {DEFAULT_BUDGET}: 6%% of the grid's epochs, 20 to 60, on its CPU-sized data; paper: the paper's full run, "
+                        "e.g. 5000 epochs on SpiralHard)")
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files whose settings are the defaults (default: the packaged search/grids)")
     p.add_argument("--seed", type=int, default=None, help="training seed (default 0)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="any TrainConfig key, repeatable, e.g. --set hidden_layers=2 --set activation=relu6")
@@ -40,6 +47,33 @@ def parse_sets(sets: list[str]) -> dict[str, str]:
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+def public_tasks() -> list[str]:
+    """The task names a user chooses among: every registered task but the
+    versioned aliases of this project's earlier data (`spiral-v0`, ...),
+    which stay accepted (awnn/data/tabular.py GENERATORS)."""
+    import re
+
+    from awnn.data import TASKS
+
+    return sorted(t for t in TASKS if not re.search(r"-v\d+$", t))
+
+
+def check_task(task: str) -> None:
+    """An unknown --task: one line listing the public task names, with the closest ones."""
+    import difflib
+
+    from awnn.config import ConfigError
+    from awnn.data import TASKS
+
+    if task in TASKS:
+        return
+    names = public_tasks()
+    close = difflib.get_close_matches(task, names, n=3, cutoff=0.5)
+    did = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    expected = f"one of {names}"
+    raise ConfigError(f"command line: key 'task': expected {expected}, found {task!r}{did}", "task", expected, task)
 
 
 def resolve_defaults(args, values: dict) -> tuple[dict, str]:
@@ -69,6 +103,7 @@ def run(args) -> int:
     from awnn.config import TrainConfig
     from awnn.train import train
 
+    check_task(args.task)
     values: dict = {"task": args.task, "model": args.model}
     values.update(parse_sets(args.sets))
     if args.epochs is not None:
@@ -83,30 +118,34 @@ def run(args) -> int:
         shown = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
         print(f"config (defaults from {source}; flags and --set override them): {shown}", file=sys.stderr, flush=True)
     progress = ProgressLine()
-    start = time.monotonic()
+    clock = RunClock(config.epochs)
+    at_most = "<=" if config.patience else ""  # early stopping may end the run sooner
 
     def on_epoch(rec):
+        clock.epoch_done()
         if args.quiet:
             return
-        done = rec["epoch"] / config.epochs
-        elapsed = time.monotonic() - start
-        eta = elapsed / done * (1 - done) if done else math.nan
+        # train_nll: the data term alone (cross-entropy); AWNN's train_loss adds its priors' terms / N
         progress.update(
-            f"epoch {rec['epoch']}/{config.epochs}  loss {rec['train_loss']:.4f}  val_acc {rec['val_acc']:.4f}  "
-            f"best {rec['best_val_acc']:.4f}  width {rec['width_total']}  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}"
+            f"epoch {rec['epoch']}/{config.epochs}  train_nll {rec.get('train_nll', rec['train_loss']):.4f}  val_acc {rec['val_acc']:.4f}  "
+            f"best {rec['best_val_acc']:.4f}  width {rec['width_total']}  elapsed {fmt_seconds(time.monotonic() - clock.start)}  "
+            f"run eta {at_most}{fmt_seconds(clock.eta(rec['epoch']))}"
         )
 
     shown_at = [0.0]
 
     def on_batch(epoch, done, total, seconds):
-        # inside long epochs (a first MNIST epoch takes minutes on 2 cores): batches, rate and the epoch's ETA, once a second
+        # inside long epochs (a first MNIST epoch takes minutes on 2 cores): batches, rate, the epoch's and the run's ETA, once a second
         now = time.monotonic()
+        if done == 1:
+            clock.began(now - seconds)  # the first epoch's length leaves out loading the data
         if args.quiet or seconds < 2.0 or now - shown_at[0] < 1.0:
             return
         shown_at[0] = now
         rate = done / seconds
-        progress.update(f"epoch {epoch}/{config.epochs}  batch {done}/{total}  {rate:.1f} batch/s  "
-                        f"epoch eta {fmt_seconds((total - done) / rate if rate else math.nan)}  elapsed {fmt_seconds(now - start)}")
+        left = (total - done) / rate if rate else math.nan
+        progress.update(f"epoch {epoch}/{config.epochs}  batch {done}/{total}  {rate:.1f} batch/s  epoch eta {fmt_seconds(left)}  "
+                        f"run eta {at_most}{fmt_seconds(clock.eta(epoch, left, seconds + left))}  elapsed {fmt_seconds(now - clock.start)}")
 
     from awnn.arith import set_denormals
 
@@ -114,9 +153,22 @@ def run(args) -> int:
     result = train(config, on_epoch=on_epoch, on_batch=on_batch)  # a DataError is one line, exit code 2 (search/errors.py)
     progress.close()
     out = result.summary()
+    out.update(plain_losses(result.history, result.best_epoch))
     out["config"] = config.to_dict()
     print(json.dumps(out, default=_json_default), flush=True)
     return 0 if result.status == "ok" else 1
+
+
+def plain_losses(history: list[dict], best_epoch: int) -> dict:
+    """The training data loss (mean cross-entropy, without AWNN's prior terms)
+    of the last epoch (`train_nll`) and of the selected one (`train_nll_at_best`);
+    None where there is none (no epoch, or a diverged one)."""
+    def finite(rec):
+        v = (rec or {}).get("train_nll")
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    at_best = next((r for r in history if r.get("epoch") == best_epoch), None)
+    return {"train_nll": finite(history[-1] if history else None), "train_nll_at_best": finite(at_best)}
 
 
 def _json_default(o):

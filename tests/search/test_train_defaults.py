@@ -40,7 +40,7 @@ def test_command_line_wins():
 def test_cli_prints_the_resolved_graph_setup(tmp_path, capsys):
     from search.cli import main
 
-    assert main(["train", "--task", "nci1", "--model", "awnn", "--data-root", str(tmp_path), "--set", "lr=0.003"]) == 2
+    assert main(["train", "--task", "nci1", "--model", "awnn", "--budget", "paper", "--data-root", str(tmp_path), "--set", "lr=0.003"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("config (defaults from ") and "nci1-awnn.yaml" in err[0]
     for item in ("optimizer=adam", "lr=0.003", "rate=0.02", "epochs=1000", f"data_root={tmp_path}"):

@@ -1,0 +1,173 @@
+"""The CLI's manners (issues #31 item 6, #32 item 7), through the real
+parser and entry point: no flag abbreviations; `awnn train`'s quick default,
+its whole-run ETA, its plain data loss, its task names and LR milestones
+that follow --epochs; the summary's selected configs show every searched
+key; the progress line tells running trials from pending ones."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import AWNN, ROOT, run_awnn
+from search.budget import resolve_budget
+from search.cli import build_parser, main
+from search.grid import find_grid
+from search.progress import RunClock, flight
+from search.protocol import single_run_config
+from search.record import PhaseResult, StrategyResult
+from search.strategies import StrategyOptions, make_arms
+from search.summary import print_summary
+
+
+def _parsers(parser: argparse.ArgumentParser):
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_cli_no_parser_accepts_abbreviations():
+    parsers = list(_parsers(build_parser()))
+    assert len(parsers) >= 8  # awnn and its seven subcommands
+    assert all(p.allow_abbrev is False for p in parsers), [p.prog for p in parsers if p.allow_abbrev]
+
+
+def test_cli_flag_prefix_is_rejected_naming_the_flag(tmp_path):
+    p = run_awnn(["compare", "--task", "doublemoon", "--strategie", "fixed", "--budget", "smoke"], cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        "awnn compare: error: unrecognized arguments: --strategie fixed (--strategie: did you mean --strategies?)")
+    assert not (tmp_path / "mlflow.db").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("argv,flag", [(["train", "--task", "spiral", "--model", "awnn", "--epoch", "3"], "--epochs"),
+                                       (["sweep", "--task", "spiral", "--strategy", "awnn", "--budg", "smoke"], "--budget")])
+def test_cli_prefix_in_process_exits_2(argv, flag, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"awnn {argv[0]}: error: unrecognized arguments: {argv[5]} ") and f"did you mean {flag}?" in err
+
+
+def test_train_defaults_to_the_quick_budget_and_says_so(capsys):
+    args = build_parser().parse_args(["train", "--task", "spiralhard", "--model", "awnn"])
+    assert args.budget == "quick"
+    from search.commands.train import resolve_defaults
+
+    values, source = resolve_defaults(args, {"task": "spiralhard", "model": "awnn"})
+    assert values["epochs"] == 60 and "budget quick" in source  # not the paper's 5000
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "(default: quick" in " ".join(capsys.readouterr().out.split())
+
+
+def test_run_clock_counts_the_epochs_left():
+    clock = RunClock(10)
+    clock.start = 0.0
+    assert clock.eta(1, epoch_left=3.0, epoch_length=4.0) == 3.0 + 9 * 4.0  # no epoch ended: the projected one stands in
+    clock.began(3.0)  # the first epoch's first batch: 3 s went to loading the data
+    clock.began(6.0)  # (a later epoch's: ignored)
+    clock.ends = [5.0]
+    assert clock.per_epoch() == 2.0 and clock.eta(1) == 9 * 2.0
+    clock.ends = [5.0, 7.0, 9.0]
+    assert clock.per_epoch() == 2.0
+    assert clock.eta(3) == 7 * 2.0 and clock.eta(4, epoch_left=1.0, epoch_length=99.0) == 1.0 + 6 * 2.0
+    assert clock.eta(10) == 0.0
+
+
+def _seconds(text: str) -> int:
+    m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
+    h, mi, s = (int(v or 0) for v in m.groups())
+    return 3600 * h + 60 * mi + s
+
+
+def test_train_progress_shows_the_runs_eta_inside_an_epoch(tmp_path):
+    # SpiralHard one example a step through 2 x 1024 units: epochs of several seconds (the in-epoch line needs 2 s);
+    # the command is stopped (SIGTERM, as a scheduler would) once the first such line is out
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    args = ["train", "--task", "spiralhard", "--model", "fixed", "--epochs", "3", "--set", "batch_size=1", "--set", "hidden_layers=2",
+            "--set", "width=1024", "--set", "threads=1"]
+    proc = subprocess.Popen([*AWNN, *args], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = next((ln for ln in proc.stderr if " batch/s " in ln), "")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    m = re.search(r"^epoch (\d)/3  batch \d+/\d+ .* epoch eta (\S+)  run eta (\S+)  elapsed", line)
+    assert m, line
+    epoch, epoch_eta, run_eta = int(m.group(1)), _seconds(m.group(2)), _seconds(m.group(3))
+    assert epoch < 3 and run_eta >= epoch_eta + 2 * (3 - epoch)  # the epochs after this one: at least 2 s each
+
+
+def test_train_shows_and_returns_the_plain_data_loss(capsys):
+    # a versioned task (earlier data) stays accepted though it is not listed
+    assert main(["train", "--task", "doublemoon-v0", "--model", "awnn", "--epochs", "1", "--set", "threads=1"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["train_nll"] == result["train_nll_at_best"] and 0 < result["train_nll"] < 1.0  # cross-entropy of 2 classes
+    line = next(ln for ln in err.splitlines() if ln.startswith("epoch 1/1"))
+    assert f"train_nll {result['train_nll']:.4f}" in line and "run eta " in line
+
+
+def test_train_task_typo_suggests_and_hides_versioned_names(capsys):
+    assert main(["train", "--task", "spirl", "--model", "awnn"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("awnn train: error: command line: key 'task': expected one of [")
+    assert "(did you mean 'spiral'" in err[0] and "-v0" not in err[0] and "'reddit_binary'" in err[0]
+
+
+def test_compare_task_typo_suggests(tmp_path):
+    p = run_awnn(["compare", "--task", "spirlhard", "--budget", "smoke"], cwd=tmp_path)
+    assert p.returncode == 2 and "(did you mean 'spiralhard'?)" in p.stderr and "-v0" not in p.stderr
+
+
+def test_train_epochs_scale_the_lr_milestones(tmp_path, capsys):
+    grid = find_grid("mnist", "fixed")
+    assert grid.fixed["lr_milestones"] == "50,100,150" and grid.epochs == 200
+    paper = resolve_budget("paper")
+    assert single_run_config(grid, paper, {"epochs": 40})["lr_milestones"] == "10,20,30"
+    assert single_run_config(grid, paper, {"epochs": "2"})["lr_milestones"] == "1,2"  # from --set: a string
+    assert single_run_config(grid, paper, {"epochs": 40, "lr_milestones": "7"})["lr_milestones"] == "7"  # the user's wins
+    assert single_run_config(grid, paper, {})["lr_milestones"] == "50,100,150"
+    # through the CLI: the resolved config line comes before the data error (an empty --data-root)
+    assert main(["train", "--task", "mnist", "--model", "fixed", "--epochs", "40", "--budget", "paper", "--data-root", str(tmp_path)]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert "epochs=40" in first and "lr_milestones=10,20,30" in first
+
+
+def _result(arm, cfg):
+    sel = PhaseResult(arm.name, "selection", outcomes=[{"key": "sel-0000", "status": "ok", "device_hours": 0.1}])
+    ass = PhaseResult(arm.name, "assessment", outcomes=[{"key": "ass-01", "status": "ok", "device_hours": 0.1, "test_acc": 0.7}])
+    summary = {"test_acc_mean": 0.7, "test_acc_std": 0.0, "runs_ok": 1}
+    return StrategyResult(arm.name, arm.grid, sel, ass, selected={"key": "sel-0000", "config": cfg}, summary=summary, family=arm.family)
+
+
+def test_summary_selected_configs_show_every_searched_key():
+    budget = resolve_budget("smoke")
+    arms = {a.family: a for a in make_arms("nci1", ["fixed", "awnn"], StrategyOptions(), budget)}
+    fixed = {**arms["fixed"].grid.configs()[-1]}  # batch 128, 4 convolutions, mean pooling, width 64
+    awnn = {**arms["awnn"].grid.configs()[5]}
+    results = [_result(arms["fixed"], fixed), _result(arms["awnn"], awnn)]
+    buf = io.StringIO()
+    print_summary(SimpleNamespace(id="nci1-x", task="nci1", budget=budget, protocol="holdout", tracking_uri="sqlite:///m.db"), results, stream=buf)
+    text = buf.getvalue()
+    lines = text.split("selected configs:\n")[1].splitlines()
+    assert lines[0].split() == ["fixed", "model=fixed", "batch_size=128", "conv_layers=4", "pooling=mean", "width=64"]
+    assert lines[1].split() == ["awnn", "model=awnn", f"batch_size={awnn['batch_size']}", f"conv_layers={awnn['conv_layers']}",
+                                f"pooling={awnn['pooling']}"]
+
+
+def test_progress_flight_counts_running_apart_from_pending():
+    in_flight = {f"fixed/selection/sel-{i:04d}" for i in range(8)}
+    started = {"fixed/selection/sel-0000", "fixed/selection/sel-0001", "fixed/selection/sel-0099"}  # 0099: finished, not in flight
+    assert flight(in_flight, started) == "2 running, 6 pending"
+    assert flight(set(list(in_flight)[:2]), in_flight) == "2 running"
