@@ -28,7 +28,7 @@ DOCKERFILE = ROOT / "cluster" / "Dockerfile"
 LAUNCHER = ROOT / "cluster" / "ray-cluster.yaml"
 KUBERAY = ROOT / "cluster" / "kuberay"
 BIN = ROOT / "cluster" / "bin"
-DOCS = ROOT / "README.md"  # its section "Launching sweeps on a Ray cluster"
+DOCS = ROOT / "docs" / "cluster.md"  # its section "Launching sweeps on a Ray cluster" (moved from the README, issue #32)
 STORAGE = "/mnt/ray-results"  # the shared checkpoint path of all three launch paths
 
 SERVICES = {"postgres", "minio", "minio-setup", "mlflow", "mlflow-user", "ray-head", "ray-worker"}
@@ -390,7 +390,7 @@ def test_docs_commands_parse_with_the_real_cli():
             m = re.search(r"(?:^|\s|--\s)(awnn (?:sweep|compare)\b.*)$", line.strip())
             if m:
                 commands.append(m.group(1))
-    assert len(commands) >= 3, "README's cluster section should show the sweep command of each launch path"
+    assert len(commands) >= 3, "docs/cluster.md's cluster section should show the sweep command of each launch path"
     from search.grid import find_grid
     from search.strategies import GRID_OF
 
