@@ -8,7 +8,7 @@ denormals many times slower.  Measured on NCI1 (GIN, AWNN, 1 conv layer,
 batch 32, 1 thread): an epoch takes 0.5 s for 11 epochs, then 0.9, 1.6,
 1.7 s, and 5.7 s by epoch 60 in a quick comparison (7.8 s with 2 conv
 layers), at an unchanged width; with denormals flushed it stays at 0.5 s
-(README, "Real datasets").  That is
+(docs/data.md, "Real datasets").  That is
 an artefact of the CPU, not a cost of the method (GPUs do not slow down on
 denormals), and it would inflate whichever arm has more of them.
 

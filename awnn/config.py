@@ -53,7 +53,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "best_epoch_ties": ("lower_loss", "later"),
 }
 
-# What the two profiles set (docs: README "Profiles").  `paper-text` is the
+# What the two profiles set (docs/design.md, "Profiles").  `paper-text` is the
 # paper's equations as printed, this project's behaviour before profiles
 # existed; `authors` is what the paper's authors ran (their public release,
 # read for facts: issue #14).  Every key can also be set on its own; a key

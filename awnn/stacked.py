@@ -66,7 +66,7 @@ __all__ = ["GROUP_KEYS", "SLICE_KEYS", "check_fusable", "group_key", "group_conf
 SLICE_KEYS = ("lr", "weight_decay", "adam_eps", "seed", "patience", "select_metric", "best_epoch_ties", "init", "init_distribution",
               "activation")
 GROUP_KEYS = tuple(k for k in TrainConfig.keys() if k not in SLICE_KEYS)
-PAD_WIDTH = 32  # uniform hidden widths up to this share a stack padded to its widest (README "Fused trials": measured)
+PAD_WIDTH = 32  # uniform hidden widths up to this share a stack padded to its widest (docs/design.md "Fused trials": measured)
 PADDED = f"<={PAD_WIDTH}"  # group_key's width value for such configs
 EVAL_BATCH = 4096  # awnn.train.evaluate's chunk
 BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, which the Trainer uses

@@ -22,7 +22,7 @@ the cost of host syncs.  Launches per step come from the torch profiler
 and on the host the runtime calls that launch them or wait for the device.
 
 The AWNN runs in the `authors` profile unless `--awnn-profile paper-text` is given
-(renormalised importances, optimiser reset on resize, ...: see the README).
+(renormalised importances, optimiser reset on resize, ...: see docs/design.md, "Profiles").
 
 Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all] [--batch 128,1024] [--profile]
                                           [--awnn-profile authors|paper-text]

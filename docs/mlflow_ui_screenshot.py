@@ -7,7 +7,7 @@
 (options: --experiment NAME, default the one experiment holding comparison
 runs; --size 1900x420; --chromium PATH.)  It starts `mlflow ui` on that store
 on 127.0.0.1 (a free port), opens the experiment in headless Chromium
-(Debian's `chromium` package) and does what the README's "Comparing runs in
+(Debian's `chromium` package) and does what docs/tracking.md's "Comparing runs in
 the MLflow UI" says: the Model training view's runs table, the filter
 `COMPARISON_FILTER` typed into the search box, the `HEADLINE_COLUMNS` ticked
 in the Columns menu.  Then it saves the PNG and stops the browser and the
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-# what the README tells a reader to type and to add (the test checks the README says so)
+# what docs/tracking.md tells a reader to type and to add (the test checks it says so)
 COMPARISON_FILTER = "tags.awnn.kind = 'comparison'"
 HEADLINE_COLUMNS = ("fixed.total_device_hours", "awnn.total_device_hours", "savings_ratio", "savings_ratio_lo",
                     "savings_ratio_hi", "fixed.test_acc_mean", "awnn.test_acc_mean", "awnn.width_total")

@@ -1,7 +1,7 @@
 """Every tweak of Ray's private API, in one place, behind one switch.
 
 Each of these buys sweep start-up or phase-change time on small machines
-(measured in README, "Ray speed-ups"); none changes what a trial computes or
+(measured in docs/design.md, "Ray speed-ups"); none changes what a trial computes or
 what MLflow records.  They are applied only
 
 * when the switch is on: `AWNN_RAY_SPEEDUPS` unset or `1` (`0` turns every

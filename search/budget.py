@@ -2,8 +2,8 @@
 
 `paper` is the paper's protocol (each grid's epochs, R = retrain_runs from
 the grid, 10 in the paper).  `quick` scales epochs to a CPU budget: at most
-60 epochs a trial (`make demo`, SpiralHard's five strategies, 429 trials,
-takes about 45 minutes on a 2-core machine; README "Measured").  `smoke`
+60 epochs a trial (`make demo`, SpiralHard's seven strategies: its comparison
+took 10 min 52 s on 2 cores; docs/results.md "Measured").  `smoke`
 runs a couple of epochs per trial, for tests.  A budget can also be a YAML
 file with the same keys:
 

@@ -19,9 +19,9 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds between a trial's checkpoints (default 10)")
     p.add_argument("--fuse", type=int, default=1, metavar="N",
                    help="train up to N fixed-grid selection configs of one shape as one stacked model in one Ray trial "
-                        "(each keeps its own MLflow run; README 'Fused trials'); 1 = one config per trial (default 1)")
+                        "(each keeps its own MLflow run; docs/design.md 'Fused trials'); 1 = one config per trial (default 1)")
     p.add_argument("--keep-denormals", action="store_true",
-                   help="let trials compute on float denormals (slow on x86 CPUs; by default they are flushed to zero: README 'Real datasets')")
+                   help="let trials compute on float denormals (slow on x86 CPUs; by default they are flushed to zero: docs/data.md 'Real datasets')")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all); ignored with --address")
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files (default: the packaged search/grids)")
     p.add_argument("--data-root", default=None, help="folder with the datasets of the image, graph and text tasks (docs/domains.md); "
