@@ -50,7 +50,7 @@ from tracking.contract import Param, Tag, default_tracking_uri, experiment_name,
 from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, folder_lock,
                             init_tracking, replay_spool)
 
-from .budget import Budget, resolve_budget
+from .budget import BUDGETS, Budget, resolve_budget
 from .errors import OptionError
 from .grid import Grid
 from .phases import PhasedSearcher
@@ -272,10 +272,28 @@ class Comparison:
                   Param.PROTOCOL: self.protocol, Param.FUSE: self.settings.fuse, Param.FLUSH_DENORMAL: self.settings.flush_denormal}
         if self.folds_digest:
             params[Param.FOLDS_DIGEST] = self.folds_digest
+        params.update(self._paper_budget())
         if self.optuna_storage:
             params[Param.OPTUNA_STORAGE] = redact_uri(self.optuna_storage)
         self.writer.start_run("cmp", name=f"{self.kind}-{self.id}", tags=tags, params=params)
         self.log(f"comparison {self.id}: task {self.task}, strategies {', '.join(self.strategies)}, budget {self.budget.name}; MLflow {self.tracking_uri}")
+
+    def _paper_budget(self) -> dict[str, Any]:
+        """What the report's paper-budget projection needs (tracking/paper_projection.py): per family, what the
+        `paper` budget would run, and the Ray cluster's CPUs and GPUs (tracking must not import search)."""
+        import dataclasses
+
+        import ray
+
+        paper, out = BUDGETS["paper"], {}
+        for a in self.arms:
+            g = a.grid
+            out.setdefault(a.family, {
+                "trials": len(a.selection_specs(paper)), "epochs": paper.epochs(g), "retrain_runs": paper.runs(g), "folds": paper.folds_for(g),
+                "epochs_by_hidden_layers": {str(k): paper.epochs(dataclasses.replace(g, epochs=e)) for k, e in sorted(g.epochs_by_hidden_layers.items())},
+                "patience": paper.patience(g)})
+        res = ray.cluster_resources() if ray.is_initialized() else {}
+        return {Param.PAPER_BUDGET: json.dumps(out, sort_keys=True), Param.CLUSTER_CPUS: res.get("CPU", 0), Param.CLUSTER_GPUS: res.get("GPU", 0)}
 
     # ------------------------------------------------------------- resume
     def _note_unfinished(self) -> None:

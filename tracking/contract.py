@@ -195,7 +195,9 @@ class Metric:
     N_TRAIN = "n_train"
     FINAL_WIDTH_TOTAL = "final_width_total"
     COMPUTE_SECONDS = "compute_seconds"
-    DEVICE_HOURS = "device_hours"
+    DEVICE_HOURS = "device_hours"  # CPU trials: CPU_SECONDS (capped at wall x CPUs) / 3600; GPU trials: WALL_DEVICE_HOURS
+    CPU_SECONDS = "cpu_seconds"  # CPU time the trial's process spent training, every attempt (tracking/callback.py)
+    WALL_DEVICE_HOURS = "wall_device_hours"  # compute_seconds x allocated CPUs (or x the GPU share) / 3600: counts machine load
     GPU_HOURS = "gpu_hours"
     ATTEMPTS = "attempts"
     RETRIES = "retries"
@@ -225,6 +227,28 @@ COMPARISON_HEADLINE = ("savings_ratio", "savings_ratio_lo", "savings_ratio_hi", 
 def arm_metric(arm: str, name: str) -> str:
     """The comparison run's headline metric `name` of arm `arm`."""
     return f"{arm}.{name}"
+
+
+# the comparison run's verdict against the budget (tracking/budget_curve.py): per arm and share f of each trial's epochs
+# `budget_curve.<arm>.f<f>.<BUDGET_ARM>`, per share `budget_curve.f<f>.savings_ratio`, and BUDGET_STILL_MOVING (1 or 0);
+# the paper-budget projection (tracking/paper_projection.py): `paper_budget.<arm>.<PAPER_ARM>`
+BUDGET_ARM = ("best_val_acc", "selection_device_hours")
+BUDGET_STILL_MOVING = "budget_still_moving"
+PAPER_ARM = ("device_hours", "wall_hours")
+
+
+def budget_metric(arm: str | None, fraction: float, name: str) -> str:
+    """`budget_curve.fixed.f0.125.best_val_acc`; arm None: `budget_curve.f0.5.savings_ratio`."""
+    return "budget_curve." + (f"{arm}." if arm else "") + f"f{fraction:g}.{name}"
+
+
+def paper_metric(arm: str, name: str) -> str:
+    """`paper_budget.awnn.device_hours`: the paper budget's projected cost of an arm."""
+    return f"paper_budget.{arm}.{name}"
+
+
+_BUDGET_NAME = re.compile(r"budget_curve\.(?:(.+)\.)?f[0-9.]+\.(\w+)")
+
 # a re-training run's truncation curve (step = % of neurons kept): tracking/truncation.py reads them
 TRUNCATION = (Metric.TRUNC_TEST_ACC, Metric.TRUNC_WIDTH_TOTAL, Metric.TRUNC_PARAMS, Metric.TRUNC_INFER_US)
 PER_LAYER = ("width_", "rate_")  # + the layer's name: per-epoch width and rate of each adaptive layer
@@ -239,6 +263,11 @@ STATUS_COUNTS = {"ok": Metric.N_OK, "diverged": Metric.N_DIVERGED, "failed": Met
 def is_metric(name: str) -> bool:
     """Is `name` a metric of the contract (a per-layer one included)?"""
     if name in METRICS or name in COMPARISON_HEADLINE or any(name.startswith(p) and len(name) > len(p) for p in PER_LAYER):
+        return True
+    m = _BUDGET_NAME.fullmatch(name)
+    if m:
+        return m.group(2) in (BUDGET_ARM if m.group(1) else ("savings_ratio",))
+    if name == BUDGET_STILL_MOVING or (name.startswith("paper_budget.") and name.rpartition(".")[2] in PAPER_ARM and name.count(".") >= 2):
         return True
     arm, _, base = name.rpartition(".")
     return bool(arm) and base in ARM_HEADLINE
@@ -290,6 +319,11 @@ class Param:
     FOLDS = "folds"  # outer folds (cv<k> only; part of the --resume key)
     FOLDS_DIGEST = "folds_digest"  # digest of the drawn fold of every example (cv<k> only)
     CPU = "cpu"  # the config values a CPU budget changed, JSON (sweep runs: that grid's; comparison: per grid file)
+    # comparison run: what the `paper` budget would run, per family, JSON (trials, epochs, epochs_by_hidden_layers,
+    # retrain_runs, folds, patience), and the Ray cluster's CPUs and GPUs: the report's paper-budget projection
+    PAPER_BUDGET = "paper_budget"
+    CLUSTER_CPUS = "cluster_cpus"
+    CLUSTER_GPUS = "cluster_gpus"
 
 
 PARAMS = tuple(v for k, v in vars(Param).items() if k.isupper())

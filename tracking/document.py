@@ -6,6 +6,7 @@ from typing import Any
 
 from . import analysis as A
 from . import contract as C
+from .budget_report import budget_section, paper_budget_section
 from .header import header_section
 from .fmt import PHASE_LABEL, _finite, fh, fnum, fpct, fratio, fsec
 
@@ -39,10 +40,12 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
         *_costs_section(a),
         *_accuracy_section(a),
         *_savings_section(a),
+        *budget_section(summary),
         *_target_section(a),
         *_repeats_section(a),
         *_overhead_section(a),
         *_projection_section(a),
+        *paper_budget_section(summary),
         *_truncation_section(a),
         *_mlflow_section(a),
         *_method_section(a, tracking_hint),

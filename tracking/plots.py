@@ -21,6 +21,7 @@ PLOTS = {
     "projection": "projection.png",
     "accuracy_cost": "accuracy_cost.png",
     "truncation": "truncation.png",
+    "budget_curve": "budget_curve.png",
 }
 
 
@@ -348,4 +349,32 @@ def plot_truncation(a: A.Analysis, path: Path) -> None:
     ax.set_xlabel("neurons removed from each adaptive layer after training (%)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Post-hoc truncation (paper Fig. 6 left); dotted: largest cut within 1 point", fontsize=9)
+    _save(fig, path)
+
+
+def plot_budget_curve(curve: dict, path: Path) -> None:
+    """summary.json's `budget_curve`: each arm's selected config's best inner-validation accuracy against
+    the epochs every selection trial trained (tracking/budget_curve.py), the shares of the table marked."""
+    plt = _plt()
+    arms = list((curve.get("curve") or {}))
+    colors = _colors(arms)
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    shown: list[float] = []
+    for arm in arms:
+        c = curve["curve"][arm]
+        pts = [(e, 100 * v) for e, v in zip(c["epochs"], c["best_val_acc"]) if _finite(v)]
+        if not pts:
+            continue
+        ax.plot([e for e, _ in pts], [v for _, v in pts], color=colors[arm], linestyle=_linestyle(arm), drawstyle="steps-post", label=arm)
+        cuts = [(r["epochs"], 100 * r["best_val_acc"]) for r in curve["arms"].get(arm, []) if _finite(r["best_val_acc"])]
+        ax.plot([e for e, _ in cuts], [v for _, v in cuts], "o", color=colors[arm], markersize=4)
+        shown += [v for _, v in pts]
+    if not shown:
+        _empty(ax, "no selection trial with per-epoch validation records")
+    else:
+        _clip_percent(ax, shown)
+        ax.legend(frameon=False, fontsize=8, loc="lower right")
+    ax.set_xlabel("epochs every selection trial trained (dots: 1/8, 1/4, 1/2, all)")
+    ax.set_ylabel("best inner-validation accuracy (%)")
+    ax.set_title("The verdict against the budget: each arm's selected config", fontsize=9)
     _save(fig, path)

@@ -17,9 +17,11 @@ from typing import Any
 from . import analysis as A
 from . import contract as C
 from .document import build_document  # noqa: F401 - part of this module's API
-from .plots import PLOTS, plot_accuracy_cost, plot_accuracy_width, plot_anytime, plot_cost, plot_projection, plot_truncation, plot_widths
+from .plots import (PLOTS, plot_accuracy_cost, plot_accuracy_width, plot_anytime, plot_budget_curve, plot_cost, plot_projection, plot_truncation,
+                    plot_widths)
+from .budget_curve import load_budget_records
 from .render import render_html, render_markdown
-from .summary import SUMMARY_KEYS, STRATEGY_KEYS, headline_metrics, validate_summary  # noqa: F401 - part of this module's API
+from .summary import SUMMARY_KEYS, STRATEGY_KEYS, headline_metrics, summarize, validate_summary  # noqa: F401 - part of this module's API
 
 
 # ------------------------------------------------------------------ entry
@@ -45,7 +47,8 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
     plot_projection(a, paths["projection"])
     plot_accuracy_cost(a, paths["accuracy_cost"])
     plot_truncation(a, paths["truncation"])
-    summary = a.summary()
+    summary = summarize(a, load_budget_records(data))  # + the selection runs' per-epoch records (the verdict against the budget)
+    plot_budget_curve(summary["budget_curve"], paths["budget_curve"])
     summary["files"] = {"report_md": "report.md", "report_html": "report.html", "summary_json": "summary.json", "plots": dict(PLOTS)}
     doc = build_document(a, summary, tracking_hint=C.redact_uri(tracking_uri))
     (out / "report.md").write_text(render_markdown(doc, PLOTS))

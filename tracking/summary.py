@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .budget_curve import BudgetRecords, budget_curve, still_moving
 from .contract import PHASES, STATUSES
 from .curves import ordering
 from .execution import execution
@@ -46,6 +47,10 @@ SUMMARY_KEYS = {
     "overhead": dict,
     "target": dict,
     "projection": dict,
+    "budget_curve": dict,
+    "budget_still_moving": (bool, type(None)),
+    "budget_verdict": str,
+    "paper_budget_projection": dict,
     "problems": list,
     "warnings": list,
     "truncation": dict,
@@ -103,8 +108,32 @@ def _arm_repeat(d: ComparisonData, arm: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def summarize(a: Analysis) -> dict[str, Any]:
-    """The machine-readable summary (summary.json; keys in docs/report.md)."""
+NOT_READ = "the selection trials' per-epoch records and the comparison run's params were not read (tracking.budget_curve.load_budget_records)"
+
+
+def _budget(a: Analysis, head: str | None, records: BudgetRecords | None) -> dict[str, Any]:
+    """The verdict against the budget and the paper-budget projection (docs/report.md), from the selection
+    trials' per-epoch records and the comparison run's params (`records`; None: not read, and said so);
+    `head`: the headline ratio's arm."""
+    from .paper_projection import paper_budget_projection
+
+    d = a.data
+    if records is None:
+        return {"budget_curve": {"arms": {}, "note": NOT_READ}, "budget_still_moving": None, "budget_verdict": f"No verdict against the budget: {NOT_READ}.",
+                "paper_budget_projection": {"applicable": False, "reason": NOT_READ}}
+    st = a.strategies.set_index("strategy") if len(a.strategies) else a.strategies
+    dims = {s: st.loc[s, "grid_dims"] for s in st.index}
+    pair = (head, a.settings["reference"]) if head else None
+    curve = budget_curve(d, records, pair, dims)
+    moving, line, reasons = still_moving(curve)
+    selected = {s: st.loc[s, "selected_config"] for s in st.index}
+    return {"budget_curve": {**curve, "still_moving_reasons": reasons}, "budget_still_moving": moving, "budget_verdict": line,
+            "paper_budget_projection": paper_budget_projection(d, records.root_params, selected)}
+
+
+def summarize(a: Analysis, records: BudgetRecords | None = None) -> dict[str, Any]:
+    """The machine-readable summary (summary.json; keys in docs/report.md).  `records`: what the verdict
+    against the budget and the paper-budget projection read from MLflow (tracking.budget_curve.load_budget_records)."""
     d = a.data
     c = d.comparison
     costs = a.costs
@@ -169,6 +198,7 @@ def summarize(a: Analysis) -> dict[str, Any]:
         "overhead": a.overhead_summary,
         "target": {**a.target_info, "strategies": {r["strategy"]: {"order": r["order"], "reached": r["reached"], "hours_mean": r["hours_mean"], "hours_median": r["hours_median"], "grid_hours": r["grid_hours"]} for _, r in a.target.iterrows()}},
         "projection": {**a.projection_info, "rows": a.projection.to_dict("records")},
+        **_budget(a, "fixed" if "fixed" in sv else next(iter(sv), None), records),
         "wall_seconds": c["wall_seconds"],
         "problems": a.problems,
         "warnings": a.warnings,
@@ -187,9 +217,13 @@ def headline_metrics(summary: dict[str, Any]) -> list[tuple[str, float]]:
     total device-hours, the selected config's test accuracy (mean, std,
     runs), its width (learned mean total, or chosen), its selection trials
     and its savings ratio against the reference arm (selection and total,
-    with the bootstrap interval); then the headline savings ratio.  Values
+    with the bootstrap interval); the verdict against the budget
+    (`budget_curve.<arm>.f<share>.best_val_acc` / `.selection_device_hours`,
+    `budget_curve.f<share>.savings_ratio`, `budget_still_moving` 1 or 0) and
+    the paper-budget projection (`paper_budget.<arm>.device_hours` /
+    `.wall_hours`); then the headline savings ratio.  Values
     that are missing or not finite are left out (MLflow has no NaN-free None)."""
-    from .contract import arm_metric
+    from .contract import BUDGET_ARM, BUDGET_STILL_MOVING, PAPER_ARM, arm_metric, budget_metric, paper_metric
 
     out: list[tuple[str, float]] = []
 
@@ -214,6 +248,18 @@ def headline_metrics(summary: dict[str, Any]) -> list[tuple[str, float]]:
             put(arm_metric(arm, f"{kind}_hi"), ci[1])
     for arm, t in (summary.get("truncation") or {}).items():  # post-hoc truncation: the largest cut within 1 point, in %
         put(arm_metric(arm, "truncation_cut_pct"), t.get("largest_cut_pct"))
+    bc = summary.get("budget_curve") or {}
+    for arm, rows in (bc.get("arms") or {}).items():  # the verdict against the budget (tracking/budget_curve.py)
+        for r in rows:
+            for name in BUDGET_ARM:
+                put(budget_metric(arm, r["fraction"], name), r.get(name))
+    for r in bc.get("savings_ratio") or []:
+        put(budget_metric(None, r["fraction"], "savings_ratio"), r.get("value"))
+    if isinstance(summary.get("budget_still_moving"), bool):
+        put(BUDGET_STILL_MOVING, float(summary["budget_still_moving"]))
+    for arm, row in ((summary.get("paper_budget_projection") or {}).get("arms") or {}).items():
+        for name in PAPER_ARM:
+            put(paper_metric(arm, name), row.get(name))
     for key in ("savings_ratio", "savings_ratio_total"):
         put(key, summary.get(key))
         ci = summary.get(f"{key}_ci") or [None, None]
