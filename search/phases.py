@@ -1,18 +1,27 @@
 """The searcher that feeds Ray Tune a comparison's trials, phase by phase.
 
-For each arm in order: its selection trials; when all have ended, the
-selected config's re-training trials (search/protocol.py); then the next
-arm.  The next phase starts only when every trial of the current one is in
-the outcome record (search/record.py): Ray calls `suggest` again after its
-callbacks ran, so one Tuner, with its warm actors, serves the whole
-comparison.
+Phases overlap (search/phase_plan.py says what each waits for): when a slot
+asks for work and no open phase has a trial left to hand out (only trials in
+flight: a phase's tail), the next phase in plan order whose dependencies are
+met opens and hands out its trials, so the tail's idle slots keep working.
+An earlier phase with trials left is always served first, and each arm's
+trials are handed out in its own plan order (a tpe study, an asha bracket
+sees its trials as before).
+
+A phase closes once every trial of it is in the outcome record
+(search/record.py): at the tracking callback's report of its last trial, or
+at the next `suggest` (Ray calls it after its callbacks ran); so one Tuner,
+with its warm actors, serves the whole comparison.  A sweep's wall time runs
+from its opening to its closing (summed over the drivers of a resumed
+comparison): overlapping sweeps add up to more than the comparison's wall
+time; an arm's own phases never overlap.
 
 The searcher knows nothing of MLflow or of the Comparison that runs it: it
 reads the outcome record and calls small hooks (`PhaseHooks`) when a sweep
 starts or ends, when a config is selected, and to record wall time; the
 Comparison's `SweepRuns` (search/sweep_runs.py) implements them.  So it can
 be driven without Ray by a loop that calls `suggest` and fills the record
-(tests/search/test_phases.py).
+(tests/search/test_phases.py, test_phase_overlap.py).
 """
 from __future__ import annotations
 
@@ -25,10 +34,11 @@ from .budget import Budget
 from .errors import TrialsNotRun
 from .progress import ProgressLine, flight, fmt_seconds
 from .protocol import TrialSpec, fold_assessment_specs, most_selected, select_by_fold, summarize_assessment
-from .record import OutcomeRecord, PhaseResult, StrategyResult
+from .record import OutcomeRecord, PhaseResult, StrategyResult, sweep_of
 from .resume import PriorAttempts
 from .fixedplus import fixedplus_config
 from .fusion import fuse_specs, member_keys
+from .phase_plan import Phase, PhasePlan
 from .strategies import REGISTRY, Arm
 from .tpe import TpeSource
 
@@ -78,21 +88,16 @@ class PhasedSearcher(_SearcherBase):
         self.fuse = int(fuse)  # --fuse: selection configs per Ray trial (search/fusion.py); 1: one config per trial
         self.stream = stream or sys.stderr
         self.record.listener = self.on_update
-        self.results: list[StrategyResult] = []
+        self.results: list[StrategyResult] = []  # in arm order (selections open in plan order)
+        self.by_arm: dict[str, StrategyResult] = {}
         self.last_wall_record = 0.0
-        self.phases = [(a.name, ph) for a in arms for ph in ("selection", "assessment")]
+        self.plan = PhasePlan(arms)
+        self.phases = [(p.arm.name, p.name) for p in self.plan]
         self.tpe: dict[str, TpeSource] = {}  # arm -> its Optuna study
         self.tpe_trials: dict[str, TpeSource] = {}  # Ray trial id -> the study that suggested it
-        self.current = -1
-        self.queue: list[TrialSpec] = []
-        self.keys: set[str] = set()
         self.started: set[str] = set()  # trials that have reported: running, not waiting for a slot (progress.flight)
-        self.result: PhaseResult | None = None
-        self.strategy_result: StrategyResult | None = None
-        self.progress: ProgressLine | None = None
-        self.t0 = 0.0
+        self.progress = ProgressLine(self.stream)
         self.started_at: float | None = None  # this driver's first phase start (the overall eta)
-        self.runs_here = False
         self.finished = False
 
     def __getstate__(self):
@@ -122,27 +127,35 @@ class PhasedSearcher(_SearcherBase):
             source.complete(trial_id, status, final.get(source.metric) if final else None)
 
     def suggest(self, trial_id):
-        while True:
-            if self.finished:
-                return _SearcherBase.FINISHED
-            if self.current < 0:
-                self._start_next()
-                continue
-            if self.queue:
-                spec = self.queue.pop(0)
-                source = self.tpe.get(spec.strategy) if spec.phase == "selection" else None
-                if source is not None:
-                    if spec.config:  # re-run of a trial an earlier driver started
-                        source.told_later(spec, trial_id)
-                    else:
-                        source.fill(spec, trial_id)
-                    self.tpe_trials[trial_id] = source
-                return {"spec": spec.to_dict(), "settings": self.trial_settings}
-            if self.keys <= self.record.done():
-                self._end_phase()
-                self._start_next()
-                continue
-            return None
+        """The next trial: of the earliest open phase with one left to hand
+        out, else of the next phase (plan order) whose dependencies are met;
+        None while every open phase only has trials in flight."""
+        if self.finished:
+            return _SearcherBase.FINISHED
+        done = self.record.done()
+        for ph in self.plan:
+            if ph.state == "open" and ph.keys <= done:
+                self._close(ph)
+            if ph.state == "waiting" and self.plan.ready(ph):
+                self._open(ph)
+                done = self.record.done()
+            if ph.state == "open" and ph.queue:
+                return self._hand_out(ph, trial_id)
+        if self.plan.all_closed():
+            self.finished = True
+            return _SearcherBase.FINISHED
+        return None
+
+    def _hand_out(self, ph: Phase, trial_id: str) -> dict:
+        spec = ph.queue.pop(0)
+        source = self.tpe.get(spec.strategy) if spec.phase == "selection" else None
+        if source is not None:
+            if spec.config:  # re-run of a trial an earlier driver started
+                source.told_later(spec, trial_id)
+            else:
+                source.fill(spec, trial_id)
+            self.tpe_trials[trial_id] = source
+        return {"spec": spec.to_dict(), "settings": self.trial_settings}
 
     def finish_all(self) -> None:
         """After Ray returns: close the phases it never got to that have
@@ -150,123 +163,147 @@ class PhasedSearcher(_SearcherBase):
         resuming).  A phase with trials Ray never ran (Tune ended early, for
         whatever reason) is not closed as if they had failed: `TrialsNotRun`
         names them, the driver closes its runs as failed, and `--resume`
-        runs them."""
-        guard = 0
-        while not self.finished and guard < 4 * len(self.phases) + 4:
-            guard += 1
-            if self.current < 0:
-                self._start_next()
+        runs them.  No phase opens once one is found with trials missing."""
+        missing: list[tuple[str, list[str]]] = []
+        for ph in self.plan:
+            if ph.state == "waiting" and not missing and self.plan.ready(ph):
+                self._open(ph)
+            if ph.state != "open":
                 continue
-            missing = self.keys - self.record.done()
-            if missing:
-                names = sorted(k.split("/", 2)[2] for k in missing)
-                shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-                raise TrialsNotRun(f"Ray Tune ended before {len(names)} trial(s) of {self.result.sweep} ran ({shown}); "
-                                   f"no result was recorded for them: run the same command with --resume to run them")
-            self.queue.clear()
-            self._end_phase()
-            self._start_next()
+            left = ph.keys - self.record.done()
+            if left:
+                missing.append((ph.sweep, sorted(k.split("/", 2)[2] for k in left)))
+            else:
+                self._close(ph)
+        if missing:
+            def shown(names: list[str]) -> str:
+                return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            (sweep, names), rest = missing[0], missing[1:]
+            raise TrialsNotRun(f"Ray Tune ended before {len(names)} trial(s) of {sweep} ran ({shown(names)})"
+                               + "".join(f", {len(n)} of {s} ({shown(n)})" for s, n in rest)
+                               + "; no result was recorded for them: run the same command with --resume to run them")
+        self.finished = self.plan.all_closed()
 
     def on_update(self, key: str) -> None:
-        """The record changed (a report or a finished trial): redraw the progress line, record wall time."""
+        """The record changed (a report or a finished trial): redraw the progress
+        line, record wall time, close the phases whose trials have all ended."""
         if key and key not in self.record.done():
             self.started.add(key)
-        if self.progress is None or self.result is None:
-            return
-        r = self.result
-        done = self.record.done()
-        n = len(self.keys & done)
-        new = len(self.keys & set(self.record.here))
-        todo = len(self.keys - set(self.record.earlier))
-        now = time.monotonic()
-        elapsed = now - self.t0
+        open_ = self.plan.open()
+        if open_:
+            self.progress.update(self._progress_text(open_[0], open_[1:]))
+            now = time.monotonic()
+            if now - self.last_wall_record >= WALL_RECORD_SECONDS:
+                self.last_wall_record = now
+                self.record_walls()
+            elif self.record.is_new(key):
+                for ph in open_:
+                    if ph.sweep == sweep_of(key):
+                        self.hooks.wall(ph.sweep, self.sweep_wall(ph))
+        if key and self.record.is_new(key):
+            done = self.record.done()
+            for ph in open_:
+                if ph.keys <= done:
+                    self._close(ph)
+
+    def record_walls(self) -> None:
+        """Record the running wall time of every open sweep (and of the comparison)."""
+        for ph in self.plan:
+            if ph.state == "open":
+                self.hooks.wall(ph.sweep, self.sweep_wall(ph))
+
+    def sweep_wall(self, ph: Phase) -> float:
+        """Wall time of a phase: earlier drivers' and, while it has run here, this one's since it opened."""
+        return self.prior.wall(ph.sweep) + (time.monotonic() - ph.t0 if ph.runs_here else 0.0)
+
+    def current_sweep(self) -> tuple[str | None, float]:
+        """The earliest open sweep and its wall time ((None, 0) when none is open)."""
+        ph = next((p for p in self.plan if p.state == "open"), None)
+        return (None, 0.0) if ph is None else (ph.sweep, self.sweep_wall(ph))
+
+    def _progress_text(self, ph: Phase, others: list[Phase]) -> str:
+        """The earliest open phase's counts and etas; the other open phases' counts after `also:`."""
+        r, done, now = ph.result, self.record.done(), time.monotonic()
+        n = len(ph.keys & done)
+        new = len(ph.keys & set(self.record.here))
+        todo = len(ph.keys - set(self.record.earlier))
+        elapsed = now - ph.t0
         eta = elapsed / new * (todo - new) if new else math.nan
         best = self.record.best_val_acc.get(r.sweep, math.nan)
-        queued = {f"{r.sweep}/{k}" for sp in self.queue for k in member_keys(sp)}
-        in_flight = self.keys - done - queued  # handed to Ray, not finished: running, or waiting for a slot
-        stopped = sum(1 for k in self.keys & done if (self.record.here.get(k) or self.record.earlier.get(k) or {}).get("status") == "stopped")
-        text = (f"{r.strategy} {r.phase}: {n}/{len(self.keys)} trials" + (f" ({stopped} stopped)" if stopped else "")
-                + f", {flight(in_flight, self.started)}  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  phase {self.current + 1}/{len(self.phases)}"
-                + f"  all phases eta ~{fmt_seconds(self._overall_eta(now, eta))}")
+        stopped = sum(1 for k in ph.keys & done if (self.record.here.get(k) or self.record.earlier.get(k) or {}).get("status") == "stopped")
+        text = (f"{r.strategy} {r.phase}: {n}/{len(ph.keys)} trials" + (f" ({stopped} stopped)" if stopped else "")
+                + f", {self._flight(ph, done)}  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  phase {self.plan.number(ph)}/{len(self.plan)}"
+                + f"  all phases eta ~{fmt_seconds(self._overall_eta(now, eta, ph))}")
         if best == best:
             text += f"  best val_acc {best:.4f}"
-        inside = [p for k, p in sorted(self.record.in_epoch.items()) if k in self.keys and p.get("batches")]
+        inside = [p for k, p in sorted(self.record.in_epoch.items()) if k in ph.keys and p.get("batches")]
         if inside:  # trials in a long epoch: how far each is
             text += "  in epoch: " + ", ".join(f"{p['epoch']}:{100 * p['batch'] // p['batches']}%" for p in inside[:4])
-        self.progress.update(text)
-        now = time.monotonic()
-        if self.record.is_new(key) or now - self.last_wall_record >= WALL_RECORD_SECONDS:
-            self.last_wall_record = now
-            self.hooks.wall(r.sweep, self.sweep_wall())
+        if others:  # phases opened in the tail of the earlier ones
+            text += "  also: " + "; ".join(f"{o.arm.name} {o.name} {len(o.keys & done)}/{len(o.keys)}, {self._flight(o, done)}" for o in others)
+        return text
 
-    def sweep_wall(self) -> float:
-        """Wall time of the phase in progress: earlier drivers' and this one's."""
-        before = self.prior.wall(self.result.sweep)
-        return before + (time.monotonic() - self.t0 if self.runs_here else 0.0)
+    def _flight(self, ph: Phase, done: set[str]) -> str:
+        queued = {f"{ph.sweep}/{k}" for sp in ph.queue for k in member_keys(sp)}
+        return flight(ph.keys - done - queued, self.started)  # handed to Ray, not finished: running, or waiting for a slot
 
-    def _overall_eta(self, now: float, phase_eta: float) -> float:
-        """The whole comparison's remaining time: the current phase's own eta,
-        plus its later phases' trials at this driver's mean time per finished
-        trial (trials of all arms alike: a rough figure, `~` on the line)."""
+    def _overall_eta(self, now: float, phase_eta: float, ph: Phase) -> float:
+        """The whole comparison's remaining time: the phase's own eta, plus the
+        other trials left at this driver's mean time per finished trial (trials
+        of all arms alike, phases overlapping or not: a rough figure, `~` on the line)."""
         here = len(self.record.here)
         if not here or self.started_at is None or phase_eta != phase_eta:
             return math.nan
-        later = max(0, self.max_trials() - len(self.record.done()) - len(self.keys - self.record.done()))
+        later = max(0, self.max_trials() - len(self.record.done()) - len(ph.keys - self.record.done()))
         return phase_eta + (now - self.started_at) / here * later
 
-    def current_sweep(self) -> tuple[str | None, float]:
-        if self.result is None:
-            return None, 0.0
-        return self.result.sweep, self.sweep_wall()
-
     # --- phases
-    def _start_next(self) -> None:
-        while True:
-            self.current += 1
-            if self.current >= len(self.phases):
-                self.finished = True
-                return
-            strategy, phase = self.phases[self.current]
-            arm = self.arms[strategy]
-            specs = self._phase_specs(arm, phase)
-            if specs is None:
-                continue
-            selected = self.strategy_result.selected if phase == "assessment" else None
-            self.hooks.sweep_started(arm, phase, specs, selected)
-            self.result = PhaseResult(strategy, phase)
-            if phase == "assessment":
-                self.strategy_result.assessment = self.result
-            else:
-                self.strategy_result.selection = self.result
-            self.keys = {f"{self.result.sweep}/{sp.key}" for sp in specs}
-            self.result.outcomes = [self.record.earlier[k] for k in sorted(self.keys & set(self.record.earlier))]
-            done = {sp.key for sp in specs if f"{self.result.sweep}/{sp.key}" in self.record.earlier}
-            fuse = self.fuse if phase == "selection" and REGISTRY[arm.family].fuses else 1
-            self.queue = [self._prepare(sp) for sp in fuse_specs(specs, fuse, done)]
-            groups = [sp for sp in self.queue if sp.members]
-            if groups:
-                self.hooks.log(f"{arm.name} {phase}: {sum(len(g.members) - len(g.done) for g in groups)} configs fused in {len(groups)} "
-                               f"Ray trials (--fuse {fuse}), {len(self.queue) - len(groups)} trials of one config")
-            self.t0 = time.monotonic()
-            self.started_at = self.t0 if self.started_at is None else self.started_at
-            self.runs_here = bool(self.queue)  # has this driver anything to run in this phase?
-            self.progress = ProgressLine(self.stream)
-            self.on_update("")
+    def _open(self, ph: Phase) -> None:
+        """Open a phase: its sweep starts and its trials are queued; a phase with
+        nothing to run is closed at once (or skipped: no sweep when it has no trials)."""
+        arm, phase = ph.arm, ph.name
+        specs = self._phase_specs(arm, phase)
+        if specs is None:
+            ph.state = "closed"
             return
+        sr = self.by_arm[arm.name]
+        self.hooks.sweep_started(arm, phase, specs, sr.selected if phase == "assessment" else None)
+        ph.result = PhaseResult(arm.name, phase)
+        if phase == "assessment":
+            sr.assessment = ph.result
+        else:
+            sr.selection = ph.result
+        ph.keys = {f"{ph.sweep}/{sp.key}" for sp in specs}
+        ph.result.outcomes = [self.record.earlier[k] for k in sorted(ph.keys & set(self.record.earlier))]
+        done = {sp.key for sp in specs if f"{ph.sweep}/{sp.key}" in self.record.earlier}
+        fuse = self.fuse if phase == "selection" and REGISTRY[arm.family].fuses else 1
+        ph.queue = [self._prepare(sp) for sp in fuse_specs(specs, fuse, done)]
+        groups = [sp for sp in ph.queue if sp.members]
+        if groups:
+            self.hooks.log(f"{arm.name} {phase}: {sum(len(g.members) - len(g.done) for g in groups)} configs fused in {len(groups)} "
+                           f"Ray trials (--fuse {fuse}), {len(ph.queue) - len(groups)} trials of one config")
+        ph.t0 = time.monotonic()
+        self.started_at = ph.t0 if self.started_at is None else self.started_at
+        ph.runs_here = bool(ph.queue)
+        ph.state = "open"
+        self.on_update("")
+        if not ph.queue and ph.keys <= self.record.done():  # every trial finished by an earlier driver
+            self._close(ph)
 
     def _phase_specs(self, arm: Arm, phase: str) -> list[TrialSpec] | None:
         """The phase's trials; None when the phase has nothing to run (no selection trial finished with a score)."""
         if phase == "selection":
-            self.strategy_result = StrategyResult(arm.name, arm.grid, PhaseResult(arm.name, phase), family=arm.family)
-            self.results.append(self.strategy_result)
+            sr = self.by_arm[arm.name] = StrategyResult(arm.name, arm.grid, PhaseResult(arm.name, phase), family=arm.family)
+            self.results.append(sr)
             if REGISTRY[arm.family].derived_from:  # no selection of its own (fixedplus)
                 return None
             if arm.family == "tpe" and arm.name not in self.tpe:
                 self.tpe[arm.name] = self.make_tpe(arm)
             specs = arm.selection_specs(self.budget)
         else:
+            sr = self.by_arm[arm.name]
             source = REGISTRY[arm.family].derived_from
-            chosen = self._derived_choice(arm, source) if source else select_by_fold(self.strategy_result.selection.outcomes)
+            chosen = self._derived_choice(arm, source) if source else select_by_fold(sr.selection.outcomes)
             if not chosen:
                 self.hooks.log(f"{arm.name}: " + (f"the {source} arm has no finished re-training run with learned widths" if source else
                                                   "no selection trial finished with a validation score") + "; no re-training")
@@ -280,8 +317,8 @@ class PhasedSearcher(_SearcherBase):
             best = most_selected(chosen)
             if arm.name in self.tpe:  # the study records the protocol's choice (its own best_trial ignores the tie-breaks)
                 self.tpe[arm.name].record_selection(best)
-            self.strategy_result.selected = dict(best)
-            self.strategy_result.selected_by_fold = by_fold
+            sr.selected = dict(best)
+            sr.selected_by_fold = by_fold
             self.hooks.config_selected(arm, best, by_fold or None)
             specs = fold_assessment_specs(chosen, arm.grid, self.budget)
         for sp in specs:
@@ -312,23 +349,23 @@ class PhasedSearcher(_SearcherBase):
             spec.config, spec.index = rerun.config, rerun.index
         return spec
 
-    def _end_phase(self) -> None:
-        r = self.result
-        if r is None:
-            return
-        r.outcomes += [self.record.here[k] for k in sorted(self.keys & set(self.record.here))]
-        r.wall_seconds = self.sweep_wall()
+    def _close(self, ph: Phase) -> None:
+        """Every trial of `ph` has ended: its outcomes, wall time and (re-training) summary; its sweep ends."""
+        r = ph.result
+        ph.state = "closed"
+        ph.queue.clear()
+        r.outcomes += [self.record.here[k] for k in sorted(ph.keys & set(self.record.here))]
+        r.wall_seconds = self.sweep_wall(ph)
         self.progress.close(
-            f"{r.strategy} {r.phase}: {len(r.outcomes)}/{len(self.keys)} trials in {fmt_seconds(r.wall_seconds)}  "
+            f"{r.strategy} {r.phase}: {len(r.outcomes)}/{len(ph.keys)} trials in {fmt_seconds(r.wall_seconds)}  "
             f"({r.count('ok')} ok, " + (f"{r.count('stopped')} stopped, " if r.count("stopped") else "")
             + f"{r.count('diverged')} diverged, {r.count('failed')} failed)  "
             f"{r.total('device_hours'):.4f} device-h"
         )
         summary = None
         if r.phase == "assessment":
-            summary = self.strategy_result.summary = summarize_assessment(r.outcomes)
+            summary = self.by_arm[ph.arm.name].summary = summarize_assessment(r.outcomes)
         self.hooks.sweep_ended(r, summary)
-        self.result = None
 
 
 def _final_of(result: dict | None) -> dict | None:

@@ -30,7 +30,8 @@ the seconds since its last record (search/sweep_runs.py).
 
 Who does what: `Comparison` (here) validates the input, starts Ray and the
 comparison run, and reads back a resumed comparison; `PhasedSearcher`
-(search/phases.py) feeds Tune the trials phase by phase, reading the
+(search/phases.py) feeds Tune the trials phase by phase (the arms' phases
+overlapping where nothing depends on them, search/phase_plan.py), reading the
 `OutcomeRecord` (search/record.py) that the tracking callback
 (tracking/callback.py) fills; `SweepRuns` (search/sweep_runs.py) writes the
 sweep runs and wall time the searcher announces through its hooks.
@@ -236,7 +237,10 @@ class Comparison:
         try:
             if self.tracker is not None:
                 self.tracker.interrupt_open()
-            current = self.searcher.current_sweep() if self.searcher is not None else (None, 0.0)
+            current = (None, 0.0)
+            if self.searcher is not None:  # phases overlap: every open sweep's wall time so far, then they close
+                self.searcher.record_walls()
+                current = self.searcher.current_sweep()
             self.runs.close_open(state, status, current)
         except Exception as e:  # noqa: BLE001 - closing must not hide why the driver stopped
             self.log(f"warning: could not mark the open runs as {state}: {type(e).__name__}: {e}")

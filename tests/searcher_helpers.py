@@ -31,11 +31,14 @@ class Hooks:
 
 def drive(searcher, record, outcome, concurrency: int = 3, order: str = "oldest") -> list[dict]:
     """Play Tune: keep up to `concurrency` trials running, finish the oldest (or the newest),
-    until the searcher says FINISHED (a fused group finishes each of its configs).  Checks on the way that no trial of a
-    later phase is suggested while one of an earlier phase is unfinished."""
+    until the searcher says FINISHED (a fused group finishes each of its configs).  Checks on the way that
+    phases overlap only where they may (search/phase_plan.py): no re-training trial of an arm is suggested
+    while a selection trial of it runs or after one of it is suggested, and none of an arm whose config derives
+    from another family's (fixedplus) while a trial of that family runs."""
+    from search.strategies import REGISTRY
+
     running: list[tuple[str, dict]] = []
     suggested: list[dict] = []
-    phase_order = [f"{name}/{ph}" for name, ph in searcher.phases]
     n = 0
     while True:
         answer = None
@@ -44,9 +47,14 @@ def drive(searcher, record, outcome, concurrency: int = 3, order: str = "oldest"
             if not isinstance(answer, dict):
                 break
             spec = answer["spec"]
-            sweep = f"{spec['strategy']}/{spec['phase']}"
-            for earlier in phase_order[:phase_order.index(sweep)]:
-                assert not any(f"{s['strategy']}/{s['phase']}" == earlier for _, s in running), f"{sweep} suggested while {earlier} runs"
+            if spec["phase"] == "assessment":
+                source = REGISTRY[spec["family"]].derived_from
+                for _, s in running:
+                    assert not (s["strategy"] == spec["strategy"] and s["phase"] == "selection"), f"{spec['strategy']} re-training while its selection runs"
+                    assert s["family"] != source, f"{spec['strategy']} re-training while {s['strategy']} {s['phase']} runs"
+            else:
+                assert not any(s["strategy"] == spec["strategy"] and s["phase"] == "assessment" for s in suggested), \
+                    f"{spec['strategy']} selection after its re-training"
             running.append((f"t{n}", spec))
             suggested.append(spec)
             n += 1

@@ -255,7 +255,11 @@ def _check_invariants(tmp_path: Path, ref_path: Path, final, stopped_walls) -> N
             assert walls[key] > before, (key, before, walls[key])
         else:  # stopped after its last trial, before it was closed: the resume runs nothing there
             assert walls[key] == pytest.approx(before), (key, before, walls[key])
-    assert kinds["comparison"][0].data.metrics["wall_seconds"] >= sum(walls.values()) * 0.95
+    # the arms' phases overlap (search/phase_plan.py), an arm's own two never: each arm's sweeps add up to at most the comparison's
+    per_arm: dict[str, float] = {}
+    for key, seconds in walls.items():
+        per_arm[key.split("/")[0]] = per_arm.get(key.split("/")[0], 0.0) + seconds
+    assert kinds["comparison"][0].data.metrics["wall_seconds"] >= max(per_arm.values()) * 0.95, (per_arm, kinds["comparison"][0].data.metrics)
 
 
 @pytest.mark.fault
