@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"awnn {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    parser.subcommands = sub  # (main: the subcommand's own parser reports an unknown flag)
     for name in COMMANDS:
         module = importlib.import_module(f"search.commands.{name}")
         module.add_parser(sub)
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if extras:  # as parse_args, but from the subcommand's parser, with the flags closest to each unknown one
         from .commands import unrecognized
 
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+        sub = parser.subcommands.choices[args.command]
         sub.error(unrecognized(sub, extras))
     # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: cleanly,
     # with pending tracking writes flushed, resumable with --resume.

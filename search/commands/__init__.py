@@ -11,14 +11,35 @@ class CommandParser(argparse.ArgumentParser):
     parser and, through `parser_class`, on every subcommand's parser."""
 
     def __init__(self, *args, **kwargs):
+        self.long_flags: list[str] = []  # every --flag of this parser, its groups' included (for `unrecognized`)
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+
+    def _recorded(self, add):
+        def add_argument(*args, **kwargs):
+            action = add(*args, **kwargs)  # (add_argument returns the Action: public API)
+            self.long_flags.extend(s for s in action.option_strings if s.startswith("--"))
+            return action
+        return add_argument
+
+    def add_argument(self, *args, **kwargs):
+        return self._recorded(super().add_argument)(*args, **kwargs)
+
+    def add_argument_group(self, *args, **kwargs):
+        group = super().add_argument_group(*args, **kwargs)
+        group.add_argument = self._recorded(group.add_argument)
+        return group
+
+    def add_mutually_exclusive_group(self, *args, **kwargs):
+        group = super().add_mutually_exclusive_group(*args, **kwargs)
+        group.add_argument = self._recorded(group.add_argument)
+        return group
 
 
 def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     """argparse's `unrecognized arguments: ...`, with the closest flags of
     `parser` for each unknown one (`--strategie` -> `--strategies`)."""
-    flags = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+    flags = list(getattr(parser, "long_flags", ()))
     hints = []
     for token in extras:
         if token.startswith("--"):
