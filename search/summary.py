@@ -1,10 +1,10 @@
 """The table `awnn compare` prints at its end."""
 from __future__ import annotations
 
-import math
 import sys
 
 from tracking.contract import arm_family
+from tracking.fmt import plural
 
 from .progress import fmt_seconds
 from .strategies import REGISTRY
@@ -36,45 +36,103 @@ def _cfg_short(cfg: dict, keys: list[str]) -> str:
 WIDTH = 100  # the summary fits a terminal this wide
 
 
-def print_summary(comparison, results, stream=None) -> None:
-    """One line per arm (`fixed`, `awnn`, `tpe.r1`, ...) in 100 columns:
-    selection trials, selection and total device-hours, how many times
-    cheaper its selection was than the fixed grid's, test accuracy of the
-    selected config and its width (AWNN: learned total, mean +- std (min..max)
-    over the re-training runs); then each arm's selected config, wrapped."""
+def terminal_summary(comparison, results) -> dict:
+    """The numbers the summary shows beyond the in-memory results: summary.json's content read back from
+    MLflow (tracking.report.read_summary: the report's savings, intervals and verdict, word for word), or,
+    when MLflow cannot be read, the arms' totals alone (tracking.verdict.brief_summary: no intervals)."""
+    try:
+        from tracking.report import read_summary
+
+        return read_summary(comparison.tracking_uri, comparison=comparison.id)
+    except Exception:  # noqa: BLE001 - the summary must print whatever the store's state
+        from tracking.verdict import brief_summary
+
+        arms = {}
+        for r in results:
+            sel_h, total_h = _hours(r, results)
+            s = r.summary or {}
+            arms[r.strategy] = {"test_acc_mean": s.get("test_acc_mean"), "test_acc_std": s.get("test_acc_std"), "test_runs": s.get("runs_ok", 0),
+                                "device_hours": {"selection": sel_h, "total": total_h}}
+        return brief_summary(getattr(comparison.budget, "name", None), arms)
+
+
+def _hours(r, results) -> tuple[float, float]:
+    """(selection, total) device-hours of an arm from its in-memory results; an arm derived from another
+    (fixedplus) has that arm's whole search in its selection."""
+    sel_h = r.selection.total("device_hours")
+    total_h = sel_h + (r.assessment.total("device_hours") if r.assessment else 0.0)
+    src = _source_of(r, results)
+    if src is not None:
+        inherited = src.selection.total("device_hours") + (src.assessment.total("device_hours") if src.assessment else 0.0)
+        sel_h, total_h = inherited, total_h + inherited
+    return sel_h, total_h
+
+
+def _plain(text: str) -> str:
+    """Markdown emphasis and code marks off, for the terminal."""
+    return text.replace("**", "").replace("`", "")
+
+
+def print_summary(comparison, results, stream=None, summary: dict | None = None) -> None:
+    """The verdict (tracking/verdict.py), then one line per arm (`fixed`, `awnn`,
+    `tpe.r1`, ...) in 100 columns: selection trials, selection and total
+    device-hours, its selection savings against the baseline (`fixed`, else
+    `awnn`: the baseline's device-hours / the arm's, tracking/savings.py), test
+    accuracy of the selected config and its width (AWNN: learned total, mean
+    +- std (min..max) over the re-training runs); then every arm's selection
+    and total savings with their 95% intervals, and each arm's selected
+    config, wrapped.  `summary`: summary.json's content when the caller has
+    it (else read back from MLflow: `terminal_summary`), so the numbers are the report's."""
+    from tracking.savings import fsavings, fx
+
     out = stream or sys.stdout
+    summary = summary if summary is not None else terminal_summary(comparison, results)
     protocol = getattr(comparison, "protocol", "holdout")
     head = (f"Comparison {comparison.id}: task {comparison.task}, budget {comparison.budget.name}"
             + (f", protocol {protocol} (test acc over the folds' means; config: the one most folds chose)" if protocol != "holdout" else ""))
     print("\n" + "\n".join(_wrap(head, "")), file=out)
-    fixed = next((r for r in results if (getattr(r, "family", "") or arm_family(r.strategy)) == "fixed"), None)
-    fixed_h = fixed.selection.total("device_hours") if fixed else math.nan
+    for text in _wrap(_plain((summary.get("verdict") or {}).get("text", "")), "", "  "):
+        print(text, file=out)
+    print("", file=out)
+    base, sv = summary.get("baseline"), summary.get("savings") or {}
+    dev = summary.get("device_hours") or {}
     w = max([8, *(len(r.strategy) for r in results)])
-    header = f"{'arm':<{w}} {'trials':>6} {'sel dev-h':>9} {'total dev-h':>11} {'vs fixed':>8}  {'test acc (mean +- std, n)':<25}  width"
+    col = f"sel vs {base}" if base else "savings"
+    header = f"{'arm':<{w}} {'trials':>6} {'sel dev-h':>9} {'total dev-h':>11} {col:>{len(col)}}  {'test acc (mean +- std, n)':<25}  width"
     print(header, file=out)
     print("-" * min(WIDTH, len(header) + 12), file=out)
     derived = {r.strategy: _source_of(r, results) for r in results}
     for r in results:
-        sel_h = r.selection.total("device_hours")
-        total_h = sel_h + (r.assessment.total("device_hours") if r.assessment else 0.0)
-        if derived[r.strategy] is not None:  # fixedplus: the AWNN search it re-trains from is part of its cost
-            src = derived[r.strategy]
-            sel_h = src.selection.total("device_hours") + (src.assessment.total("device_hours") if src.assessment else 0.0)
-            total_h += sel_h
+        sel_h, total_h = _hours(r, results)
+        if r.strategy in dev:  # the numbers MLflow holds (the report's)
+            sel_h, total_h = dev[r.strategy].get("selection", sel_h), dev[r.strategy].get("total", total_h)
         s = r.summary
         acc = f"{100 * s['test_acc_mean']:.2f} +- {100 * s['test_acc_std']:.2f}% (n={s['runs_ok']})" if s else "n/a"
-        ratio = f"{fixed_h / sel_h:.2f}x" if sel_h > 0 and fixed_h == fixed_h else "-"
+        ratio = "baseline" if r.strategy == base else fx((sv.get(r.strategy) or {}).get("selection")) if r.strategy in sv else "-"
         trials = len(r.selection.outcomes) or (0 if derived[r.strategy] else r.grid.size)  # tpe, random: fewer than the grid
-        line = f"{r.strategy:<{w}} {trials:>6} {sel_h:>9.4f} {total_h:>11.4f} {ratio:>8}  {acc:<25}  {r.widths()}"
+        line = f"{r.strategy:<{w}} {trials:>6} {sel_h:>9.4f} {total_h:>11.4f} {ratio:>{len(col)}}  {acc:<25}  {r.widths()}"
         print(line[:WIDTH], file=out)
-    for text in _wrap("(dev-h: device-hours = allocated CPUs or GPU share x training time; vs fixed: the fixed grid's "
-                      "selection dev-h / the arm's; wall: " + ", ".join(f"{r.strategy} {fmt_seconds(_wall(r))}" for r in results) + ")",
-                      "", " "):
+    for text in _wrap("(dev-h: device-hours = allocated CPUs or GPU share x training time; wall: "
+                      + ", ".join(f"{r.strategy} {fmt_seconds(_wall(r))}" for r in results) + ")", "", " "):
         print(text, file=out)
     for name, src in derived.items():
         if src is not None:
-            print(f"({name}: no search of its own; its sel dev-h are the {src.strategy} arm's search, selection and re-training, "
-                  f"whose learned width it re-trains at)", file=out)
+            for text in _wrap(f"({name}: no search of its own; its sel dev-h are the {src.strategy} arm's search, selection and "
+                              f"re-training, whose learned width it re-trains at)", "", " "):
+                print(text, file=out)
+    if sv:
+        has_ci = any(None not in (v.get("selection_ci") or [None]) for v in sv.values())
+        for text in _wrap(f"savings vs {base} = {base}'s device-hours / the arm's (> 1: the arm is that many times cheaper)"
+                          + (", with 95% bootstrap CIs:" if has_ci else " (MLflow not read: no CIs here; `awnn report` gives them):"), ""):
+            print(text, file=out)
+        for arm, v in sv.items():
+            ci = {k: f" ({fx(v[k][0])} to {fx(v[k][1])})" if v.get(k) and None not in v[k] else "" for k in ("selection_ci", "total_ci")}
+            for text in _wrap(f"selection {fsavings(v.get('selection'))}{ci['selection_ci']}; with re-training "
+                              f"{fsavings(v.get('total'))}{ci['total_ci']}", f"  {arm:<{w}} "):
+                print(text, file=out)
+    for note in summary.get("savings_notes") or []:
+        for text in _wrap(_plain(note), "", "  "):
+            print(text, file=out)
     print("selected configs:", file=out)
     keys = config_keys(results)
     for r in results:
@@ -88,11 +146,11 @@ def print_summary(comparison, results, stream=None) -> None:
     by_design = [o for r in results if r.strategy in early for o in r.selection.outcomes if o.get("status") == "stopped"]
     if by_design:
         per = {r.strategy: sum(1 for o in r.selection.outcomes if o.get("status") == "stopped") for r in results if r.strategy in early}
-        _say(out, f"{len(by_design)} trials were stopped early by ASHA (their partial compute is counted above): "
+        _say(out, f"{plural(len(by_design), 'trial')} {'was' if len(by_design) == 1 else 'were'} stopped early by ASHA (their partial compute is counted above): "
              + ", ".join(f"{s} {n}" for s, n in per.items()))
     problems = [(s, o["key"], o["status"]) for s, o in outcomes if o.get("status") != "ok" and not any(o is e for e in by_design)]
     if problems:
-        _say(out, f"{len(problems)} trials did not end ok (their compute is counted above): "
+        _say(out, f"{plural(len(problems), 'trial')} did not end ok (their compute is counted above): "
              + ", ".join(f"{s}:{k}={st}" for s, k, st in problems[:12]) + (" ..." if len(problems) > 12 else ""))
     for r in results:  # post-hoc truncation of the AWNN re-trained models (paper 5.4)
         line = _truncation_line(r)

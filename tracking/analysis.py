@@ -24,12 +24,12 @@ Definitions (docs/report.md explains them at more length):
   time of every attempt x allocated CPUs, or x the GPU share on GPU
   trials).  A run without it (still running, or left open by a dead driver)
   is estimated from its last `train_seconds` and marked as estimated.
-* *Savings ratio* of an arm S against a reference R (`awnn`, and `fixed`,
-  the full grid): `sum(device_hours of S's trials) / sum(device_hours of R's
-  trials)`, for the selection phase and for selection + re-training.  Its
-  confidence interval is a percentile bootstrap over trials: each arm's
-  trials are resampled with replacement within their phase (same counts), B
-  times.
+* *Savings* of an arm against the baseline (`fixed`, the full grid, when
+  the comparison ran it, else `awnn`): `sum(device_hours of the baseline's
+  trials) / sum(device_hours of the arm's trials)`, > 1: the arm is that
+  many times cheaper; for the selection phase and for selection +
+  re-training, each with a percentile bootstrap interval over trials
+  (tracking/savings.py owns the definition, the rounding and the wording).
 * *Any-time curve*: the trials of a grid (fixed, awnn) have no natural
   order, so for `n_orders` random orders the trials are run one after
   another; after spending x device-hours the best inner-validation accuracy
@@ -55,8 +55,8 @@ from .reader import (EARLY_STOPPING, GRID_FAMILIES, RUN_COLUMNS, SEARCH_PARAMS, 
 from .caveats import caveats
 from .truncation import truncation_summary, truncation_table
 from .summary import summarize
-from .tables import (REFERENCE, REFERENCES, cost_table, overhead, savings, savings_notes,  # noqa: F401
-                     strategy_table, width_table)
+from .savings import BASELINES, baseline_of, savings, savings_notes  # noqa: F401
+from .tables import cost_table, overhead, strategy_table, width_table
 
 __all__ = [
     "AnalysisError",
@@ -80,8 +80,8 @@ __all__ = [
     "savings_notes",
     "ordering",
     "arm_family",
-    "REFERENCE",
-    "REFERENCES",
+    "baseline_of",
+    "BASELINES",
 ]
 
 
@@ -113,21 +113,22 @@ class Analysis:
         return summarize(self)
 
 
-def analyze(data: ComparisonData, reference: str = REFERENCE, margin: float = 0.01, n_boot: int = 2000, n_orders: int = 500, seed: int = 0) -> Analysis:
+def analyze(data: ComparisonData, margin: float = 0.01, n_boot: int = 2000, n_orders: int = 500, seed: int = 0) -> Analysis:
+    """Every table of the report; the savings are against `baseline_of(data.strategies)` (tracking/savings.py)."""
     ov, ov_sum = overhead(data)
     tg, tg_info = cost_to_target(data, margin=margin, n_orders=n_orders, seed=seed)
-    pj, pj_info = projection(data, reference=reference)
-    refs = tuple(dict.fromkeys((reference, *REFERENCES)))
+    pj, pj_info = projection(data)
+    baseline = baseline_of(data.strategies)
     costs, strategies = cost_table(data), strategy_table(data)
-    sv = savings(data, references=refs, n_boot=n_boot, seed=seed)
+    sv = savings(data, baseline, n_boot=n_boot, seed=seed)
     rp, rp_info = repeat_table(data, costs, strategies, sv, tg)
     trunc = truncation_table(data)
     return Analysis(
         data=data, costs=costs, strategies=strategies, widths=width_table(data),
         savings=sv, overhead=ov, overhead_summary=ov_sum,
         anytime=anytime(data, n_orders=n_orders, seed=seed), target=tg, target_info=tg_info, repeats=rp, repeats_info=rp_info,
-        savings_notes=savings_notes(data, refs), projection=pj, projection_info=pj_info, problems=problems(data),
-        settings={"reference": reference, "references": list(refs), "target_margin": margin, "n_boot": n_boot, "n_orders": n_orders, "seed": seed},
+        savings_notes=savings_notes(data, baseline), projection=pj, projection_info=pj_info, problems=problems(data),
+        settings={"baseline": baseline, "target_margin": margin, "n_boot": n_boot, "n_orders": n_orders, "seed": seed},
         warnings=caveats(data.comparison.get("budget"), strategies["test_acc_mean"].tolist() if len(strategies) else []),
         truncation=trunc, truncation_info=truncation_summary(trunc),
     )

@@ -34,11 +34,12 @@ import pandas as pd
 
 from .contract import SELECTABLE, Metric, fold_of_key
 from .reader import ComparisonData, load_histories
+from .savings import fx, rounded
 
-__all__ = ["FRACTIONS", "MOVING_RATIO_CHANGE", "HISTORY_KEYS", "BudgetRecords", "load_budget_records", "budget_curve", "still_moving"]
+__all__ = ["FRACTIONS", "MOVING_RATIO_CHANGE", "HISTORY_KEYS", "BudgetRecords", "readable_store", "load_budget_records", "budget_curve", "still_moving"]
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)  # shares of each trial's epochs
-MOVING_RATIO_CHANGE = 0.10  # the savings ratio "moves" when full / half differs from 1 by more than this
+MOVING_RATIO_CHANGE = 0.10  # an arm's savings "move" when full / half differs from 1 by more than this
 HISTORY_KEYS = (Metric.VAL_ACC, Metric.VAL_LOSS, Metric.TRAIN_SECONDS)
 CURVE_POINTS = 200  # at most this many epochs per arm in summary.json's curve (every epoch below it)
 MAX_HISTORY_POINTS = 2500  # MLflow's bulk read returns at most this many evenly spaced epochs per run
@@ -53,7 +54,7 @@ class BudgetRecords:
     reason: str = ""  # why nothing could be read (empty when read)
 
 
-def _readable(uri: str) -> bool:
+def readable_store(uri: str) -> bool:
     """A store worth opening: not a SQLite file that does not exist (opening one would create it)."""
     if uri.startswith("sqlite:///"):
         return Path(uri[len("sqlite:///"):]).is_file()
@@ -67,7 +68,7 @@ def load_budget_records(data: ComparisonData) -> BudgetRecords:
     passes them to tracking.summary.summarize)."""
     cols = ["run_id", "key", "step", "value"]
     runs = data.runs[data.runs["phase"] == "selection"] if len(data.runs) else data.runs
-    if not _readable(data.tracking_uri):
+    if not readable_store(data.tracking_uri):
         return BudgetRecords(pd.DataFrame(columns=cols), reason="the tracking store cannot be read")
     from .contract import client
 
@@ -201,17 +202,18 @@ def _at_cut(trials: list[_Trial], scored: list[_Trial], cut_of) -> tuple[tuple[_
 
 
 # ------------------------------------------------------------ the curve
-def budget_curve(data: ComparisonData, records: BudgetRecords, pair: tuple[str, str] | None,
+def budget_curve(data: ComparisonData, records: BudgetRecords, baseline: str | None,
                  dims: dict[str, dict[str, list]] | None = None) -> dict[str, Any]:
     """summary.json's `budget_curve`: per arm with selection trials of its own,
     one row per share of the epochs (`fraction`, `epochs`, `selected_key`,
     `selected_config` (the grid's varying keys, `dims`), `best_val_acc`,
     `selection_device_hours`), and its `curve` (best val acc after e epochs);
-    `savings_ratio` per share for `pair` = (arm, reference), the headline
-    pair, in the summary's direction (arm / reference)."""
+    `savings` per other arm and share against the `baseline`, as everywhere
+    (tracking/savings.py: the baseline's selection device-hours / the arm's,
+    rounded)."""
     dims = dims or {}
-    out: dict[str, Any] = {"fractions": list(FRACTIONS), "arms": {}, "curve": {}, "pair": list(pair) if pair else None,
-                           "savings_ratio": [], "cv_fold0": [], "note": records.reason}
+    out: dict[str, Any] = {"fractions": list(FRACTIONS), "arms": {}, "curve": {}, "baseline": baseline,
+                           "savings": {}, "cv_fold0": [], "note": records.reason}
     hist = records.histories
     by_run = {str(rid): {"key": g["key"].to_numpy(dtype=object), "step": g["step"].to_numpy(dtype=np.int64), "value": g["value"].to_numpy(dtype=float)}
               for rid, g in hist.groupby("run_id", sort=False)} if len(hist) else {}
@@ -240,10 +242,11 @@ def budget_curve(data: ComparisonData, records: BudgetRecords, pair: tuple[str, 
         out["cv_fold0"] += [arm] if folds - {None} else []
     if without:
         out["note"] = (out["note"] + "; " if out["note"] else "") + f"{without} selection trials have no per-epoch records (counted only at their end)"
-    if pair and all(p in out["arms"] for p in pair):
-        for a, b in zip(out["arms"][pair[0]], out["arms"][pair[1]]):
-            h_a, h_b = a["selection_device_hours"], b["selection_device_hours"]
-            out["savings_ratio"].append({"fraction": a["fraction"], "value": h_a / h_b if h_b > 0 else math.nan})
+    if baseline in out["arms"]:
+        for arm, rows in out["arms"].items():
+            if arm != baseline:
+                out["savings"][arm] = [{"fraction": a["fraction"], "value": rounded(b["selection_device_hours"] / a["selection_device_hours"])
+                                        if a["selection_device_hours"] > 0 else math.nan} for a, b in zip(rows, out["arms"][baseline])]
     return out
 
 
@@ -256,8 +259,9 @@ def _ranks(rows: dict[str, dict]) -> dict[str, int]:
 def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) -> tuple[bool | None, str, list[str]]:
     """(still moving?, the report's one line, the reasons) between `half` and
     `full` of the epochs: moving when an arm's selected config changes, the
-    arms' ranking by best inner-validation accuracy changes, or the savings
-    ratio changes by more than MOVING_RATIO_CHANGE (relative)."""
+    arms' ranking by best inner-validation accuracy changes, or an arm's
+    savings against the baseline change by more than
+    MOVING_RATIO_CHANGE (relative)."""
     at = {f: {arm: next(r for r in rows if r["fraction"] == f) for arm, rows in curve["arms"].items()} for f in (half, full)}
     if not at[full]:
         return None, "No verdict against the budget: no arm has selection trials with per-epoch records.", []
@@ -269,17 +273,17 @@ def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) ->
     if len(at[full]) > 1 and _ranks(at[half]) != _ranks(at[full]):
         order = lambda f: " > ".join(sorted(at[f], key=lambda s: _ranks(at[f])[s]))  # noqa: E731
         reasons.append(f"the arms' ranking by best inner-validation accuracy changed ({order(half)} -> {order(full)})")
-    ratio = {r["fraction"]: _num(r["value"]) for r in curve.get("savings_ratio", [])}
-    change = abs(ratio[full] / ratio[half] - 1) if ratio.get(half, 0) > 0 and math.isfinite(ratio.get(full, math.nan)) else math.nan
-    pair = "/".join(curve["pair"]) if curve.get("pair") else ""
-    if math.isfinite(change) and change > MOVING_RATIO_CHANGE:
-        reasons.append(f"the savings ratio {pair} moved by {100 * change:.0f}% ({ratio[half]:.2f}x -> {ratio[full]:.2f}x)")
+    baseline = curve.get("baseline")
+    for arm, rows in (curve.get("savings") or {}).items():
+        ratio = {r["fraction"]: _num(r["value"]) for r in rows}
+        change = abs(ratio[full] / ratio[half] - 1) if ratio.get(half, 0) > 0 and math.isfinite(ratio.get(full, math.nan)) else math.nan
+        if math.isfinite(change) and change > MOVING_RATIO_CHANGE:
+            reasons.append(f"{arm}'s savings vs {baseline} moved by {100 * change:.0f}% ({fx(ratio[half])} -> {fx(ratio[full])})")
     e_half = ", ".join(f"{arm} {at[half][arm]['epochs']}" for arm in at[half])
     e_full = ", ".join(f"{arm} {at[full][arm]['epochs']}" for arm in at[full])
     span = f"between half the epochs ({e_half} a trial) and all of them ({e_full})"
     if reasons:
         return True, f"Still moving: {span}, " + "; ".join(reasons) + ": a larger budget may change the verdict.", reasons
-    moved = (f", and the savings ratio {pair} moved by {100 * change:.0f}% (at most {100 * MOVING_RATIO_CHANGE:.0f}% counts as stable)"
-             if math.isfinite(change) else "")
+    moved = (f", and no arm's savings vs {baseline} moved by more than {100 * MOVING_RATIO_CHANGE:.0f}%" if curve.get("savings") else "")
     return False, (f"Stable between half and full budget: {span}, no arm's selected config changed, "
                    f"the arms' ranking by best inner-validation accuracy held{moved}."), []

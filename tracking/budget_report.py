@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from .budget_curve import FRACTIONS, MOVING_RATIO_CHANGE
-from .fmt import _finite, fh, fnum, fpct, fratio, fsec
+from .fmt import _finite, fh, fnum, fpct, fsec
+from .savings import fx
 
 __all__ = ["budget_section", "paper_budget_section"]
 
@@ -22,7 +23,7 @@ def _config(cfg: Any) -> str:
 
 def budget_section(summary: dict[str, Any]) -> list[tuple]:
     """"Verdict against the budget": per arm and share of the epochs, the selected config, its inner-validation
-    accuracy and the selection device-hours; the savings ratio per share; the plot; the one line."""
+    accuracy and the selection device-hours; each arm's savings against the baseline per share; the plot; the one line."""
     bc = summary.get("budget_curve") or {}
     doc: list[tuple] = [("h2", "Verdict against the budget")]
     if not bc.get("arms"):
@@ -39,14 +40,17 @@ def budget_section(summary: dict[str, Any]) -> list[tuple]:
             rows.append([arm, _share(r["fraction"]), str(r["epochs"]), f"{r['selected_key'] or 'none'}: {_config(r['selected_config'])}",
                          fpct(r["best_val_acc"]), fh(r["selection_device_hours"])])
     doc.append(("table", ["arm", "share of epochs", "epochs a trial", "selected trial: config", "inner val acc", "selection device-h"], rows))
-    pair = bc.get("pair")
-    if pair and bc.get("savings_ratio"):
-        doc.append(("table", ["share of epochs", f"savings ratio {pair[0]}/{pair[1]} (selection)"],
-                    [[_share(r["fraction"]), fratio(r["value"])] for r in bc["savings_ratio"]]))
+    base, sv = bc.get("baseline"), bc.get("savings") or {}
+    if sv:  # per share, each arm's selection savings against the baseline (tracking/savings.py)
+        fractions = [r["fraction"] for r in next(iter(sv.values()))]
+        doc.append(("table", ["share of epochs", *(f"{arm} selection savings vs {base}" for arm in sv)],
+                    [[_share(f), *(fx(next((r["value"] for r in arm_rows if r["fraction"] == f), None)) for arm_rows in sv.values())]
+                     for f in fractions]))
     doc.append(("img", "budget_curve", "Best inner-validation accuracy of each arm's selected config against the epochs every trial trained"))
     doc.append(("p", f"**{summary.get('budget_verdict', '')}**"))
     notes = [f"Still moving means: between half and all of the epochs an arm's selected config changed, the arms' ranking by inner-validation "
-             f"accuracy changed, or the savings ratio changed by more than {100 * MOVING_RATIO_CHANGE:.0f}%."]
+             + (f"accuracy changed, or an arm's savings vs {base} (at the cut, against {base}'s) changed by more than "
+                f"{100 * MOVING_RATIO_CHANGE:.0f}%." if sv else "accuracy changed.")]
     if bc.get("cv_fold0"):
         notes.append("Cross-validated: the selected configs and accuracies are fold 0's (as the any-time curves); device-hours sum every fold.")
     if bc.get("note"):

@@ -32,6 +32,7 @@ from typing import Any
 
 __all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "experiment_name", "default_tracking_uri", "client",
            "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
+           "ARM_HEADLINE", "arm_metric", "savings_metric", "budget_metric", "paper_metric",
            "FINAL_SCORES", "TRUNCATION", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
            "fold_key", "fold_of_key"]
 
@@ -141,6 +142,7 @@ class Tag:
     STRATEGIES = "awnn.strategies"
     STRATEGY = "awnn.strategy"
     TASK = "awnn.task"
+    SAVINGS_BASELINE = "awnn.savings_baseline"  # comparison run: the arm its savings are against (tracking/savings.py), or `none`
     TRIAL_KEY = "awnn.trial_key"
     WARM_PIDS = "awnn.warm_pids"
     WIDTHS = "awnn.widths"
@@ -158,6 +160,7 @@ class MlflowTag:
     SOURCE_NAME = "mlflow.source.name"
     SOURCE_TYPE = "mlflow.source.type"
     GIT_COMMIT = "mlflow.source.git.commit"
+    NOTE = "mlflow.note.content"  # a run's description in the MLflow UI: the comparison run's verdict (tracking/report.log_report)
 
 
 class Metric:
@@ -215,13 +218,15 @@ class Metric:
 
 
 METRICS = tuple(v for k, v in vars(Metric).items() if k.isupper())
-# the comparison run's headline metrics (logged with its report, so the MLflow runs table answers the question):
-# `<arm>.<name>` for each arm, plus the headline savings ratio (`savings_ratio`, `savings_ratio_lo`, `savings_ratio_hi`)
-ARM_HEADLINE = ("selection_device_hours", "total_device_hours", "test_acc_mean", "test_acc_std", "test_runs", "width_total",
-                "trials", "savings_vs_reference", "savings_vs_reference_lo", "savings_vs_reference_hi",
-                "total_savings_vs_reference", "total_savings_vs_reference_lo", "total_savings_vs_reference_hi", "truncation_cut_pct")
-COMPARISON_HEADLINE = ("savings_ratio", "savings_ratio_lo", "savings_ratio_hi", "savings_ratio_total", "savings_ratio_total_lo",
-                       "savings_ratio_total_hi")
+# the comparison run's headline metrics (logged with its report, so the MLflow runs table answers the question),
+# `<arm>.<name>` for each arm; test accuracy both as a fraction (test_acc_mean, as the trial runs' test_acc) and
+# in % as the terminal and the report show it (test_acc_pct, test_acc_std_pct)
+ARM_HEADLINE = ("selection_device_hours", "total_device_hours", "test_acc_mean", "test_acc_std", "test_acc_pct", "test_acc_std_pct",
+                "test_runs", "width_total", "trials", "truncation_cut_pct")
+# and its savings against the comparison's baseline (tracking/savings.py: the baseline's device-hours / the arm's,
+# > 1 = cheaper): `<arm>.savings_vs_<baseline>`, `<arm>.total_savings_vs_<baseline>`, each with `_lo` / `_hi`
+SAVINGS_KINDS = ("savings", "total_savings")
+SAVINGS_BOUNDS = ("", "_lo", "_hi")
 
 
 def arm_metric(arm: str, name: str) -> str:
@@ -229,17 +234,25 @@ def arm_metric(arm: str, name: str) -> str:
     return f"{arm}.{name}"
 
 
+def savings_metric(arm: str, baseline: str, kind: str = "savings", bound: str = "") -> str:
+    """`awnn.savings_vs_fixed`, `awnn.total_savings_vs_fixed_lo`: an arm's savings against the baseline on the comparison run."""
+    assert kind in SAVINGS_KINDS and bound in SAVINGS_BOUNDS
+    return f"{arm}.{kind}_vs_{baseline}{bound}"
+
+
+_SAVINGS_NAME = re.compile(r".+\.(?:total_)?savings_vs_[^.]+(?:\.r\d+)?(?:_lo|_hi)?")
+
 # the comparison run's verdict against the budget (tracking/budget_curve.py): per arm and share f of each trial's epochs
-# `budget_curve.<arm>.f<f>.<BUDGET_ARM>`, per share `budget_curve.f<f>.savings_ratio`, and BUDGET_STILL_MOVING (1 or 0);
+# `budget_curve.<arm>.f<f>.<BUDGET_ARM>` and `budget_curve.<arm>.f<f>.savings_vs_<baseline>`, and BUDGET_STILL_MOVING (1 or 0);
 # the paper-budget projection (tracking/paper_projection.py): `paper_budget.<arm>.<PAPER_ARM>`
 BUDGET_ARM = ("best_val_acc", "selection_device_hours")
 BUDGET_STILL_MOVING = "budget_still_moving"
 PAPER_ARM = ("device_hours", "wall_hours")
 
 
-def budget_metric(arm: str | None, fraction: float, name: str) -> str:
-    """`budget_curve.fixed.f0.125.best_val_acc`; arm None: `budget_curve.f0.5.savings_ratio`."""
-    return "budget_curve." + (f"{arm}." if arm else "") + f"f{fraction:g}.{name}"
+def budget_metric(arm: str, fraction: float, name: str) -> str:
+    """`budget_curve.fixed.f0.125.best_val_acc`, `budget_curve.awnn.f0.5.savings_vs_fixed`."""
+    return f"budget_curve.{arm}.f{fraction:g}.{name}"
 
 
 def paper_metric(arm: str, name: str) -> str:
@@ -247,7 +260,7 @@ def paper_metric(arm: str, name: str) -> str:
     return f"paper_budget.{arm}.{name}"
 
 
-_BUDGET_NAME = re.compile(r"budget_curve\.(?:(.+)\.)?f[0-9.]+\.(\w+)")
+_BUDGET_NAME = re.compile(r"budget_curve\.(.+)\.f[0-9.]+\.(\w+)")
 
 # a re-training run's truncation curve (step = % of neurons kept): tracking/truncation.py reads them
 TRUNCATION = (Metric.TRUNC_TEST_ACC, Metric.TRUNC_WIDTH_TOTAL, Metric.TRUNC_PARAMS, Metric.TRUNC_INFER_US)
@@ -262,11 +275,13 @@ STATUS_COUNTS = {"ok": Metric.N_OK, "diverged": Metric.N_DIVERGED, "failed": Met
 
 def is_metric(name: str) -> bool:
     """Is `name` a metric of the contract (a per-layer one included)?"""
-    if name in METRICS or name in COMPARISON_HEADLINE or any(name.startswith(p) and len(name) > len(p) for p in PER_LAYER):
+    if name in METRICS or any(name.startswith(p) and len(name) > len(p) for p in PER_LAYER):
         return True
     m = _BUDGET_NAME.fullmatch(name)
     if m:
-        return m.group(2) in (BUDGET_ARM if m.group(1) else ("savings_ratio",))
+        return m.group(2) in BUDGET_ARM or m.group(2).startswith("savings_vs_")
+    if _SAVINGS_NAME.fullmatch(name):
+        return True
     if name == BUDGET_STILL_MOVING or (name.startswith("paper_budget.") and name.rpartition(".")[2] in PAPER_ARM and name.count(".") >= 2):
         return True
     arm, _, base = name.rpartition(".")

@@ -11,7 +11,8 @@ import pandas as pd
 
 from .contract import PHASES, fold_of_key
 from .reader import ComparisonData
-from .tables import REFERENCE, _ratio, _selectable
+from .savings import baseline_of
+from .tables import _selectable
 
 __all__ = ["ordering", "anytime", "cost_to_target", "repeat_table", "projection", "problems"]
 
@@ -130,14 +131,14 @@ def cost_to_target(data: ComparisonData, margin: float = 0.01, n_orders: int = 5
 
 
 # ----------------------------------------------------------------- repeats
-REPEAT_METRICS = (
-    ("selection_hours", "selection device-hours"),
-    ("total_hours", "total device-hours"),
-    ("test_acc_mean", "test accuracy mean"),
-    ("savings_vs_awnn", "selection savings vs awnn"),
-    ("savings_vs_fixed", "selection savings vs fixed"),
-    ("hours_to_target", "device-hours to target"),
-)
+def repeat_metrics(baseline: str | None) -> tuple[tuple[str, str], ...]:
+    """The measures of the spread across repeats: (key, label); the savings only with a baseline."""
+    return (("selection_hours", "selection device-hours"), ("total_hours", "total device-hours"), ("test_acc_mean", "test accuracy mean"),
+            *((("savings_vs_" + baseline, f"selection savings vs {baseline}"),) if baseline else ()), ("hours_to_target", "device-hours to target"))
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else math.nan
 
 
 def repeat_table(data: ComparisonData, costs: pd.DataFrame, strategies: pd.DataFrame, savings_: pd.DataFrame,
@@ -145,13 +146,15 @@ def repeat_table(data: ComparisonData, costs: pd.DataFrame, strategies: pd.DataF
     """For each family with more than one arm (`--repeats N`): the spread
     across its arms (mean, sample std, min, max, n = arms with a value) of
     selection and total device-hours, test accuracy mean, selection savings
-    ratio vs awnn and vs fixed, and device-hours to the target (over the arms
-    that reached it); plus how many arms reached the target (k of N)."""
+    vs the baseline (tracking/savings.py), and device-hours to the target
+    (over the arms that reached it); plus how many arms reached the target (k of N)."""
     rows, info = [], {}
+    baseline = baseline_of(data.strategies)
+    metrics = repeat_metrics(baseline)
     for family, arms in data.families.items():
         if len(arms) < 2:
             continue
-        per_arm: dict[str, list[float]] = {m: [] for m, _ in REPEAT_METRICS}
+        per_arm: dict[str, list[float]] = {m: [] for m, _ in metrics}
         reached = 0
         for arm in arms:
             c = costs[costs["strategy"] == arm].set_index("phase") if len(costs) else pd.DataFrame()
@@ -159,14 +162,14 @@ def repeat_table(data: ComparisonData, costs: pd.DataFrame, strategies: pd.DataF
             per_arm["total_hours"].append(float(c.loc["total", "device_hours"]) if "total" in c.index else math.nan)
             st = strategies[strategies["strategy"] == arm]
             per_arm["test_acc_mean"].append(float(st["test_acc_mean"].iloc[0]) if len(st) else math.nan)
-            for ref in ("awnn", "fixed"):
-                sv = savings_[(savings_["strategy"] == arm) & (savings_["reference"] == ref)] if len(savings_) else savings_
-                per_arm[f"savings_vs_{ref}"].append(float(sv["selection_ratio"].iloc[0]) if len(sv) else math.nan)
+            if baseline:
+                sv = savings_[savings_["strategy"] == arm] if len(savings_) else savings_
+                per_arm["savings_vs_" + baseline].append(float(sv["selection"].iloc[0]) if len(sv) else math.nan)
             tg = target[target["strategy"] == arm] if len(target) else target
             hit = bool(len(tg)) and float(tg["reached"].iloc[0]) > 0
             reached += int(hit)
             per_arm["hours_to_target"].append(float(tg["hours_mean"].iloc[0]) if hit else math.nan)
-        for metric, label in REPEAT_METRICS:
+        for metric, label in metrics:
             v = np.array(per_arm[metric], dtype=float)
             v = v[np.isfinite(v)]
             rows.append({"family": family, "metric": metric, "label": label, "arms": len(arms), "n": int(len(v)),
@@ -179,7 +182,7 @@ def repeat_table(data: ComparisonData, costs: pd.DataFrame, strategies: pd.DataF
 
 
 # ------------------------------------------------------------- projection
-def projection(data: ComparisonData, fixed: str = "fixed", reference: str = REFERENCE, max_layers: int | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+def projection(data: ComparisonData, fixed: str = "fixed", reference: str = "awnn", max_layers: int | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """PROJECTION, not a measurement: the selection cost of a fixed grid in
     which each of L hidden layers gets its own width (W^L width combinations
     times the grid's other dimensions) next to the AWNN grid's, from the
@@ -249,6 +252,8 @@ def problems(data: ComparisonData) -> list[str]:
             sw = data.sweeps[(data.sweeps["strategy"] == s) & (data.sweeps["phase"] == ph)]
             t = trials[(trials["strategy"] == s) & (trials["phase"] == ph)] if len(trials) else trials
             if not len(sw):
+                if ph == "selection" and data.depends_on(s) and not len(t):
+                    continue  # no search of its own by design (fixedplus): its selection is the arm it derives from
                 if ph == "selection" or len(t):
                     out.append(f"{s} {ph}: no sweep run in MLflow.")
                 else:

@@ -1,45 +1,33 @@
 """The report's content as a list of blocks, one function per section (rendered by tracking/render.py)."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from . import analysis as A
 from . import contract as C
 from .budget_report import budget_section, paper_budget_section
-from .header import header_section
+from .header import setup_section, title_section
 from .fmt import PHASE_LABEL, _finite, fh, fnum, fpct, fratio, fsec
+from .report_summary import early_stopped, savings_section, summary_section, verdict_section
+from .savings import fx
 
 
 MAX_PROBLEMS = 40  # lines of the Problems list in the report; summary.json has them all
 
 
 # --------------------------------------------------------------- document
-def _early_stopped(a: A.Analysis) -> str:
-    """One sentence on the trials ASHA stopped early (empty when none)."""
-    c = a.costs
-    rows = c[(c["phase"] == "selection") & c["strategy"].map(a.data.stops_early)] if len(c) else c
-    if not len(rows):
-        return ""
-    trials = a.data.trials()
-    parts = []
-    for _, r in rows.iterrows():
-        t = trials[(trials["strategy"] == r["strategy"]) & (trials["phase"] == "selection") & (trials["status"] == "stopped")]
-        parts.append(f"{r['strategy']} {int(r['stopped'])} of {int(r['trials'])} selection trials ({fh(t['device_hours'].sum())} of its {fh(r['device_hours'])} device-hours)")
-    return ("ASHA stopped trials early by design: " + "; ".join(parts) + ". A stopped trial's partial device-hours are included in every total, "
-            "its status is `stopped`, and it is never selected.")
-
-
 def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | None = None) -> list[tuple]:
     """The report as a list of blocks: ("h1"|"h2"|"p", text), ("ul", [items]),
     ("table", header, rows), ("img", plot name, alt text); one function per section."""
     return [
-        *header_section(a),
-        *_summary_section(a),
+        *title_section(a),
+        *verdict_section(summary),
+        *summary_section(a, summary),
         *_problems_section(a),
+        *setup_section(a),
         *_costs_section(a),
         *_accuracy_section(a),
-        *_savings_section(a),
+        *savings_section(a, summary),
         *budget_section(summary),
         *_target_section(a),
         *_repeats_section(a),
@@ -50,113 +38,6 @@ def build_document(a: A.Analysis, summary: dict[str, Any], tracking_hint: str | 
         *_mlflow_section(a),
         *_method_section(a, tracking_hint),
     ]
-
-
-def _summary_section(a: A.Analysis) -> list[tuple]:
-    warn = [f"**Warning:** {w}." for w in a.warnings]
-    return [("h2", "Summary"), ("ul", warn + _summary_cost_items(a) + _summary_result_items(a))]
-
-
-def _summary_cost_items(a: A.Analysis) -> list[str]:
-    """The summary's lines on what the search cost (savings against the references)."""
-    d = a.data
-    items = []
-    costs = a.costs
-    ref = a.settings["reference"]
-
-    def cost_of(s, ph):
-        r = costs[(costs["strategy"] == s) & (costs["phase"] == ph)] if len(costs) else costs
-        return (float(r["device_hours"].iloc[0]), int(r["trials"].iloc[0]), int(r["configs"].iloc[0])) if len(r) else (math.nan, 0, 0)
-
-    for _, sv in a.savings.iterrows():
-        s = sv["strategy"]
-        if sv["reference"] != ref or d.order_of(s) != "random":  # a whole grid: the headline lines
-            continue  # the other arms and the second reference: one line below, every number in the savings table
-        h, n, cfg = cost_of(s, "selection")
-        hr, nr, cfgr = cost_of(ref, "selection")
-        if not n or not nr:
-            missing = s if not n else ref
-            items.append(f"**Model-selection cost, {s} vs {ref}.** No savings ratio: MLflow holds no selection trials of {missing}.")
-            continue
-        r = sv["selection_ratio"]
-        meaning = ""
-        if _finite(r) and r > 0:
-            meaning = f" (the {ref} search was {r:.2f} times cheaper)" if r >= 1 else f" (the {ref} search cost {1 / r:.2f} times as much)"
-        items.append(f"**Model-selection cost, {s} vs {ref}.** The {s} grid ({cfg} configs) spent {fh(h)} device-hours on model selection; "
-                     f"the {ref} grid ({cfgr} configs) {fh(hr)} device-hours. Savings ratio {s}/{ref}: **{fratio(sv['selection_ratio'])}**{meaning} "
-                     f"(95% bootstrap CI {fratio(sv['selection_lo'])} to {fratio(sv['selection_hi'])}, over {sv['selection_trials']} and "
-                     f"{sv['reference_selection_trials']} trials). With re-training included: {fratio(sv['total_ratio'])} "
-                     f"(CI {fratio(sv['total_lo'])} to {fratio(sv['total_hi'])}; {fh(sv['total_hours'])} vs {fh(sv['reference_total_hours'])} device-hours, "
-                     f"{sv['total_trials']} and {sv['reference_total_trials']} trials).")
-    others = [s for s in d.strategies if d.order_of(s) != "random"]
-    if others and len(a.savings):
-        parts = []
-        for s in others:
-            h, n, _ = cost_of(s, "selection")
-            ratios = [f"{fratio(r['selection_ratio'])} vs {r['reference']}" for _, r in a.savings[a.savings["strategy"] == s].iterrows()]
-            parts.append(f"{s} {fh(h)} device-hours over {n} trials" + (f" ({', '.join(ratios)})" if ratios else ""))
-        items.append("**Model-selection cost of the other strategies** (ratio = its device-hours / the reference's; below 1: cheaper than the reference): "
-                     + "; ".join(parts) + ".")
-    fixed_vs = a.savings[(a.savings["reference"] == "fixed") & (a.savings["strategy"] == ref)] if len(a.savings) else a.savings
-    if len(fixed_vs):
-        r = fixed_vs.iloc[0]
-        items.append(f"**{ref} against the full grid.** The {ref} grid spent {fratio(r['selection_ratio'])} of the fixed grid's selection device-hours "
-                     f"(CI {fratio(r['selection_lo'])} to {fratio(r['selection_hi'])}); {fratio(r['total_ratio'])} with re-training.")
-    if not len(a.savings) and not a.savings_notes:
-        items.append(f"No savings ratio: it needs the reference strategy `{ref}` (or `fixed`) and at least one other strategy in the comparison.")
-    for note in a.savings_notes:
-        items.append("**Savings.** " + note)
-    return items
-
-
-def _summary_result_items(a: A.Analysis) -> list[str]:
-    """The summary's lines on what the search bought, overhead, cost to target and data quality."""
-    ov = a.overhead_summary
-    ti = a.target_info
-    items = []
-    accs = []
-    for _, st in a.strategies.iterrows():
-        if st["test_runs"]:
-            accs.append(f"{st['strategy']} {fpct(st['test_acc_mean'])} +- {fpct(st['test_acc_std'])} (n={st['test_runs']} of {st['retrain_runs']} re-training runs)")
-        else:
-            accs.append(f"{st['strategy']} n/a (no finished re-training run)")
-    items.append("**Accuracy bought.** Test accuracy of each strategy's selected config (mean +- sample std): " + "; ".join(accs) + ".")
-    ws = []
-    for _, w in a.widths.iterrows():
-        if not _finite(w["total_mean"]):
-            ws.append(f"{w['strategy']} n/a")
-        elif w["kind"].startswith("learned"):
-            ws.append(f"{w['strategy']} learned {fnum(w['total_mean'], '.1f')} +- {fnum(w['total_std'], '.1f')} neurons in total (n={w['n']} runs)")
-        else:
-            ws.append(f"{w['strategy']} selected {w['per_layer']} = {fnum(w['total_mean'], 'g')} neurons")
-    items.append("**Width.** " + "; ".join(ws) + ".")
-    ov = a.overhead_summary
-    if ov.get("n"):
-        items.append(f"**AWNN overhead.** An AWNN run cost {fratio(ov['ratio_median'])} the {ov['unit']} of fixed runs of similar width "
-                     f"(median over {ov['n']} AWNN runs; interquartile range {fratio(ov['ratio_q25'])} to {fratio(ov['ratio_q75'])}).")
-    else:
-        items.append("**AWNN overhead.** Not measurable here: it needs finished AWNN runs and fixed runs on the same split.")
-    ti = a.target_info
-    if _finite(ti.get("target")):
-        parts = []
-        for _, t in a.target.iterrows():
-            if t["reached"] > 0 and t["order"] == "actual":
-                parts.append(f"{t['strategy']} after {fh(t['hours_mean'])} device-hours (as run)")
-            elif t["reached"] > 0:
-                parts.append(f"{t['strategy']} after {fh(t['hours_mean'])} device-hours on average" + (f" (in {fpct(t['reached'], 0)} of orders)" if t["reached"] < 1 else ""))
-            else:
-                parts.append(f"{t['strategy']} never (its best: {fpct(t['best_val_acc'])})")
-        how = ("in a random order of the grid" if set(a.target["order"]) == {"random"} else
-               "in a random order for the grids (fixed, awnn), in the order the trials ran for the other strategies")
-        items.append(f"**Cost to a good model.** Reaching within {100 * ti['margin']:g} pp (percentage points) of the best inner-validation accuracy any strategy found "
-                     f"({fpct(ti['best_val_acc'])}), {how}: " + "; ".join(parts) + ".")
-    n_prob = len(a.problems)
-    early = _early_stopped(a)
-    if early:
-        items.append("**Early stopping.** " + early)
-    items.append("**Data quality.** " + ("Every sweep and trial finished ok" + (" (ASHA's early stops aside)." if early else ".") if not n_prob
-                                         else f"{n_prob} issues, listed under \"Problems\" below; failed and diverged trials' compute is included in every cost."))
-    return items
 
 
 def _problems_section(a: A.Analysis) -> list[tuple]:
@@ -175,7 +56,7 @@ def _costs_section(a: A.Analysis) -> list[tuple]:
     d = a.data
     c = a.data.comparison
     costs = a.costs
-    early = _early_stopped(a)
+    early = early_stopped(a)
     doc: list[tuple] = []
     # ---- cost table
     doc.append(("h2", "What each strategy spent"))
@@ -200,7 +81,7 @@ def _costs_section(a: A.Analysis) -> list[tuple]:
     if derived:
         doc.append(("p", " ".join(f"`{s}` has no search of its own: it re-trains a fixed-width network at the width the `{src}` arm learned "
                                   f"(the paper's Fixed+, App. D), so its selection cost is the `{src}` arm's whole search (selection and "
-                                  f"re-training), counted in its totals and savings ratios." for s, src in derived.items())))
+                                  f"re-training), counted in its totals and savings." for s, src in derived.items())))
     doc.append(("img", "cost", "Stacked bars of device-hours per strategy: selection and re-training"))
     return doc
 
@@ -216,32 +97,11 @@ def _accuracy_section(a: A.Analysis) -> list[tuple]:
                      f"{st['test_runs']} of {st['retrain_runs']}", w["kind"], w["per_layer"] or "n/a",
                      f"{fnum(w['total_mean'], '.1f')} ({fnum(w['total_std'], '.1f')})" if _finite(w["total_mean"]) else "n/a"])
     doc.append(("table", ["strategy", "selected config", "inner val acc", "test acc mean (std)", "runs", "width", "per layer mean (std)", "total mean (std)"], rows))
+    derived = {s: a.data.depends_on(s) for s in a.data.strategies if a.data.depends_on(s)}
     doc.append(("p", "Test accuracy: mean and sample standard deviation (ddof=1) over the re-training runs that finished ok. "
-                     "Fixed width: chosen by the grid. AWNN width: learned, taken at each re-training run's selected epoch (tag `awnn.widths_at_best`)."))
+                     "Fixed width: chosen by the grid. AWNN width: learned, taken at each re-training run's selected epoch (tag `awnn.widths_at_best`)."
+                     + "".join(f" {arm}'s width: taken from {src}'s learned widths (it has no search of its own)." for arm, src in derived.items())))
     doc.append(("img", "accuracy_width", "Accuracy versus total width for every scored trial"))
-    doc.append(("img", "accuracy_cost", "Test accuracy of each arm's selected config against its total device-hours"))
-    doc.append(("p", "Accuracy against cost: one point per arm (test accuracy of its selected config, mean +- std over its re-training runs, "
-                     "against its total device-hours); a family run several times shows each repeat faint and its mean +- std across repeats."))
-    return doc
-
-
-def _savings_section(a: A.Analysis) -> list[tuple]:
-    ref = a.settings["reference"]
-    doc: list[tuple] = []
-    # ---- savings
-    doc.append(("h2", "Savings ratio"))
-    if len(a.savings):
-        rows = [[sv["strategy"], sv["reference"], f"{fh(sv['selection_hours'])} / {fh(sv['reference_selection_hours'])}",
-                 f"{fratio(sv['selection_ratio'])} [{fratio(sv['selection_lo'])}, {fratio(sv['selection_hi'])}]",
-                 f"{fh(sv['total_hours'])} / {fh(sv['reference_total_hours'])}",
-                 f"{fratio(sv['total_ratio'])} [{fratio(sv['total_lo'])}, {fratio(sv['total_hi'])}]",
-                 f"{sv['selection_trials']} / {sv['reference_selection_trials']}"] for _, sv in a.savings.iterrows()]
-        doc.append(("table", ["strategy", "vs", "selection device-h", "selection ratio [95% CI]", "total device-h", "total ratio [95% CI]", "selection trials"], rows))
-    doc.append(("p", f"Ratio = sum of the strategy's trial device-hours / sum of the reference's (`vs`) trial device-hours: against `{ref}` (ratio > 1: `{ref}` is cheaper) "
-                     "and against `fixed`, the full fixed-width grid (ratio < 1: cheaper than running the whole grid). "
-                     f"CI: percentile bootstrap, {a.settings['n_boot']} resamples of each strategy's trials with replacement within each phase (seed {a.settings['seed']})."))
-    if a.savings_notes:
-        doc.append(("ul", list(a.savings_notes)))
     return doc
 
 
@@ -275,13 +135,13 @@ def _repeats_section(a: A.Analysis) -> list[tuple]:
         rows = []
         for family, info in a.repeats_info.items():
             for _, r in a.repeats[a.repeats["family"] == family].iterrows():
-                fmt = fpct if r["metric"] == "test_acc_mean" else (fratio if r["metric"].startswith("savings") else fh)
+                fmt = fpct if r["metric"] == "test_acc_mean" else (fx if r["metric"].startswith("savings") else fh)
                 rows.append([family, r["label"], f"{r['n']} of {r['arms']}", fmt(r["mean"]), fmt(r["std"]), fmt(r["min"]), fmt(r["max"])])
             rows.append([family, "reached target", f"{info['reached_target']} of {info['n']}", "", "", "", ""])
         doc.append(("table", ["family", "measure", "arms (n)", "mean", "std", "min", "max"], rows))
         doc.append(("p", "Each stochastic strategy ran once per seed (`--repeats`); every arm is a full search with its own selection and re-training. "
                          "Mean and sample standard deviation (ddof=1) over the arms with a value; device-hours to target over the arms that reached it. "
-                         "Savings ratios: the arm's selection device-hours / the reference's (awnn, or fixed: the full grid)."))
+                         f"Savings: `{a.settings['baseline']}`'s selection device-hours / the arm's (above 1: the arm is cheaper)."))
     return doc
 
 
@@ -294,7 +154,7 @@ def _overhead_section(a: A.Analysis) -> list[tuple]:
         rows = [[r["strategy"], PHASE_LABEL.get(r["phase"], r["phase"]), r["trial_key"], fnum(r["hidden_layers"], "g"), fnum(r["batch_size"], "g"), fnum(r["mean_width"], ".1f"),
                  fnum(r["cost"], ".4g"), fnum(r["fixed_width"], "g"), f"{fnum(r['fixed_cost'], '.4g')} (n={r['fixed_runs']})", r["match"], fratio(r["ratio"])]
                 for _, r in a.overhead.iterrows()]
-        doc.append(("table", ["strategy", "phase", "trial", "layers", "batch", "AWNN mean width/layer", f"AWNN {ov['unit']}", "fixed width", "fixed (runs)", "matched on", "ratio"], rows))
+        doc.append(("table", ["strategy", "phase", "trial", "layers", "batch", "AWNN mean width/layer", f"AWNN {ov['unit']}", "fixed width", "fixed (runs)", "matched on", "overhead (AWNN / fixed)"], rows))
     doc.append(("p", f"Cost per epoch = train_seconds x allocated devices / epochs_run ({ov.get('unit')}); train_seconds is training time only. "
                      "Each AWNN run is compared with the fixed-width runs (of any strategy) of the closest width (log scale) to its mean learned width per layer over training, "
                      "on the same split with the same hidden layers and batch size where the grid has them."
@@ -312,14 +172,14 @@ def _projection_section(a: A.Analysis) -> list[tuple]:
         p = a.projection
         rows = [[str(int(r["layers"])), fnum(r["fixed_configs_shared_width"], "g"), fnum(r["fixed_configs_per_layer_width"], ".4g"),
                  fh(r["fixed_hours_per_trial"]) + ("" if r["fixed_per_trial_measured"] else " (extrapolated)"), fh(r["fixed_hours"]),
-                 fnum(r["awnn_configs"], "g"), fh(r["awnn_hours_per_trial"]) + ("" if r["awnn_per_trial_measured"] else " (extrapolated)"), fh(r["awnn_hours"]), fratio(r["ratio"])]
+                 fnum(r["awnn_configs"], "g"), fh(r["awnn_hours_per_trial"]) + ("" if r["awnn_per_trial_measured"] else " (extrapolated)"), fh(r["awnn_hours"]), fx(r["ratio"])]
                 for _, r in p.iterrows()]
         doc.append(("p", f"**This is a projection, not a measurement.** The fixed grid tried W = {pi['W']} widths ({', '.join(f'{w:g}' for w in pi['width_values'])}) shared by all layers. "
                          f"If each of L layers got its own width, it would need W^L x {pi['fixed_other_configs']:g} configs (its other dimensions); "
                          f"AWNN keeps {pi['awnn_configs_per_layers']:g} configs per L. Costs use the measured mean device-hours per selection trial at each L "
                          "(a least-squares line in L where L was not measured)."))
         doc.append(("table", ["L", "fixed configs (shared width)", "fixed configs (width per layer)", "fixed device-h / trial", "fixed device-h (projected)",
-                              "AWNN configs", "AWNN device-h / trial", "AWNN device-h (projected)", "ratio"], rows))
+                              "AWNN configs", "AWNN device-h / trial", "AWNN device-h (projected)", "AWNN savings vs fixed (projected)"], rows))
     else:
         doc.append(("p", f"Not applicable to this comparison: {pi.get('reason', '')}."))
     doc.append(("img", "projection", "Projected selection cost against the number of hidden layers"))

@@ -41,4 +41,4 @@ def _fusion_text(e: dict) -> str:
     return (f"Execution: **fused trials** (`--fuse {e['fuse']}`): selection configs of one shape trained as one stacked model, "
             f"up to {e['fuse']} per Ray trial ({arms}); every other trial ran one config. A fused config's device-hours are its equal "
             f"share of its group's time in each epoch it trained (the tracking contract), so they add up to the group's. The "
-            f"savings ratios below are for this execution; without fusion the fused arms cost more per config (README, \"Fused trials\").")
+            f"savings below are for this execution; without fusion the fused arms cost more per config (README, \"Fused trials\").")

@@ -47,3 +47,8 @@ def _date(ms: Any) -> str:
     if not _finite(ms):
         return "unknown"
     return _dt.datetime.fromtimestamp(float(ms) / 1000.0, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 issue`, `2 issues`, `1 other comparison`: the count with its noun in the right number."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"

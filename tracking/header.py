@@ -1,9 +1,10 @@
-"""The report's opening: which comparison, strategies, protocol, budget and AWNN profile (tracking/document.py assembles the rest)."""
+"""The report's title and its setup section: which comparison, strategies, protocol, budget and AWNN profile
+(tracking/document.py assembles the rest: the verdict and the summary come before the setup)."""
 from __future__ import annotations
 
 from . import analysis as A
 from .execution import execution_text
-from .fmt import _date, _finite
+from .fmt import _date, _finite, plural
 
 
 def _protocol_text(c: dict) -> str:
@@ -40,17 +41,22 @@ def _profile_text(d: A.ComparisonData) -> str:
             continue
         choices = ", ".join(f"{k}={c[k]}" for k in PROFILE_KEYS if k in c)
         parts.append(f"`{name}` ({choices})")
-    return "AWNN profile: " + "; ".join(parts) + ". See the README's \"Profiles\" for what each choice means."
+    return "AWNN profile: " + "; ".join(parts) + ". See docs/design.md, \"Profiles\", for what each choice means."
 
 
-def header_section(a: A.Analysis) -> list[tuple]:
+def title_section(a: A.Analysis) -> list[tuple]:
+    c = a.data.comparison
+    return [("h1", f"AWNN search-cost report: {c['task']} ({c['id']})")]
+
+
+def setup_section(a: A.Analysis) -> list[tuple]:
+    """"Setup": the comparison, budget, execution, CPU budget, AWNN profile and the store's other comparisons."""
     d = a.data
     c = a.data.comparison
-    doc: list[tuple] = []
+    doc: list[tuple] = [("h2", "Setup")]
     n_runs = len(d.runs)
-    doc.append(("h1", f"AWNN search-cost report: {c['task']} ({c['id']})"))
     doc.append(("p", f"Comparison `{c['id']}` in MLflow experiment `{c['experiment']}`: strategies {_strategies_text(d)}; budget `{c['budget']}`; {_protocol_text(c)}; "
-                     f"started {_date(c['start_time'])}; state **{c['state']}**; {n_runs} trial runs in {len(d.sweeps)} sweeps. "
+                     f"started {_date(c['start_time'])}; state **{c['state']}**; {plural(n_runs, 'trial run')} in {plural(len(d.sweeps), 'sweep')}. "
                      f"Every number below is read back from MLflow. Device-hours = training time of every attempt x allocated CPUs "
                      f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
                      + "; GPU-hours count only GPU time."))
@@ -64,8 +70,9 @@ def header_section(a: A.Analysis) -> list[tuple]:
     if profile_text:
         doc.append(("p", profile_text))
     if d.other_comparisons:
-        doc.append(("p", f"The store holds {len(d.other_comparisons)} other comparisons; pass `--comparison ID` to report on one of them "
-                         f"(newest: {', '.join('`' + str(o['id']) + '`' for o in d.other_comparisons[:3])})."))
+        doc.append(("p", f"The store holds {plural(len(d.other_comparisons), 'other comparison')}; pass `--comparison ID` to report on "
+                         + ("it " if len(d.other_comparisons) == 1 else "one of them ") +
+                         f"({'' if len(d.other_comparisons) == 1 else 'newest: '}{', '.join('`' + str(o['id']) + '`' for o in d.other_comparisons[:3])})."))
     return doc
 
 
@@ -74,9 +81,11 @@ def _budget_text(a: A.Analysis) -> str:
     d, c = a.data, a.data.comparison
     b = c.get("budget_params") or {}
     how = ""
-    if _finite(b.get("epoch_scale")):
-        how = (f": epochs per trial = the grid's epochs x {b['epoch_scale']:g}, clipped to [{b.get('min_epochs')}, {b.get('max_epochs')}]"
-               + (f"; R = {b['retrain_runs']} re-training runs" if b.get("retrain_runs") is not None else "; R = the grid's re-training runs"))
+    retrain = f"; R = {b['retrain_runs']} re-training runs" if b.get("retrain_runs") is not None else "; R = the grid's re-training runs"
+    if _finite(b.get("epoch_scale")) and (b["epoch_scale"] == 0 or b.get("min_epochs") == b.get("max_epochs")) and _finite(b.get("min_epochs")):
+        how = f": {plural(int(b['min_epochs']), 'epoch')} per trial" + retrain  # e.g. smoke: every trial the same epochs
+    elif _finite(b.get("epoch_scale")):
+        how = f": epochs per trial = the grid's epochs x {b['epoch_scale']:g}, clipped to [{b.get('min_epochs')}, {b.get('max_epochs')}]" + retrain
     arms = []
     for arm in d.strategies:
         cfgs = d.runs[d.runs["strategy"] == arm]["config"] if len(d.runs) else []
@@ -85,7 +94,7 @@ def _budget_text(a: A.Analysis) -> str:
         r = next((int(v) for v in (sw["retrain_runs"] if len(sw) and "retrain_runs" in sw.columns else []) if _finite(v)), None)
         if epochs or r is not None:
             e = "n/a" if not epochs else str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
-            arms.append(f"{arm} {e} epochs a trial" + (f", R = {r}" if r is not None else ""))
+            arms.append(f"{arm} {e} epoch{'' if e == '1' else 's'} a trial" + (f", R = {r}" if r is not None else ""))
     folds = c.get("folds", 1)
     return (f"Budget `{c['budget']}`{how}" + (f", per outer fold ({folds} folds)" if folds > 1 else "") + ". "
             + ("Per arm: " + "; ".join(arms) + "." if arms else ""))

@@ -19,7 +19,7 @@ from . import contract as C
 from .document import build_document  # noqa: F401 - part of this module's API
 from .plots import (PLOTS, plot_accuracy_cost, plot_accuracy_width, plot_anytime, plot_budget_curve, plot_cost, plot_projection, plot_truncation,
                     plot_widths)
-from .budget_curve import load_budget_records
+from .budget_curve import load_budget_records, readable_store
 from .render import render_html, render_markdown
 from .summary import SUMMARY_KEYS, STRATEGY_KEYS, headline_metrics, summarize, validate_summary  # noqa: F401 - part of this module's API
 
@@ -59,12 +59,38 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
             "summary_json": str(out / "summary.json"), "plots": {k: str(v) for k, v in paths.items()}, "summary": summary}
 
 
+def description(summary: dict[str, Any]) -> str:
+    """The comparison run's description in the MLflow UI (tag `mlflow.note.content`, Markdown):
+    the verdict, then what the headline metrics' names and units mean."""
+    base = summary.get("baseline")
+    units = ("Metrics of this run: `<arm>.test_acc_pct` / `<arm>.test_acc_std_pct` are test accuracy in % (as the terminal and the report; "
+             "`<arm>.test_acc_mean` is the same as a fraction), `<arm>.*_device_hours` device-hours, ")
+    units += (f"`<arm>.savings_vs_{base}` = {base}'s selection device-hours / the arm's (> 1: the arm is that many times cheaper; "
+              f"`<arm>.total_savings_vs_{base}` with re-training; `_lo` / `_hi`: the 95% bootstrap interval)."
+              if base else "no savings (the comparison ran neither `fixed` nor `awnn`, the possible baselines).")
+    return f"{(summary.get('verdict') or {}).get('text', '')}\n\n{units}\n\nThe report: this run's artifact `report/report.html`."
+
+
+def read_summary(tracking_uri: str, comparison: str | None = None, experiment: str | None = None,
+                 margin: float = 0.01, n_boot: int = 2000, n_orders: int = 500) -> dict[str, Any]:
+    """summary.json's content for a comparison, read from MLflow as write_report reads it (same
+    defaults, so the same numbers and verdict), without writing files (the terminal summary uses it).
+    A SQLite file that does not exist raises AnalysisError (opening it would create it)."""
+    if not readable_store(tracking_uri):
+        raise A.AnalysisError(f"no tracking store at {C.redact_uri(tracking_uri)}")
+    data = A.load_comparison(tracking_uri, comparison=comparison, experiment=experiment)
+    return summarize(A.analyze(data, margin=margin, n_boot=n_boot, n_orders=n_orders), load_budget_records(data))
+
+
 def log_report(tracking_uri: str, comparison: str, out_dir: str | Path, artifact_path: str = "report",
                summary: dict[str, Any] | None = None) -> str:
     """Log the report folder as an artifact of the comparison's parent run,
-    and the summary's headline numbers as that run's metrics (`<arm>.<name>`,
-    `savings_ratio`: tracking/summary.headline_metrics); returns the run's id."""
+    and with the summary: its headline numbers as that run's metrics
+    (`<arm>.<name>`, `<arm>.savings_vs_<baseline>`: tracking/summary.headline_metrics),
+    its baseline as the tag `awnn.savings_baseline` and its verdict as the
+    run's description (`mlflow.note.content`); returns the run's id."""
     from mlflow.entities import Metric as MlflowMetric
+    from mlflow.entities import RunTag
 
     root, _ = A.find_comparison(tracking_uri, comparison=comparison)
     client = C.client(tracking_uri)
@@ -73,5 +99,7 @@ def log_report(tracking_uri: str, comparison: str, out_dir: str | Path, artifact
         rows = [MlflowMetric(name, value, now, 0) for name, value in headline_metrics(summary)]
         for i in range(0, len(rows), 500):  # MLflow takes at most 1000 metrics per batch
             client.log_batch(root.info.run_id, metrics=rows[i:i + 500], synchronous=True)
+        tags = [RunTag(C.Tag.SAVINGS_BASELINE, summary.get("baseline") or "none"), RunTag(C.MlflowTag.NOTE, description(summary))]
+        client.log_batch(root.info.run_id, tags=tags, synchronous=True)
     client.log_artifacts(root.info.run_id, str(out_dir), artifact_path)
     return root.info.run_id

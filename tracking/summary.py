@@ -14,6 +14,8 @@ from .curves import ordering
 from .execution import execution
 from .links import comparison_links
 from .reader import ComparisonData
+from .savings import savings_block
+from .verdict import verdict
 
 if TYPE_CHECKING:
     from .analysis import Analysis
@@ -27,18 +29,14 @@ SUMMARY_KEYS = {
     "budget": (str, type(None)),
     "protocol": dict,
     "state": str,
-    "reference": str,
+    "baseline": (str, type(None)),
+    "verdict": dict,
     "strategies": dict,
     "device_hours": dict,
     "gpu_hours": dict,
     "test_acc_mean": dict,
     "test_acc_std": dict,
-    "savings_ratio": (float, int, type(None)),
-    "savings_ratio_ci": list,
-    "savings_ratio_total": (float, int, type(None)),
-    "savings_ratio_total_ci": list,
     "savings": dict,
-    "savings_by_reference": dict,
     "savings_notes": list,
     "arms": list,
     "families": dict,
@@ -77,9 +75,12 @@ def validate_summary(summary: dict[str, Any]) -> list[str]:
         for key in ("device_hours", "test_acc_mean", "test_acc_std"):
             if s not in (summary.get(key) or {}):
                 errs.append(f"{key}: missing strategy {s!r}")
-    for key in ("savings_ratio_ci", "savings_ratio_total_ci"):
-        if isinstance(summary.get(key), list) and len(summary[key]) != 2:
-            errs.append(f"key {key!r}: expected [low, high]")
+    for arm, block in (summary.get("savings") or {}).items():
+        if block.get("baseline") != summary.get("baseline"):
+            errs.append(f"savings.{arm}: against {block.get('baseline')!r}, not the baseline {summary.get('baseline')!r}")
+        for key in ("selection_ci", "total_ci"):
+            if not isinstance(block.get(key), list) or len(block[key]) != 2:
+                errs.append(f"savings.{arm}.{key}: expected [low, high]")
     return errs
 
 
@@ -111,10 +112,9 @@ def _arm_repeat(d: ComparisonData, arm: str) -> int:
 NOT_READ = "the selection trials' per-epoch records and the comparison run's params were not read (tracking.budget_curve.load_budget_records)"
 
 
-def _budget(a: Analysis, head: str | None, records: BudgetRecords | None) -> dict[str, Any]:
+def _budget(a: Analysis, records: BudgetRecords | None) -> dict[str, Any]:
     """The verdict against the budget and the paper-budget projection (docs/report.md), from the selection
-    trials' per-epoch records and the comparison run's params (`records`; None: not read, and said so);
-    `head`: the headline ratio's arm."""
+    trials' per-epoch records and the comparison run's params (`records`; None: not read, and said so)."""
     from .paper_projection import paper_budget_projection
 
     d = a.data
@@ -123,8 +123,7 @@ def _budget(a: Analysis, head: str | None, records: BudgetRecords | None) -> dic
                 "paper_budget_projection": {"applicable": False, "reason": NOT_READ}}
     st = a.strategies.set_index("strategy") if len(a.strategies) else a.strategies
     dims = {s: st.loc[s, "grid_dims"] for s in st.index}
-    pair = (head, a.settings["reference"]) if head else None
-    curve = budget_curve(d, records, pair, dims)
+    curve = budget_curve(d, records, a.settings["baseline"], dims)
     moving, line, reasons = still_moving(curve)
     selected = {s: st.loc[s, "selected_config"] for s in st.index}
     return {"budget_curve": {**curve, "still_moving_reasons": reasons}, "budget_still_moving": moving, "budget_verdict": line,
@@ -161,15 +160,7 @@ def summarize(a: Analysis, records: BudgetRecords | None = None) -> dict[str, An
             "width": {"kind": wd["kind"], "per_layer_mean": wd.get("per_layer_mean"), "per_layer_std": wd.get("per_layer_std"),
                       "total_mean": wd["total_mean"], "total_std": wd["total_std"], "n": int(wd["n"])},
         }
-    by_ref: dict[str, dict[str, Any]] = {}
-    for _, r in a.savings.iterrows():
-        by_ref.setdefault(r["reference"], {})[r["strategy"]] = {
-            "reference": r["reference"], "selection": r["selection_ratio"], "selection_ci": [r["selection_lo"], r["selection_hi"]],
-            "total": r["total_ratio"], "total_ci": [r["total_lo"], r["total_hi"]],
-            "selection_hours": r["selection_hours"], "reference_selection_hours": r["reference_selection_hours"],
-            "total_hours": r["total_hours"], "reference_total_hours": r["reference_total_hours"]}
-    sv = by_ref.get(a.settings["reference"], {})
-    head = sv.get("fixed") or (next(iter(sv.values())) if sv else None)
+    sv = {r["strategy"]: savings_block(r) for _, r in a.savings.iterrows()}
     spread = {}
     for family, info in a.repeats_info.items():
         rows = a.repeats[a.repeats["family"] == family]
@@ -179,16 +170,12 @@ def summarize(a: Analysis, records: BudgetRecords | None = None) -> dict[str, An
         "schema": "awnn-report/1",
         "comparison": c["id"], "experiment": c["experiment"], "task": c["task"], "budget": c["budget"],
         "protocol": {"name": c.get("protocol", "holdout"), "folds": c.get("folds", 1)}, "state": c["state"],
-        "reference": a.settings["reference"],
+        "baseline": a.settings["baseline"],
+        "verdict": {},  # below: tracking/verdict.py, from the numbers of this summary
         "strategies": per,
         "device_hours": dev, "gpu_hours": gpu,
         "test_acc_mean": {s: per[s]["test_acc_mean"] for s in per}, "test_acc_std": {s: per[s]["test_acc_std"] for s in per},
-        "savings_ratio": head["selection"] if head else None,
-        "savings_ratio_ci": head["selection_ci"] if head else [None, None],
-        "savings_ratio_total": head["total"] if head else None,
-        "savings_ratio_total_ci": head["total_ci"] if head else [None, None],
         "savings": sv,
-        "savings_by_reference": {ref: by_ref.get(ref, {}) for ref in a.settings["references"]},
         "savings_notes": a.savings_notes,
         "arms": d.strategies,
         "families": d.families,
@@ -198,7 +185,7 @@ def summarize(a: Analysis, records: BudgetRecords | None = None) -> dict[str, An
         "overhead": a.overhead_summary,
         "target": {**a.target_info, "strategies": {r["strategy"]: {"order": r["order"], "reached": r["reached"], "hours_mean": r["hours_mean"], "hours_median": r["hours_median"], "grid_hours": r["grid_hours"]} for _, r in a.target.iterrows()}},
         "projection": {**a.projection_info, "rows": a.projection.to_dict("records")},
-        **_budget(a, "fixed" if "fixed" in sv else next(iter(sv), None), records),
+        **_budget(a, records),
         "wall_seconds": c["wall_seconds"],
         "problems": a.problems,
         "warnings": a.warnings,
@@ -207,62 +194,72 @@ def summarize(a: Analysis, records: BudgetRecords | None = None) -> dict[str, An
         "settings": a.settings,
         "execution": execution(d),
     }
-    return _clean(out)
+    out = _clean(out)
+    out["verdict"] = _clean(verdict(out))
+    return out
+
+
+def _sig(x: float, digits: int = 4) -> float:
+    return float(f"{x:.{digits}g}")
 
 
 def headline_metrics(summary: dict[str, Any]) -> list[tuple[str, float]]:
     """The numbers of summary.json a reader of the MLflow runs table needs,
     as (metric name, value) for the comparison run (tracking.contract:
-    ARM_HEADLINE per arm, COMPARISON_HEADLINE): per arm the selection and
-    total device-hours, the selected config's test accuracy (mean, std,
-    runs), its width (learned mean total, or chosen), its selection trials
-    and its savings ratio against the reference arm (selection and total,
-    with the bootstrap interval); the verdict against the budget
-    (`budget_curve.<arm>.f<share>.best_val_acc` / `.selection_device_hours`,
-    `budget_curve.f<share>.savings_ratio`, `budget_still_moving` 1 or 0) and
-    the paper-budget projection (`paper_budget.<arm>.device_hours` /
-    `.wall_hours`); then the headline savings ratio.  Values
-    that are missing or not finite are left out (MLflow has no NaN-free None)."""
-    from .contract import BUDGET_ARM, BUDGET_STILL_MOVING, PAPER_ARM, arm_metric, budget_metric, paper_metric
+    ARM_HEADLINE and `savings_metric` per arm), rounded as the report shows
+    them: per arm the selection and total device-hours (4 significant
+    digits), the selected config's test accuracy as a fraction
+    (`test_acc_mean`, `test_acc_std`: 4 decimals) and in % (`test_acc_pct`,
+    `test_acc_std_pct`: 2 decimals, as the terminal and the report), its
+    runs, its width (learned mean total, or chosen; 1 decimal), its
+    selection trials, and its savings against the baseline
+    (`<arm>.savings_vs_<baseline>`, `<arm>.total_savings_vs_<baseline>`,
+    each with `_lo` / `_hi`: summary.json's `savings`, already rounded to
+    3 significant digits); the verdict against the budget
+    (`budget_curve.<arm>.f<share>.best_val_acc` / `.selection_device_hours` /
+    `.savings_vs_<baseline>`, `budget_still_moving` 1 or 0) and the
+    paper-budget projection (`paper_budget.<arm>.device_hours` /
+    `.wall_hours`).  Values that are missing or not finite are left out
+    (MLflow has no NaN-free None)."""
+    from .contract import BUDGET_ARM, BUDGET_STILL_MOVING, PAPER_ARM, arm_metric, budget_metric, paper_metric, savings_metric
 
     out: list[tuple[str, float]] = []
 
-    def put(name: str, value) -> None:
+    def put(name: str, value, how=None) -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            out.append((name, float(value)))
+            out.append((name, float(how(value) if how else value)))
 
+    hours, frac, pct = _sig, (lambda v: round(v, 4)), (lambda v: round(100 * v, 2))
+    baseline = summary.get("baseline")
     for arm, s in summary.get("strategies", {}).items():
         dh = s.get("device_hours") or {}
-        put(arm_metric(arm, "selection_device_hours"), dh.get("selection"))
-        put(arm_metric(arm, "total_device_hours"), dh.get("total"))
-        put(arm_metric(arm, "test_acc_mean"), s.get("test_acc_mean"))
-        put(arm_metric(arm, "test_acc_std"), s.get("test_acc_std"))
+        put(arm_metric(arm, "selection_device_hours"), dh.get("selection"), hours)
+        put(arm_metric(arm, "total_device_hours"), dh.get("total"), hours)
+        put(arm_metric(arm, "test_acc_mean"), s.get("test_acc_mean"), frac)
+        put(arm_metric(arm, "test_acc_std"), s.get("test_acc_std"), frac)
+        put(arm_metric(arm, "test_acc_pct"), s.get("test_acc_mean"), pct)
+        put(arm_metric(arm, "test_acc_std_pct"), s.get("test_acc_std"), pct)
         put(arm_metric(arm, "test_runs"), s.get("test_runs"))
-        put(arm_metric(arm, "width_total"), (s.get("width") or {}).get("total_mean"))
+        put(arm_metric(arm, "width_total"), (s.get("width") or {}).get("total_mean"), lambda v: round(v, 1))
         put(arm_metric(arm, "trials"), (s.get("trials") or {}).get("selection"))
         sv = (summary.get("savings") or {}).get(arm) or {}
-        for kind, key in (("savings_vs_reference", "selection"), ("total_savings_vs_reference", "total")):
-            put(arm_metric(arm, kind), sv.get(key))
+        for kind, key in (("savings", "selection"), ("total_savings", "total")):
             ci = sv.get(f"{key}_ci") or [None, None]
-            put(arm_metric(arm, f"{kind}_lo"), ci[0])
-            put(arm_metric(arm, f"{kind}_hi"), ci[1])
+            for bound, value in (("", sv.get(key)), ("_lo", ci[0]), ("_hi", ci[1])):
+                put(savings_metric(arm, baseline, kind, bound), value)
     for arm, t in (summary.get("truncation") or {}).items():  # post-hoc truncation: the largest cut within 1 point, in %
         put(arm_metric(arm, "truncation_cut_pct"), t.get("largest_cut_pct"))
     bc = summary.get("budget_curve") or {}
     for arm, rows in (bc.get("arms") or {}).items():  # the verdict against the budget (tracking/budget_curve.py)
         for r in rows:
-            for name in BUDGET_ARM:
-                put(budget_metric(arm, r["fraction"], name), r.get(name))
-    for r in bc.get("savings_ratio") or []:
-        put(budget_metric(None, r["fraction"], "savings_ratio"), r.get("value"))
+            for name, how in zip(BUDGET_ARM, (frac, hours)):  # best_val_acc, selection_device_hours
+                put(budget_metric(arm, r["fraction"], name), r.get(name), how)
+    for arm, rows in (bc.get("savings") or {}).items():
+        for r in rows:
+            put(budget_metric(arm, r["fraction"], f"savings_vs_{bc.get('baseline')}"), r.get("value"))
     if isinstance(summary.get("budget_still_moving"), bool):
         put(BUDGET_STILL_MOVING, float(summary["budget_still_moving"]))
     for arm, row in ((summary.get("paper_budget_projection") or {}).get("arms") or {}).items():
         for name in PAPER_ARM:
-            put(paper_metric(arm, name), row.get(name))
-    for key in ("savings_ratio", "savings_ratio_total"):
-        put(key, summary.get(key))
-        ci = summary.get(f"{key}_ci") or [None, None]
-        put(f"{key}_lo", ci[0])
-        put(f"{key}_hi", ci[1])
+            put(paper_metric(arm, name), row.get(name), hours)
     return out

@@ -1,11 +1,11 @@
-"""The cost tables (per arm and phase), the selection/strategy and width tables,
-the savings ratios with their bootstrap intervals, and AWNN's per-sample overhead:
-pure functions of a ComparisonData (definitions in tracking/analysis.py)."""
+"""The cost tables (per arm and phase), the selection/strategy and width tables
+and AWNN's per-sample overhead: pure functions of a ComparisonData
+(definitions in tracking/analysis.py; the savings: tracking/savings.py)."""
 from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,11 +13,8 @@ import pandas as pd
 from .contract import PHASES, SELECTABLE, STATUSES, assessment_summary, fold_of_key
 from .reader import ComparisonData
 
-__all__ = ["REFERENCE", "REFERENCES", "cost_table", "strategy_table", "width_table", "savings", "savings_notes", "overhead"]
+__all__ = ["cost_table", "strategy_table", "width_table", "overhead"]
 
-
-REFERENCE = "awnn"  # the strategy every other one is measured against (the headline ratio)
-REFERENCES = ("awnn", "fixed")  # savings are given against both: AWNN's grid and the full fixed-width grid
 # params that identify a trial rather than a point of the grid
 NON_GRID_PARAMS = {"trial_key", "phase", "grid_index", "seed", "split", "epochs", "patience", "data_seed"}
 
@@ -158,7 +155,8 @@ def _config_summary(cfg: dict, dims: dict[str, list]) -> str:
 def width_table(data: ComparisonData) -> pd.DataFrame:
     """Table 1 of the paper: per strategy, the width of the selected config
     (fixed: chosen by the grid; AWNN: learned, as mean and std over the
-    re-training runs of the widths at the selected epoch), per layer and total."""
+    re-training runs of the widths at the selected epoch; an arm derived from
+    another (fixedplus): taken from that arm's learned widths), per layer and total."""
     trials = data.trials()
     st = strategy_table(data)
     rows = []
@@ -194,104 +192,12 @@ def width_table(data: ComparisonData) -> pd.DataFrame:
             ass = trials[(trials["strategy"] == s["strategy"]) & (trials["phase"] == "assessment")]
             recorded = [w for w in ass.loc[ass["status"].isin(SELECTABLE), "widths"] if isinstance(w, list) and w] if len(ass) else []
             per = [float(v) for v in recorded[0]] if recorded else [float(cfg.get("width", math.nan))] * layers
-            rows.append({"strategy": s["strategy"], "kind": "chosen by the grid", "layers": len(per), "per_layer": ", ".join(f"{w:g}" for w in per),
+            source = data.depends_on(s["strategy"])
+            kind = f"taken from {source}'s learned widths" if source else "chosen by the grid"
+            rows.append({"strategy": s["strategy"], "kind": kind, "layers": len(per), "per_layer": ", ".join(f"{w:g}" for w in per),
                          "per_layer_mean": per, "per_layer_std": [0.0] * len(per),
                          "total_mean": float(sum(per)), "total_std": 0.0, "n": 1})
     return pd.DataFrame(rows)
-
-
-# ---------------------------------------------------------------- savings
-def _phase_costs(runs: pd.DataFrame, strategy: str, phase: str) -> np.ndarray:
-    """Per-trial device-hours (a trial's runs summed) of one strategy and phase."""
-    r = runs[(runs["strategy"] == strategy) & (runs["phase"] == phase)]
-    if not len(r):
-        return np.zeros(0)
-    return r.groupby("trial_key", sort=True)["device_hours"].sum().to_numpy(dtype=float)
-
-
-def _arm_costs(data: ComparisonData, arm: str, phase: str) -> np.ndarray:
-    """Per-trial device-hours of an arm's phase; an arm that depends on another
-    (fixedplus) has every trial of that arm in its selection (as cost_table)."""
-    own = _phase_costs(data.runs, arm, phase)
-    source = data.depends_on(arm) if phase == "selection" else None
-    if source is None:
-        return own
-    return np.concatenate([*(_phase_costs(data.runs, source, ph) for ph in PHASES), own])
-
-
-def _ratio(a: float, b: float) -> float:
-    return a / b if b > 0 else math.nan
-
-
-SAVINGS_COLUMNS = ["strategy", "family", "reference", "selection_hours", "reference_selection_hours", "selection_trials", "reference_selection_trials",
-                   "selection_ratio", "selection_lo", "selection_hi", "total_hours", "reference_total_hours", "total_trials", "reference_total_trials",
-                   "total_ratio", "total_lo", "total_hi", "n_boot", "level"]
-
-
-def savings(data: ComparisonData, references: Iterable[str] = REFERENCES, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
-    """Per reference present in the comparison (`awnn`, then `fixed`) and per
-    other arm: selection and total (selection + re-training) device-hours,
-    the ratio to the reference's, and percentile bootstrap intervals (module
-    docstring).  The first reference draws from `default_rng(seed)`, the
-    k-th (k >= 1) from `default_rng([seed, k])`, so adding a reference leaves
-    the intervals against the first unchanged.  A reference missing from the
-    comparison gives no rows (`savings_notes` says so)."""
-    rows = []
-    alpha = (1 - level) / 2
-    for k, reference in enumerate(dict.fromkeys(references)):
-        if reference not in data.strategies:
-            continue
-        rng = np.random.default_rng(seed if k == 0 else [seed, k])
-        ref = {ph: _arm_costs(data, reference, ph) for ph in PHASES}
-
-        def boot(costs: np.ndarray) -> np.ndarray:
-            if len(costs) == 0:
-                return np.zeros(n_boot)
-            idx = rng.integers(0, len(costs), size=(n_boot, len(costs)))
-            return costs[idx].sum(axis=1)
-
-        def ci(x: np.ndarray) -> tuple[float, float]:
-            x = x[np.isfinite(x)]
-            if not len(x):
-                return math.nan, math.nan
-            return float(np.quantile(x, alpha)), float(np.quantile(x, 1 - alpha))
-
-        ref_sel, ref_ass = boot(ref["selection"]), boot(ref["assessment"])
-        for s in data.strategies:
-            if s == reference:
-                continue
-            mine = {ph: _arm_costs(data, s, ph) for ph in PHASES}
-            sel, ass = boot(mine["selection"]), boot(mine["assessment"])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                r_sel = np.where(ref_sel > 0, sel / ref_sel, np.nan)
-                r_tot = np.where(ref_sel + ref_ass > 0, (sel + ass) / (ref_sel + ref_ass), np.nan)
-            lo_s, hi_s = ci(r_sel)
-            lo_t, hi_t = ci(r_tot)
-            rows.append({
-                "strategy": s, "family": data.family(s), "reference": reference,
-                "selection_hours": float(mine["selection"].sum()), "reference_selection_hours": float(ref["selection"].sum()),
-                "selection_trials": len(mine["selection"]), "reference_selection_trials": len(ref["selection"]),
-                "selection_ratio": _ratio(mine["selection"].sum(), ref["selection"].sum()), "selection_lo": lo_s, "selection_hi": hi_s,
-                "total_hours": float(mine["selection"].sum() + mine["assessment"].sum()),
-                "reference_total_hours": float(ref["selection"].sum() + ref["assessment"].sum()),
-                "total_trials": len(mine["selection"]) + len(mine["assessment"]), "reference_total_trials": len(ref["selection"]) + len(ref["assessment"]),
-                "total_ratio": _ratio(mine["selection"].sum() + mine["assessment"].sum(), ref["selection"].sum() + ref["assessment"].sum()),
-                "total_lo": lo_t, "total_hi": hi_t, "n_boot": n_boot, "level": level,
-            })
-    return pd.DataFrame(rows, columns=SAVINGS_COLUMNS)
-
-
-def savings_notes(data: ComparisonData, references: Iterable[str] = REFERENCES) -> list[str]:
-    """One line per reference the comparison lacks (its savings rows are absent)."""
-    what = {"awnn": "the AWNN grid", "fixed": "the full fixed-width grid"}
-    out = []
-    for reference in dict.fromkeys(references):
-        if reference not in data.strategies:
-            out.append(f"No savings against `{reference}` ({what.get(reference, reference)}): the comparison did not run it "
-                       f"(strategies: {', '.join(data.strategies) or 'none'}).")
-        elif len(data.strategies) < 2:
-            out.append(f"No savings against `{reference}`: the comparison has no other strategy.")
-    return out
 
 
 # --------------------------------------------------------------- overhead

@@ -16,13 +16,15 @@ from tracking_helpers import comparison_data as _data
 from tracking_helpers import trial_row as _run
 
 
-def test_savings_ratio_is_ratio_of_summed_device_hours_with_a_degenerate_ci_for_equal_costs():
+def test_savings_are_the_baselines_summed_device_hours_over_the_arms_with_a_degenerate_ci_for_equal_costs():
     rows = [_run("fixed", "selection", f"sel-{i}", 1.0, best_val_acc=0.9) for i in range(4)]
     rows += [_run("awnn", "selection", f"sel-{i}", 1.0, best_val_acc=0.9) for i in range(2)]
     rows += [_run(s, "assessment", "ass-01", 2.0, test_acc=0.9) for s in ("fixed", "awnn")]
     sv = A.savings(_data(rows), n_boot=200).iloc[0]
-    assert sv["selection_ratio"] == pytest.approx(2.0)
-    assert sv["total_ratio"] == pytest.approx(6.0 / 4.0)
+    # against the baseline, fixed: its device-hours / the arm's (awnn: 2x cheaper in selection)
+    assert (sv["strategy"], sv["baseline"]) == ("awnn", "fixed")
+    assert sv["selection"] == pytest.approx(2.0)
+    assert sv["total"] == pytest.approx(6.0 / 4.0)
     # every trial costs the same: every resample gives the same sums, so the interval is a point
     assert (sv["selection_lo"], sv["selection_hi"]) == pytest.approx((2.0, 2.0))
     assert (sv["total_lo"], sv["total_hi"]) == pytest.approx((1.5, 1.5))
@@ -36,14 +38,29 @@ def test_savings_bootstrap_is_seeded_and_brackets_the_estimate():
     a, b = A.savings(d, seed=7), A.savings(d, seed=7)
     pd.testing.assert_frame_equal(a, b)
     sv = a.iloc[0]
-    assert sv["selection_lo"] < sv["selection_ratio"] < sv["selection_hi"]
-    assert sv["selection_ratio"] == pytest.approx(sum(r["device_hours"] for r in rows[:20]) / sum(r["device_hours"] for r in rows[20:]))
+    assert sv["selection_lo"] < sv["selection"] < sv["selection_hi"]
+    assert sv["selection"] == pytest.approx(sum(r["device_hours"] for r in rows[:20]) / sum(r["device_hours"] for r in rows[20:]))
 
 
-def test_savings_without_the_reference_strategy_is_empty():
+def test_savings_without_another_arm_or_a_baseline_are_empty_and_say_why():
     d = _data([_run("fixed", "selection", "sel-0", 1.0)], strategies=("fixed",))
     assert A.savings(d).empty
-    assert A.summarize(A.analyze(d, n_boot=10, n_orders=10))["savings_ratio"] is None
+    s = A.summarize(A.analyze(d, n_boot=10, n_orders=10))
+    assert s["savings"] == {} and s["baseline"] == "fixed" and s["savings_notes"] == ["No savings: the comparison has no arm besides the baseline `fixed`."]
+    d = _data([_run(a, "selection", "sel-0", 1.0) for a in ("tpe", "random")], strategies=("tpe", "random"))
+    s = A.summarize(A.analyze(d, n_boot=10, n_orders=10))
+    assert s["baseline"] is None and s["savings"] == {} and "ran neither (arms: tpe, random)" in s["savings_notes"][0]
+
+
+def test_without_fixed_the_baseline_is_awnn_in_the_same_direction():
+    rows = [_run("awnn", "selection", f"sel-{i}", 1.0) for i in range(4)] + [_run("tpe", "selection", f"sel-{i}", 0.5) for i in range(4)]
+    d = _data(rows, strategies=("awnn", "tpe"))
+    sv = A.savings(d, n_boot=50).iloc[0]
+    assert (sv["strategy"], sv["baseline"], sv["selection"]) == ("tpe", "awnn", pytest.approx(2.0))  # 4 h / 2 h: tpe 2x cheaper
+    s = A.summarize(A.analyze(d, n_boot=50, n_orders=10))
+    assert s["baseline"] == "awnn" and s["savings"]["tpe"]["selection"] == 2.0
+    assert s["savings_notes"] == ["The comparison did not run `fixed` (the full fixed-width grid): savings are against `awnn` "
+                                  "(the AWNN grid, the method under test)."]
 
 
 def test_anytime_curve_averages_the_best_so_far_over_orders():

@@ -70,21 +70,23 @@ def test_analysis_counts_every_config_and_trial_of_the_grids(smoke):
         assert costs.loc[(s, "selection"), "wall_seconds"] > 0
 
 
-def test_savings_ratio_matches_a_hand_computation_on_the_same_runs(smoke):
+def test_savings_match_a_hand_computation_on_the_same_runs(smoke):
     sel = {s: _mlflow_hours(smoke, s, "selection") for s in ("fixed", "awnn")}
     tot = {s: sel[s] + _mlflow_hours(smoke, s, "assessment") for s in ("fixed", "awnn")}
-    summary = smoke["analysis"].summary()
-    assert summary["savings_ratio"] == pytest.approx(sel["fixed"] / sel["awnn"], rel=1e-12)
-    assert summary["savings_ratio_total"] == pytest.approx(tot["fixed"] / tot["awnn"], rel=1e-12)
-    lo, hi = summary["savings_ratio_ci"]
-    assert lo <= summary["savings_ratio"] <= hi
+    sv = smoke["analysis"].savings.set_index("strategy").loc["awnn"]  # unrounded; summary.json rounds to 3 digits
+    assert sv["baseline"] == "fixed"
+    assert sv["selection"] == pytest.approx(sel["fixed"] / sel["awnn"], rel=1e-12)
+    assert sv["total"] == pytest.approx(tot["fixed"] / tot["awnn"], rel=1e-12)
+    lo, hi = sv["selection_lo"], sv["selection_hi"]
+    assert lo <= sv["selection"] <= hi
+    assert smoke["analysis"].summary()["savings"]["awnn"]["selection"] == float(f"{sel['fixed'] / sel['awnn']:.3g}")
     # the bootstrap by hand, as documented: seed 0, 2000 resamples of each phase's trials (ordered by trial key),
-    # drawn reference first (selection, re-training), then the other strategy (selection, ...)
+    # drawn baseline first (selection, re-training), then the other arm (selection, ...)
     rng = np.random.default_rng(0)
     draw = lambda c: c[rng.integers(0, len(c), (2000, len(c)))].sum(axis=1)  # noqa: E731
-    ref = draw(_trial_costs(smoke, "awnn", "selection"))
-    draw(_trial_costs(smoke, "awnn", "assessment"))
-    ratios = draw(_trial_costs(smoke, "fixed", "selection")) / ref
+    base = draw(_trial_costs(smoke, "fixed", "selection"))
+    draw(_trial_costs(smoke, "fixed", "assessment"))
+    ratios = base / draw(_trial_costs(smoke, "awnn", "selection"))
     assert (lo, hi) == pytest.approx((np.quantile(ratios, 0.025), np.quantile(ratios, 0.975)), rel=1e-12)
 
 

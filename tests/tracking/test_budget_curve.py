@@ -158,11 +158,13 @@ def test_device_hours_at_a_cut_follow_the_training_seconds_recorded_per_epoch(tm
     assert _row(out, "fixed", 0.25)["selection_device_hours"] == pytest.approx(0.05 * 0.2 + 0.25 * 0.1)
     assert full["selection_device_hours"] == pytest.approx(0.3) == pytest.approx(out["device_hours"]["fixed"]["selection"])
     assert _row(out, "awnn", 0.5)["selection_device_hours"] == pytest.approx(0.025)
-    ratios = {r["fraction"]: r["value"] for r in out["budget_curve"]["savings_ratio"]}
-    assert out["budget_curve"]["pair"] == ["fixed", "awnn"]  # the headline savings ratio's direction: fixed / awnn
-    assert ratios[0.5] == pytest.approx(0.07 / 0.025) and ratios[1.0] == pytest.approx(out["savings_ratio"])
-    # 2.8x at half, 6x at all: the ratio moved by more than 10%
-    assert out["budget_still_moving"] is True and any("savings ratio fixed/awnn moved by 114%" in r for r in out["budget_curve"]["still_moving_reasons"])
+    # the savings as everywhere (tracking/savings.py): the baseline's (fixed) device-hours / the arm's, rounded to 3 digits
+    assert out["budget_curve"]["baseline"] == "fixed" and list(out["budget_curve"]["savings"]) == ["awnn"]
+    ratios = {r["fraction"]: r["value"] for r in out["budget_curve"]["savings"]["awnn"]}
+    assert ratios[0.5] == 2.8 and ratios[1.0] == out["savings"]["awnn"]["selection"] == 6.0  # 0.07 / 0.025; 0.3 / 0.05
+    # 2.8x at half, 6x at all: the savings moved by more than 10%
+    assert out["budget_still_moving"] is True
+    assert "awnn's savings vs fixed moved by 114% (2.80x -> 6.00x)" in out["budget_curve"]["still_moving_reasons"]
 
 
 def test_ties_follow_the_searchs_selection_rule(tmp_path):
@@ -204,8 +206,10 @@ def test_the_comparison_run_gets_the_budget_metrics(tmp_path):
     assert all(C.is_metric(n) for n in m), [n for n in m if not C.is_metric(n)]
     assert m["budget_curve.fixed.f0.125.best_val_acc"] == 0.6 and m["budget_curve.fixed.f1.best_val_acc"] == 0.95
     assert m["budget_curve.awnn.f0.5.selection_device_hours"] == pytest.approx(0.02)
-    assert m["budget_curve.f1.savings_ratio"] == pytest.approx(summary["savings_ratio"]) and m["budget_still_moving"] == 1.0
+    assert m["budget_curve.awnn.f1.savings_vs_fixed"] == summary["savings"]["awnn"]["selection"] and m["budget_still_moving"] == 1.0
+    assert "budget_curve.fixed.f1.savings_vs_fixed" not in m  # the baseline has no savings against itself
     assert not C.is_metric("budget_curve.fixed.f0.5.no_such") and not C.is_metric("budget_curve.f0.5.best_val_acc")
+    assert not any("savings_ratio" in n for n in m)  # the old name, which meant another direction, is gone
     log_report(s.uri, CID, out["out_dir"], summary=summary)
     logged = s.c.get_run(s.root).data.metrics
     assert logged["budget_curve.fixed.f0.5.best_val_acc"] == 0.9 and logged[C.BUDGET_STILL_MOVING] == 1.0
@@ -262,7 +266,7 @@ def test_a_store_without_the_paper_budget_says_so(tmp_path):
     s = _comparison(tmp_path, late_winner=False)
     pj = s.summary()["paper_budget_projection"]
     assert pj == {"applicable": False, "reason": "the comparison run has no `paper_budget` param (comparisons recorded before it)"}
-    assert math.isfinite(s.summary()["budget_curve"]["savings_ratio"][0]["value"])
+    assert math.isfinite(s.summary()["budget_curve"]["savings"]["awnn"][0]["value"])
 
 
 @pytest.mark.slow

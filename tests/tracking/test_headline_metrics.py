@@ -1,8 +1,9 @@
 """The comparison run carries the report's headline numbers as metrics
-(part of issue #17): per arm `<arm>.total_device_hours`,
-`<arm>.test_acc_mean`, `<arm>.savings_vs_reference`, ... and the headline
-`savings_ratio` with its interval, so MLflow's runs table answers "fixed vs
-AWNN" without opening the report; the report folder is its artifact."""
+(issues #17, #32): per arm `<arm>.total_device_hours`, `<arm>.test_acc_mean`
+and `<arm>.test_acc_pct`, `<arm>.savings_vs_<baseline>`, ..., rounded as
+the report shows them, so MLflow's runs table answers "AWNN vs the fixed
+grid" without opening the report; the report folder is its artifact, the
+baseline its tag `awnn.savings_baseline` and the verdict its description."""
 from __future__ import annotations
 
 import json
@@ -18,16 +19,20 @@ def test_headline_metrics_are_the_summarys_numbers():
     summary = json.loads((GOLDEN / "summary.json").read_text())
     m = dict(headline_metrics(summary))
     assert all(C.is_metric(name) for name in m), [n for n in m if not C.is_metric(n)]
-    assert m["fixed.total_device_hours"] == summary["device_hours"]["fixed"]["total"]
-    assert m["awnn.selection_device_hours"] == summary["device_hours"]["awnn"]["selection"]
-    assert m["awnn.test_acc_mean"] == summary["test_acc_mean"]["awnn"] and m["awnn.test_runs"] == 2
-    assert m["awnn.width_total"] == summary["strategies"]["awnn"]["width"]["total_mean"]
+    assert m["fixed.total_device_hours"] == float(f"{summary['device_hours']['fixed']['total']:.4g}")  # rounded: no 16-digit values
+    assert m["awnn.selection_device_hours"] == float(f"{summary['device_hours']['awnn']['selection']:.4g}")
+    assert m["awnn.test_acc_mean"] == round(summary["test_acc_mean"]["awnn"], 4) and m["awnn.test_runs"] == 2
+    assert m["awnn.test_acc_pct"] == 100.0 and m["awnn.test_acc_std_pct"] == 0.0  # in %, as the terminal and the report
+    assert m["awnn.width_total"] == round(summary["strategies"]["awnn"]["width"]["total_mean"], 1)
     assert m["fixed.trials"] == 30 and m["awnn.trials"] == 6
-    assert m["savings_ratio"] == summary["savings_ratio"]
-    assert (m["savings_ratio_lo"], m["savings_ratio_hi"]) == tuple(summary["savings_ratio_ci"])
-    assert m["fixed.savings_vs_reference"] == summary["savings"]["fixed"]["selection"]
-    assert "awnn.savings_vs_reference" not in m  # the reference arm has no ratio against itself
-    assert not C.is_metric("fixed.no_such_number")
+    sv = summary["savings"]["awnn"]
+    assert summary["baseline"] == "fixed"
+    assert (m["awnn.savings_vs_fixed"], m["awnn.savings_vs_fixed_lo"], m["awnn.savings_vs_fixed_hi"]) == (sv["selection"], *sv["selection_ci"])
+    assert (m["awnn.total_savings_vs_fixed"], m["awnn.total_savings_vs_fixed_lo"], m["awnn.total_savings_vs_fixed_hi"]) == (sv["total"], *sv["total_ci"])
+    assert not any(n.startswith("fixed.") and "savings" in n for n in m)  # the baseline has no savings against itself
+    assert not any("savings_ratio" in n or "vs_reference" in n for n in m)  # the old names, which meant other directions, are gone
+    assert all(len(repr(v)) <= 12 for v in m.values()), {n: v for n, v in m.items() if len(repr(v)) > 12}
+    assert not C.is_metric("fixed.no_such_number") and not C.is_metric("savings_ratio") and C.is_metric("tpe.r2.total_savings_vs_awnn_lo")
 
 
 @pytest.mark.slow
@@ -41,7 +46,8 @@ def test_compare_logs_them_on_the_comparison_run(smoke_comparison):
     for arm in ("fixed", "awnn"):
         for name in ("selection_device_hours", "total_device_hours", "test_acc_mean", "trials", "width_total"):
             assert C.arm_metric(arm, name) in metrics, (arm, name)
-    assert "savings_ratio" in metrics and metrics["savings_ratio_lo"] <= metrics["savings_ratio"] <= metrics["savings_ratio_hi"]
+    assert metrics["awnn.savings_vs_fixed_lo"] <= metrics["awnn.savings_vs_fixed"] <= metrics["awnn.savings_vs_fixed_hi"]
+    assert root.data.tags[C.Tag.SAVINGS_BASELINE] == "fixed" and root.data.tags[C.MlflowTag.NOTE].startswith("**Verdict:**")
     assert {a.path for a in c.list_artifacts(root.info.run_id, "report")} >= {"report/report.html", "report/summary.json"}
 
 

@@ -114,16 +114,21 @@ def test_summary_json_validates_against_the_documented_keys(smoke_report):
     for s in ("fixed", "awnn"):
         assert summary["device_hours"][s]["total"] > 0
         assert 0 <= summary["test_acc_mean"][s] <= 1 and summary["test_acc_std"][s] >= 0
-    assert summary["savings_ratio"] > 0 and summary["savings_ratio_ci"][0] <= summary["savings_ratio"] <= summary["savings_ratio_ci"][1]
+    sv = summary["savings"]["awnn"]
+    assert summary["baseline"] == "fixed" and sv["baseline"] == "fixed" and list(summary["savings"]) == ["awnn"]
+    assert sv["selection"] > 0 and sv["selection_ci"][0] <= sv["selection"] <= sv["selection_ci"][1]
+    assert summary["verdict"]["text"].startswith("**Verdict:**") and summary["verdict"]["within_points"] == 1.0
     # every key is documented for README readers
     doc = (ROOT / "docs" / "report.md").read_text()
     for key in SUMMARY_KEYS:
         assert f"`{key}`" in doc, key
     # and the validator notices a broken file
-    broken = {k: v for k, v in summary.items() if k != "savings_ratio_ci"}
+    broken = {k: v for k, v in summary.items() if k != "verdict"}
     broken["strategies"] = {"fixed": {}}
+    broken["savings"] = {"awnn": {**sv, "baseline": "awnn", "total_ci": [1.0]}}
     errs = validate_summary(broken)
-    assert "missing key 'savings_ratio_ci'" in errs and "strategies.fixed: missing key 'device_hours'" in errs
+    assert "missing key 'verdict'" in errs and "strategies.fixed: missing key 'device_hours'" in errs
+    assert "savings.awnn: against 'awnn', not the baseline 'fixed'" in errs and "savings.awnn.total_ci: expected [low, high]" in errs
 
 
 def test_summary_json_numbers_are_those_mlflow_holds(smoke_report):
@@ -137,7 +142,8 @@ def test_summary_json_numbers_are_those_mlflow_holds(smoke_report):
              for s in ("fixed", "awnn") for ph in ("selection", "assessment")}
     for (s, ph), h in hours.items():
         assert summary["device_hours"][s][ph] == pytest.approx(h, rel=1e-12)
-    assert summary["savings_ratio"] == pytest.approx(hours["fixed", "selection"] / hours["awnn", "selection"], rel=1e-12)
+    # awnn's savings vs fixed: fixed's device-hours / awnn's, to 3 significant digits
+    assert summary["savings"]["awnn"]["selection"] == float(f"{hours['fixed', 'selection'] / hours['awnn', 'selection']:.3g}")
     assert summary["strategies"]["fixed"]["trials"] == {"selection": 30, "assessment": 2}
     assert summary["strategies"]["awnn"]["status_counts"] == {"selection": {"ok": 6}, "assessment": {"ok": 2}}
 
@@ -172,7 +178,8 @@ def test_report_md_numbers_carry_units_and_run_counts(smoke_report):
     md = (smoke_report["a"] / "report.md").read_text()
     for name in PLOTS.values():
         assert f"]({name})" in md
-    assert re.search(r"The fixed grid \(30 configs\) spent [0-9.e-]+ device-hours on model selection; the awnn grid \(6 configs\) [0-9.e-]+ device-hours", md)
+    assert re.search(r"\*\*`awnn` vs `fixed`\.\*\* Model selection [0-9.]+x[^(]* \(95% bootstrap CI [0-9.]+x to [0-9.]+x; "
+                     r"[0-9.e-]+ vs [0-9.e-]+ device-hours over 6 and 30 trials\)", md)
     assert re.search(r"fixed [0-9.]+% \+- [0-9.]+% \(n=2 of 2 re-training runs\)", md)
     assert "| fixed | selection | 30 | 30 | 30 ok | 30 |" in md
     assert "This is a projection, not a measurement." in md
@@ -304,8 +311,8 @@ def test_report_cli_errors_are_one_line_with_exit_code_2(smoke_report, tmp_path,
     assert not (tmp_path / "x").exists()
 
 
-def test_report_header_names_the_awnn_profile_and_its_choices(smoke_report):
+def test_report_setup_names_the_awnn_profile_and_its_choices(smoke_report):
     text = (smoke_report["a"] / "report.md").read_text()
-    header = text[: text.index("## Summary")]
+    header = text.split("## Setup", 1)[1].split("\n## ", 1)[0]
     assert "AWNN profile: `authors` (renormalise_importances=True, width_rule=floor+2, prior_on_readout=True, n_obs=2000" in header
     assert "reset_optimizer_on_resize=True" in header and "best_epoch_ties=later" in header

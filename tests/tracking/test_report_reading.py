@@ -10,7 +10,7 @@ import pytest
 from tracking import analysis as A
 from tracking.caveats import SATURATED, caveats
 from tracking.document import build_document
-from tracking.header import header_section
+from tracking.header import setup_section
 from tracking.links import comparison_links, run_url, server_base
 from tracking.plots import PLOTS, _clip_percent, plot_accuracy_cost
 from tracking.render import render_html, render_markdown
@@ -52,10 +52,30 @@ def test_report_summary_opens_with_the_warnings_and_the_header_spells_out_the_bu
     doc = build_document(a, a.summary())
     summary = next(b for i, b in enumerate(doc) if b[0] == "ul" and doc[i - 1] == ("h2", "Summary"))
     assert summary[1][0].startswith("**Warning:** the smoke budget") and "saturated" in summary[1][1]
-    head = _texts(header_section(a))
+    head = _texts(setup_section(a))
     assert "epochs per trial = the grid's epochs x 0.012, clipped to [20, 60]; R = 3 re-training runs" in head
     assert "fixed 60 epochs a trial, R = 3; awnn 40 epochs a trial, R = 3" in head
     assert a.summary()["warnings"] == a.warnings and len(a.warnings) == 2
+
+
+def test_the_report_leads_with_the_verdict_and_the_accuracy_cost_plot_and_the_setup_follows():
+    """Issue #32 items 3 and 5: the verdict and the accuracy-against-cost plot first, the setup after the summary;
+    a smoke budget reads "2 epochs per trial"; one other comparison and one issue are singular."""
+    data = comparison_data(_rows(0.9, 0.895))
+    data.comparison["budget_params"] = {"name": "smoke", "epoch_scale": 0.0, "min_epochs": 2, "max_epochs": 2, "retrain_runs": 2}
+    data.other_comparisons = [{"id": "doublemoon-older", "state": "finished", "start_time": 0}]
+    a = A.analyze(data, n_boot=50, n_orders=20)
+    a.problems.append("fixed selection trial k0 failed")
+    md = render_markdown(build_document(a, a.summary()), PLOTS)
+    blocks = md.split("\n\n")
+    assert blocks[1] == a.summary()["verdict"]["text"] and blocks[1].startswith("**Verdict:** `awnn` is the cheapest arm")
+    assert blocks[2] == f"![Test accuracy of each arm's selected config against its total device-hours]({PLOTS['accuracy_cost']})"
+    assert md.index("## Summary") < md.index("## Problems") < md.index("## Setup") < md.index("## What each strategy spent")
+    assert md.count("(accuracy_cost.png)") == 1
+    setup = md.split("## Setup", 1)[1].split("\n## ", 1)[0]
+    assert "Budget `smoke`: 2 epochs per trial; R = 2 re-training runs." in setup and "x 0, clipped" not in md
+    assert "The store holds 1 other comparison; pass `--comparison ID` to report on it (`doublemoon-older`)." in setup
+    assert "**Data quality.** 1 issue, listed under" in md and "1 issues" not in md
 
 
 def test_report_without_cause_for_warning_has_none():

@@ -4,7 +4,7 @@ real five-strategy comparison (`all_strategies_comparison`: real Ray, real
 MLflow on SQLite).  Every number is checked against values read from MLflow
 independently of tracking.analysis.
 
-Also: a comparison without either reference (`--strategies random,tpe`),
+Also: a comparison without either baseline (`--strategies random,tpe`),
 and a store written before arms existed (the smoke comparison with its arm
 tags removed) must still give a report."""
 from __future__ import annotations
@@ -123,23 +123,20 @@ def test_compare_prints_a_line_for_every_arm(five):
 
 
 # ---------------------------------------------------------------- savings
-def test_savings_against_awnn_and_against_the_full_grid_match_a_hand_computation(five):
+def test_savings_against_the_full_grid_match_a_hand_computation(five):
+    """One definition and direction (issue #32): every arm's savings = the fixed grid's device-hours / the arm's."""
     s = five["summary"]
-    by_ref = s["savings_by_reference"]
-    assert set(by_ref) == {"awnn", "fixed"} and s["savings_notes"] == []
-    for ref in ("awnn", "fixed"):
-        assert list(by_ref[ref]) == [a for a in ARMS if a != ref]
-        for arm, sv in by_ref[ref].items():
-            assert sv["reference"] == ref
-            assert sv["selection"] == pytest.approx(_sel(five, arm) / _sel(five, ref), rel=1e-12), (arm, ref)
-            assert sv["total"] == pytest.approx(_tot(five, arm) / _tot(five, ref), rel=1e-12), (arm, ref)
-            assert sv["selection_ci"][0] <= sv["selection"] <= sv["selection_ci"][1]
-            assert sv["total_ci"][0] <= sv["total"] <= sv["total_ci"][1]
-            assert f"| {arm} | {ref} | " in five["md"]
-    assert s["savings"] == by_ref["awnn"]  # the pre-arm key keeps its meaning
-    assert s["savings_ratio"] == pytest.approx(_sel(five, "fixed") / _sel(five, "awnn"), rel=1e-12)
-    # the full grid against itself is no row; a cheaper search is a ratio below 1 against it
-    assert "fixed" not in by_ref["fixed"] and by_ref["fixed"]["awnn"]["selection"] < 1
+    assert s["baseline"] == "fixed" and s["savings_notes"] == []
+    assert list(s["savings"]) == [a for a in ARMS if a != "fixed"]  # the baseline against itself is no row
+    for arm, sv in s["savings"].items():
+        assert sv["baseline"] == "fixed"
+        assert sv["selection"] == float(f"{_sel(five, 'fixed') / _sel(five, arm):.3g}"), arm
+        assert sv["total"] == float(f"{_tot(five, 'fixed') / _tot(five, arm):.3g}"), arm
+        assert sv["selection_ci"][0] <= sv["selection"] <= sv["selection_ci"][1]
+        assert sv["total_ci"][0] <= sv["total"] <= sv["total_ci"][1]
+        assert f"| {arm} | " in five["md"].split("## Savings vs `fixed`", 1)[1]
+    # AWNN's grid is cheaper than the full grid: above 1
+    assert s["savings"]["awnn"]["selection"] > 1
 
 
 # -------------------------------------------------------------------- ASHA
@@ -220,8 +217,8 @@ def test_repeats_table_gives_the_spread_of_each_stochastic_family_over_its_two_a
         assert (block["selection_hours"]["min"], block["selection_hours"]["max"]) == pytest.approx((min(sel), max(sel)), rel=1e-12)
         assert block["total_hours"]["values"] == pytest.approx([_tot(five, a) for a in arms], rel=1e-12)
         assert block["test_acc_mean"]["values"] == pytest.approx([s["test_acc_mean"][a] for a in arms], rel=1e-12)
-        for ref in ("awnn", "fixed"):
-            assert block[f"savings_vs_{ref}"]["values"] == pytest.approx([_sel(five, a) / _sel(five, ref) for a in arms], rel=1e-12)
+        assert block["savings_vs_fixed"]["values"] == pytest.approx([_sel(five, "fixed") / _sel(five, a) for a in arms], rel=1e-12)
+        assert "savings_vs_awnn" not in block  # one baseline
         reached = [a for a in arms if s["target"]["strategies"][a]["reached"] > 0]
         assert block["reached_target"] == len(reached)
         assert block["hours_to_target"]["n"] == len(reached)
@@ -250,14 +247,14 @@ def no_reference(tmp_path_factory):
     return {"uri": uri, "summary": json.loads((work / "report" / "summary.json").read_text()), "md": (work / "report" / "report.md").read_text()}
 
 
-def test_report_without_awnn_or_fixed_says_there_is_no_savings_ratio(no_reference):
+def test_report_without_awnn_or_fixed_says_there_are_no_savings(no_reference):
     s = no_reference["summary"]
     assert validate_summary(s) == []
     assert s["arms"] == ["random", "tpe"] and s["repeats"] == 1 and s["repeat_spread"] == {}
-    assert s["savings_by_reference"] == {"awnn": {}, "fixed": {}} and s["savings"] == {} and s["savings_ratio"] is None
-    assert len(s["savings_notes"]) == 2
-    assert "No savings against `awnn` (the AWNN grid): the comparison did not run it (strategies: random, tpe)." in no_reference["md"]
-    assert "No savings against `fixed` (the full fixed-width grid): the comparison did not run it" in no_reference["md"]
+    assert s["baseline"] is None and s["savings"] == {} and len(s["savings_notes"]) == 1
+    assert "No savings: they need `fixed` (the full fixed-width grid) or `awnn` (the AWNN grid, the method under test) as the baseline, " \
+           "and the comparison ran neither (arms: random, tpe)." in no_reference["md"]
+    assert "the comparison ran neither `fixed` nor `awnn` as a baseline" in s["verdict"]["text"]
     for arm in ("random", "tpe"):
         assert s["device_hours"][arm]["total"] > 0 and f"| {arm} | selection |" in no_reference["md"]
         assert s["target"]["strategies"][arm]["order"] == "actual"
