@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
     p.add_argument("--epochs", type=int, default=None,
                    help="number of epochs (default: the task's grid epochs under --budget); the grid's LR milestones are scaled to them")
     p.add_argument("--budget", default=DEFAULT_BUDGET,
-                   help="scales the grid's epochs and patience as in a sweep: smoke | quick | paper, or a budget YAML file "
+                   help="scales the grid's epochs and patience as in a sweep: smoke | quick | standard | paper, or a budget YAML file "
                         f"(default: {DEFAULT_BUDGET}: 6%% of the grid's epochs, 20 to 60, on its CPU-sized data; paper: the paper's full run, "
                         "e.g. 5000 epochs on SpiralHard)")
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files whose settings are the defaults (default: the packaged search/grids)")
