@@ -258,8 +258,10 @@ def _ranks(rows: dict[str, dict]) -> dict[str, int]:
 
 def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) -> tuple[bool | None, str, list[str]]:
     """(still moving?, the report's one line, the reasons) between `half` and
-    `full` of the epochs: moving when an arm's selected config changes, the
-    arms' ranking by best inner-validation accuracy changes, or an arm's
+    `full` of the epochs: moving when an arm's selected config changes to one
+    with a better best inner-validation accuracy (a change among configs tied
+    at the same accuracy, re-broken by validation loss, as when the task
+    saturates at 100%, is not), the arms' ranking by best inner-validation accuracy changes, or an arm's
     savings against the baseline change by more than
     MOVING_RATIO_CHANGE (relative)."""
     at = {f: {arm: next(r for r in rows if r["fraction"] == f) for arm, rows in curve["arms"].items()} for f in (half, full)}
@@ -268,7 +270,9 @@ def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) ->
     reasons = []
     for arm in at[full]:
         a, b = at[half][arm]["selected_key"], at[full][arm]["selected_key"]
-        if a != b:
+        acc_a, acc_b = _num(at[half][arm]["best_val_acc"]), _num(at[full][arm]["best_val_acc"])
+        tie = math.isfinite(acc_a) and math.isfinite(acc_b) and acc_b <= acc_a
+        if a != b and not tie:
             reasons.append(f"{arm}'s selected config changed ({a or 'none'} -> {b or 'none'})")
     if len(at[full]) > 1 and _ranks(at[half]) != _ranks(at[full]):
         order = lambda f: " > ".join(sorted(at[f], key=lambda s: _ranks(at[f])[s]))  # noqa: E731
@@ -285,5 +289,5 @@ def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) ->
     if reasons:
         return True, f"Still moving: {span}, " + "; ".join(reasons) + ": a larger budget may change the verdict.", reasons
     moved = (f", and no arm's savings vs {baseline} moved by more than {100 * MOVING_RATIO_CHANGE:.0f}%" if curve.get("savings") else "")
-    return False, (f"Stable between half and full budget: {span}, no arm's selected config changed, "
+    return False, (f"Stable between half and full budget: {span}, no arm's selection improved, "
                    f"the arms' ranking by best inner-validation accuracy held{moved}."), []

@@ -16,7 +16,7 @@ from tracking import analysis as A
 from tracking import contract as C
 from tracking.contract import Metric, Param, Tag
 from tracking.report import log_report, write_report
-from tracking.budget_curve import load_budget_records
+from tracking.budget_curve import load_budget_records, still_moving
 from tracking.summary import headline_metrics, summarize
 
 CID = "toy-20260101-000000-abcd"
@@ -284,3 +284,20 @@ def test_a_summary_without_the_records_says_they_were_not_read(tmp_path):
     out = A.analyze(A.load_comparison(s.uri), n_boot=20, n_orders=10).summary()
     assert out["budget_curve"]["arms"] == {} and out["budget_still_moving"] is None and "were not read" in out["budget_verdict"]
     assert not out["paper_budget_projection"]["applicable"] and not any(n.startswith("budget_") for n, _ in headline_metrics(out))
+
+
+def _curve(fixed_half, fixed_full, awnn_half=("sel-0009", 0.9), awnn_full=("sel-0009", 0.9)):
+    def rows(half, full):
+        return [{"fraction": 0.5, "epochs": 5, "selected_key": half[0], "best_val_acc": half[1]},
+                {"fraction": 1.0, "epochs": 10, "selected_key": full[0], "best_val_acc": full[1]}]
+    return {"arms": {"fixed": rows(fixed_half, fixed_full), "awnn": rows(awnn_half, awnn_full)}, "baseline": "fixed", "savings": {}}
+
+
+def test_a_selection_changing_among_tied_configs_is_not_moving():
+    """A saturated task: the fixed grid's selection moves from one 100% config to
+    another (the tie re-broken by validation loss): stable.  The same change to
+    a better config: still moving."""
+    moving, line, reasons = still_moving(_curve(("sel-0001", 1.0), ("sel-0002", 1.0)))
+    assert moving is False and reasons == [] and line.startswith("Stable")
+    moving, line, reasons = still_moving(_curve(("sel-0001", 0.95), ("sel-0002", 1.0)))
+    assert moving is True and reasons == ["fixed's selected config changed (sel-0001 -> sel-0002)"]
