@@ -1,10 +1,15 @@
 """The fused autograd nodes of the adaptive MLP: the whole forward pass (Eq. 14)
 as one node with its gradient written out, and one rescaled linear layer.
 The plain-autograd path in AdaptiveMLP.forward is their reference (tests
-compare them)."""
+compare them).  Also what the whole-network node takes: the host-side
+scalars of the importances (`importance_constants`) and the priors'
+closed-form gradients it adds to its own (`PriorGrads`; issue #30: a
+training step at tabular sizes is dominated by the number of small ops)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+import math
+import threading
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -13,6 +18,53 @@ from .distributions import RENORM_EPS
 
 if TYPE_CHECKING:
     from .width import AdaptiveWidth
+
+
+class PriorGrads(NamedTuple):
+    """Closed-form gradients of the ELBO's prior terms (awnn/loss.py) that
+    `_AdaptiveMLPFunction` adds to the gradients it returns, so that a trainer
+    needs no pass of its own over the gradients after the backward:
+
+        weight_decay  d/dtheta of -log p(theta) / N = theta / (sigma_theta^2 N),
+                      for the weights and biases under the prior (`decay_layers`:
+                      the first layers, the read-out included or not);
+        rate_mean, rate_scale
+                      d/drho of -log p(rate) / N = (rate - mean) sigmoid(rho) / (std^2 N)
+                      for a Gaussian p(rate) = N(mean, std^2), rate_scale =
+                      1 / (std^2 N); rate_scale 0: no rate term."""
+
+    weight_decay: float = 0.0
+    decay_layers: int = 0
+    rate_mean: float = 0.0
+    rate_scale: float = 0.0
+
+
+def importance_constants(rho: float, width: int, renorm: bool) -> tuple[float, float, float, float, float] | None:
+    """The scalars of one layer's importances for `_AdaptiveMLPFunction`, from
+    the host value of its rho (float64), or None where they are not finite.
+
+    With rate = softplus(rho), s = sigmoid(rho) = 1 - e^{-rate} and j1 = j + 1:
+        f_j = exp(rho - rate j1)                       (Eq. 12)
+        E_j = exp(c0 - rate j1) = f_j / S,  p_j = E_j + e    (renormalised)
+    where S = sum_{j<D} (f_j + 1e-6) = 1 - e^{-rate D} + D 1e-6 (a geometric
+    sum), c0 = rho - log S and e = 1e-6 / S; without renormalisation S = 1,
+    e = 0 and p = E = f.  The derivative the backward needs is
+        dp_j/drho = E_j (1 - sigma - s j1) - e sigma,
+    sigma = (dS/drho) / S = D s e^{-rate D} / S (0 without renormalisation).
+    Returns (-rate, c0, e, s, sigma).  Computing these on the host leaves
+    three vector ops for p and three for its derivative per layer and step,
+    instead of a dozen tiny tensor ops (softplus, sigmoid, sums, ...); the
+    geometric sums agree with the summed ones up to rounding."""
+    rate = math.log1p(math.exp(rho)) if rho < 30.0 else rho  # softplus
+    log_s = -(math.log1p(math.exp(-rho)) if rho > -30.0 else -rho)  # logsigmoid(rho) = rho - softplus(rho)
+    if not (rate > 0.0 and math.isfinite(rate) and math.isfinite(log_s)):
+        return None
+    s = math.exp(log_s)
+    if not renorm:
+        return (-rate, rho, 0.0, s, 0.0)
+    tail = math.exp(-rate * width)  # (1 - s)^D, the mass beyond the kept neurons
+    total = -math.expm1(-rate * width) + width * RENORM_EPS
+    return (-rate, rho - math.log(total), RENORM_EPS / total, s, width * s * tail / total)
 
 
 class _ImportanceScaledLinear(torch.autograd.Function):
@@ -132,96 +184,182 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
     and G_j = sum (g W)_j a_j  or  sum (g^T a)_j W_j; the other gradients are
     those above with f replaced by p.
 
-    Inputs: (activation name, renorm, x, rho (L,), W_0, b_0, ..., W_L, b_L,
-    j1_0, .., j1_{L-1}) with j1 = 1..D (float), L the number of adaptive layers.
+    `consts`: per adaptive layer the host scalars of `importance_constants`
+    (rate, S, sigmoid(rho), ... from the host value of rho), or None.  With
+    them the rate-dependent scalars cost no tensor op: p = exp(c0 - rate j1)
+    (+ e) and dp/drho = E (1 - sigma - s j1) - e sigma (S and its
+    derivative as geometric sums: equal to the summed ones up to rounding).
+    Without them (a rho on a GPU that the host has not read since it last
+    changed) everything is computed from the rho tensor, as above.
+
+    `priors`: a PriorGrads whose gradients are added to those returned (the
+    weight decay as the beta of the weight gradient's matrix product where
+    there is one), or None.
+
+    Inputs: (activation name, renorm, consts, priors, x, rho (L,), W_0, b_0, ...,
+    W_L, b_L, j1_0, .., j1_{L-1}) with j1 = 1..D (float), L the number of
+    adaptive layers.
     """
 
     @staticmethod
-    def forward(ctx, activation, renorm, x, rho_vec, *flat):
+    def forward(ctx, activation, renorm, consts, priors, x, rho_vec, *flat):
         n = (len(flat) - 2) // 3  # 2 (n + 1) weights and biases, then n j1
         params, j1s = flat[: 2 * n + 2], flat[2 * n + 2 :]
-        rhos, softplus = rho_vec.unbind(), F.softplus(rho_vec).unbind()
+        if consts is None:
+            softplus_vec = F.softplus(rho_vec)
+            rhos, softplus = rho_vec.unbind(), softplus_vec.unbind()
+            ctx.softplus = softplus_vec
+        else:
+            one, c0_t = one_like(rho_vec), _scratch_like(rho_vec)
         act, _, keep_z = _FUSED_ACTIVATIONS[activation]
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
-        z = torch.addmm(params[1], h, params[0].t())  # (B, D_0)
+        z = _affine(h, params[0], params[1])  # (B, D_0)
         # Intermediates live on ctx (they are neither inputs nor outputs, and
         # unpacking ~4 saved tensors per layer costs more than the arithmetic
         # they save); the inputs go through save_for_backward, whose version
         # check catches a weight changed in place before the backward.
-        layers = []  # per adaptive layer l: (f_l, scaled, a_l, z_l or None, scale_h)
-        layers_norm = []  # renorm: per adaptive layer (unnormalised f_l, its sum S_l); f_l above is then p_l
+        layers = []  # per adaptive layer l: (p_l, scaled, a_l, z_l or None, scale_h, extra_l)
         for l in range(n):
             a = act(z)  # (B, D_l); may reuse z's memory
-            rho, weight = rhos[l], params[2 * l + 2]
-            f = torch.exp(torch.addcmul(rho, j1s[l], softplus[l], value=-1.0))  # (D_l,)
-            if renorm:
-                q = f + RENORM_EPS
-                total = q.sum()
-                p = q / total  # (D_l,), sums to 1
-                layers_norm.append((f, total))
-                f = p
+            weight = params[2 * l + 2]
+            if consts is not None:
+                # (scalars enter as alpha: a Python number as an operand costs a conversion op)
+                neg_rate, c0, e = consts[l][:3]
+                extra = torch.add(c0_t.fill_(c0), j1s[l], alpha=neg_rate).exp_()  # E = f / S, (D_l,)
+                p = torch.add(extra, one, alpha=e) if renorm else extra
+            else:
+                f = torch.exp(torch.addcmul(rhos[l], j1s[l], softplus[l], value=-1.0))  # (D_l,)
+                extra = None
+                if renorm:
+                    q = f + RENORM_EPS
+                    total = q.sum()
+                    extra = (f, total)  # the unnormalised f_l and its sum S_l
+                    f = q / total  # (D_l,), sums to 1
+                p = f
             scale_h = a.shape[0] * a.shape[1] <= weight.numel()
             if scale_h:
-                scaled = a * f  # (B, D_l)
-                out = torch.addmm(params[2 * l + 3], scaled, weight.t())
+                scaled = a * p  # (B, D_l)
+                out = _affine(scaled, weight, params[2 * l + 3])
             else:
-                scaled = weight * f  # (D_{l+1}, D_l)
-                out = torch.addmm(params[2 * l + 3], a, scaled.t())
-            layers.append((f, scaled, a, z if keep_z else None, scale_h))
+                scaled = weight * p  # (D_{l+1}, D_l)
+                out = _affine(a, scaled, params[2 * l + 3])
+            layers.append((p, scaled, a, z if keep_z else None, scale_h, extra))
             z = out
         ctx.save_for_backward(x, rho_vec, *params)
         ctx.layers, ctx.activation, ctx.j1s = layers, activation, j1s  # j1s: views of constant aranges
-        ctx.layers_norm = layers_norm
+        ctx.renorm, ctx.consts, ctx.priors = renorm, consts, priors
         return z.reshape(*x.shape[:-1], z.shape[-1]) if x.dim() != 2 else z
 
     @staticmethod
     def backward(ctx, grad_out):
         _, act_backward, _ = _FUSED_ACTIVATIONS[ctx.activation]
-        layers, layers_norm = ctx.layers, ctx.layers_norm
+        layers, renorm, consts, priors = ctx.layers, ctx.renorm, ctx.consts, ctx.priors
         n = len(layers)
         saved = ctx.saved_tensors
         x, rho_vec, params, j1s = saved[0], saved[1], saved[2:], ctx.j1s
-        sig = torch.sigmoid(rho_vec).unbind()
+        decay, decay_layers, rate_mean, rate_scale = priors if priors is not None else (0.0, 0, 0.0, 0.0)
+        if consts is None:
+            sig_vec = torch.sigmoid(rho_vec)
+            sig = sig_vec.unbind()
         g = grad_out.reshape(-1, grad_out.shape[-1]) if grad_out.dim() != 2 else grad_out  # dL/dz, (B, out)
         grads: list = [None] * (2 * n + 2)
         grad_rhos: list = [None] * n
-        one = _one_like(rho_vec)
+        one = one_like(rho_vec)
         for l in range(n - 1, -1, -1):
-            f, scaled, a, z, scale_h = layers[l]
-            weight = params[2 * l + 2]
-            grads[2 * l + 3] = g.sum(0)
-            if scale_h:  # scaled = a * f
+            p, scaled, a, z, scale_h, extra = layers[l]
+            weight, bias = params[2 * l + 2], params[2 * l + 3]
+            wd = decay if l + 1 < decay_layers else 0.0  # (layer l + 1 is under the weight prior)
+            grads[2 * l + 3] = g.sum(0).add_(bias, alpha=wd) if wd else g.sum(0)
+            if scale_h:  # scaled = a * p
                 grad_scaled = torch.mm(g, weight)  # (B, D)
-                grads[2 * l + 2] = torch.mm(g.t(), scaled)
-                grad_a = grad_scaled * f
-            else:  # scaled = W * f
+                grads[2 * l + 2] = _weight_grad(g, scaled, weight, wd)
+                grad_a = grad_scaled * p
+            else:  # scaled = W * p
                 grad_scaled = torch.mm(g.t(), a)  # (out, D)
                 grad_a = torch.mm(g, scaled)
-                grads[2 * l + 2] = grad_scaled * f
-            d = torch.addcmul(one, j1s[l], sig[l], value=-1.0)  # 1 - s (j + 1)
-            if layers_norm:  # f is p here; see the class docstring
-                f_raw, total = layers_norm[l]
-                grad_p = (grad_scaled * (a if scale_h else weight)).sum(0)  # G_j = dL/dp_j
-                w = f_raw * d / total
-                grad_rhos[l] = torch.dot(grad_p, w) - torch.dot(grad_p, f) * w.sum()
+                grads[2 * l + 2] = (grad_scaled * p).add_(weight, alpha=wd) if wd else grad_scaled * p
+            if consts is not None:  # dL/drho = sum_j G_j dp_j/drho, G_j = dL/dp_j = sum (g W)_j a_j or sum (g^T a)_j W_j, as (1,)
+                s, sigma = consts[l][3:]
+                d = torch.add(one, j1s[l], alpha=-s)  # 1 - s (j + 1)
+                if renorm:  # dp/drho = E d - sigma p (see importance_constants)
+                    dp = d.mul_(extra).add_(p, alpha=-sigma)
+                    grad_rhos[l] = torch.mv(grad_scaled * (a if scale_h else weight), dp).sum(0, keepdim=True)
+                else:  # dp/drho = p d
+                    grad_rhos[l] = torch.mv(grad_scaled * scaled, d).sum(0, keepdim=True)
+                if rate_scale:  # the rate prior's gradient, a host scalar: (rate - mean) s / (std^2 N)
+                    grad_rhos[l].add_(one, alpha=(-consts[l][0] - rate_mean) * s * rate_scale)
             else:
-                gf = (grad_scaled * scaled).sum(0)  # dL/df_j f_j
-                grad_rhos[l] = torch.dot(gf, d)
+                d = torch.addcmul(one, j1s[l], sig[l], value=-1.0)  # 1 - s (j + 1)
+                if renorm:  # p is the renormalised f here; see the class docstring
+                    f_raw, total = extra
+                    grad_p = (grad_scaled * (a if scale_h else weight)).sum(0)  # G_j = dL/dp_j
+                    w = f_raw * d / total
+                    grad_rhos[l] = torch.dot(grad_p, w) - torch.dot(grad_p, p) * w.sum()
+                else:
+                    gf = (grad_scaled * scaled).sum(0)  # dL/df_j f_j
+                    grad_rhos[l] = torch.dot(gf, d)
             g = act_backward(grad_a, z, a)
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
-        grads[1] = g.sum(0)
-        grads[0] = torch.mm(g.t(), h)
-        grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[2] else None
-        return (None, None, grad_x, torch.stack(grad_rhos), *grads, *([None] * n))
+        wd = decay if decay_layers > 0 else 0.0
+        grads[1] = g.sum(0).add_(params[1], alpha=wd) if wd else g.sum(0)
+        grads[0] = _weight_grad(g, h, params[0], wd)
+        grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[4] else None
+        if consts is not None:  # (each entry has shape (1,))
+            grad_rho = torch.cat(grad_rhos) if n > 1 else grad_rhos[0]
+        else:
+            grad_rho = torch.stack(grad_rhos) if n > 1 else grad_rhos[0].reshape(1)
+            if rate_scale:  # the rate prior's gradient (see above), from the tensors
+                grad_rho = torch.addcmul(grad_rho, ctx.softplus - rate_mean, sig_vec, value=rate_scale)
+        return (None, None, None, None, grad_x, grad_rho, *grads, *([None] * n))
 
 
 _ONES: dict = {}
+_SCRATCH: dict = {}
 
 
-def _one_like(t: torch.Tensor) -> torch.Tensor:
-    """A shared, never written 0-d tensor 1 of t's dtype and device."""
+def one_like(t: torch.Tensor) -> torch.Tensor:
+    """A shared, never written 0-d tensor 1 of t's dtype and device: with it a
+    scalar c enters an op as its alpha, torch.add(x, one, alpha=c), which
+    skips the conversion op a Python number operand costs (x + c)."""
     key = (t.dtype, t.device)
     one = _ONES.get(key)
     if one is None:
-        one = _ONES[key] = torch.ones((), dtype=t.dtype, device=t.device)
+        with torch.inference_mode(False):  # (usable outside inference mode whatever mode made it)
+            one = _ONES[key] = torch.ones((), dtype=t.dtype, device=t.device)
     return one
+
+
+def _scratch_like(t: torch.Tensor) -> torch.Tensor:
+    """A 0-d tensor of t's dtype and device, one per thread, to `fill_` with a
+    scalar and use at once (the next fill overwrites it; never saved for
+    backward)."""
+    key = (t.dtype, t.device, threading.get_ident())
+    scratch = _SCRATCH.get(key)
+    if scratch is None:
+        with torch.inference_mode(False):
+            scratch = _SCRATCH[key] = torch.zeros((), dtype=t.dtype, device=t.device)
+    return scratch
+
+
+def _transposed(rows: int, cols: int, t: torch.Tensor) -> bool:
+    """Whether a matrix product with a (rows, cols) result is taken transposed,
+    (B^T A^T)^T: on a CPU, for a result only a few columns wide (the read-out
+    of a classifier with 2 classes, the weight gradient of a layer with 2
+    inputs), MKL's kernels take ~2x longer than for its (cols, rows) transpose
+    (1 thread).  The same products and sums, in another order."""
+    return cols < 8 and rows >= 4 * cols and not t.is_cuda
+
+
+def _affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """x W^T + b, (B, out)."""
+    if _transposed(x.shape[0], weight.shape[0], x):
+        return torch.addmm(bias.unsqueeze(1), weight, x.t()).t()
+    return torch.addmm(bias, x, weight.t())
+
+
+def _weight_grad(g: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, decay: float) -> torch.Tensor:
+    """g^T h (+ decay W): the gradient of x W^T's W, (out, in), from the
+    output's gradient g (B, out) and the input h (B, in)."""
+    if _transposed(g.shape[1], h.shape[1], g):
+        return (torch.addmm(weight.t(), h.t(), g, beta=decay) if decay else torch.mm(h.t(), g)).t()
+    return torch.addmm(weight, g.t(), h, beta=decay) if decay else torch.mm(g.t(), h)

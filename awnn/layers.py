@@ -21,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .distributions import rho_from_rate
-from .fused import _FUSED_ACTIVATIONS, _AdaptiveMLPFunction, _scaled_linear
+from .fused import _FUSED_ACTIVATIONS, PriorGrads, _AdaptiveMLPFunction, _scaled_linear, importance_constants
 from .init import DISTRIBUTIONS, GROW_INITS, INITS, fill_, init_std
 from .resizable import BIAS_INITS, ResizableLinear, _grow_filler, _set_plain, _standard_normal, _zero
 from .width import AdaptiveWidth, MaxWidthReached
@@ -33,6 +33,7 @@ __all__ = [
     "ResizableLinear",
     "AdaptiveMLP",
     "FixedMLP",
+    "PriorGrads",
     "adaptive_modules",
     "model_widths",
     "named_model_widths",
@@ -197,13 +198,22 @@ class AdaptiveMLP(nn.Module):
         """Every layer's weight W as the network uses it (c_l V_l when `scale_free`)."""
         return [layer.weight * c if c != 1.0 else layer.weight for layer, c in zip(self.layers, self.weight_scales())]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def fused_forward(self) -> bool:
+        """Whether `forward` runs as one fused autograd node (awnn/fused.py),
+        which is what applies `prior_grads`."""
+        return self.activation in _FUSED_ACTIVATIONS and self._act is ACTIVATIONS[self.activation]
+
+    def forward(self, x: torch.Tensor, prior_grads: PriorGrads | None = None) -> torch.Tensor:
+        """The network's output; with `prior_grads` (a trainer's closed-form
+        prior gradients, weight_decay and the rate's; its decay_layers is set
+        here from `prior_on_readout`), the backward adds them to the
+        gradients of `prior_parameters()` and rho.  Needs `fused_forward()`."""
         # Eq. 14 rescales the activations of layer l by f_l: a_l * f_l, (B, D_l).
         # The next layer only ever sees W_{l+1} (a_l * f_l) = (W_{l+1} * f_l) a_l,
         # so the rescaling is applied to whichever is smaller, the activations
         # (B x D_l) or the next weight matrix (D_{l+1} x D_l): same function and
         # gradients, far less work for the read-out and for large batches.
-        if self.activation in _FUSED_ACTIVATIONS and self._act is ACTIVATIONS[self.activation]:
+        if self.fused_forward():
             # (the registries are read directly: nn.Module.__getattr__ costs more
             # than the rest of this list building, ~20 lookups per step)
             modules = self._modules
@@ -212,8 +222,19 @@ class AdaptiveMLP(nn.Module):
             for l, layer in enumerate(modules["layers"]._modules.values()):
                 p = layer._parameters
                 args += (p["weight"] if scales is None or l == 0 else p["weight"] * scales[l], p["bias"])
-            args += [c.index_views()[1] for c in modules["widths_ctrl"]._modules.values()]
-            return _AdaptiveMLPFunction.apply(self.activation, self.renormalise_importances, x, self._parameters["rho"], *args)
+            ctrls = modules["widths_ctrl"]._modules.values()
+            args += [c.index_views()[1] for c in ctrls]
+            rho = self._parameters["rho"]
+            renorm = self.renormalise_importances
+            rhos = self._host_rhos(rho)
+            consts = None if rhos is None else [importance_constants(r, c.width, renorm) for r, c in zip(rhos, ctrls)]
+            if consts is not None and None in consts:  # a rate beyond float range: the tensor path handles (or reports) it
+                consts = None
+            if prior_grads is not None:  # the weight prior covers the hidden layers, and the read-out with prior_on_readout
+                prior_grads = prior_grads._replace(decay_layers=len(modules["widths_ctrl"]._modules) + (1 if self.prior_on_readout else 0))
+            return _AdaptiveMLPFunction.apply(self.activation, renorm, consts, prior_grads, x, rho, *args)
+        if prior_grads is not None:
+            raise ValueError(f"prior_grads needs the fused forward, which activation {self.activation!r} as set on this model does not take.")
         act = self._act
         layers = self.layers
         weights = self.effective_weights()
@@ -236,9 +257,11 @@ class AdaptiveMLP(nn.Module):
         capped_any = False
         changed = False
         targets = []
-        rhos = self._parameters["rho"].tolist()  # one read (one transfer on a GPU)
-        if ctrls[0].rate_min:
-            self._project_rates(rhos)
+        rho_vec = self._parameters["rho"]
+        rhos = rho_vec.tolist()  # one read (one transfer on a GPU)
+        if not (ctrls[0].rate_min and self._project_rates(rhos, ctrls)):
+            # the forward's host values of rho (GPU: no second transfer), valid while rho is unchanged
+            self.__dict__["_rho_read"] = (rho_vec.data_ptr(), rho_vec._version, rhos)
         for ctrl, rho in zip(ctrls, rhos):
             d, capped = ctrl.width_for_rho(rho)
             if capped != ctrl.capped:
@@ -252,14 +275,40 @@ class AdaptiveMLP(nn.Module):
             self._apply_widths(targets, optimizer, self.grow_init)
         return capped_any
 
-    def _project_rates(self, rhos: list[float]) -> None:
+    def rho_values(self) -> list[float]:
+        """Every layer's rho as Python floats (on a GPU without a second
+        transfer when the last width update read them and rho is unchanged)."""
+        rho = self._parameters["rho"]
+        rhos = self._host_rhos(rho)
+        return rho.tolist() if rhos is None else rhos
+
+    def _host_rhos(self, rho: torch.Tensor) -> list[float] | None:
+        """Every layer's rho as Python floats: read now on a CPU; on a GPU the
+        values the last width update read when rho has not changed since (the
+        same step: no device sync), else None."""
+        if rho.device.type == "cpu":
+            return rho.tolist()
+        return self._last_read_rhos(rho)
+
+    def _last_read_rhos(self, rho: torch.Tensor) -> list[float] | None:
+        """The values of rho the last width update read, if rho has not changed
+        since (the same tensor, no in-place write: its version counter), else None."""
+        read = self.__dict__.get("_rho_read")
+        if read is not None and read[0] == rho.data_ptr() and read[1] == rho._version:
+            return read[2]
+        return None
+
+    def _project_rates(self, rhos: list[float], ctrls: list[AdaptiveWidth]) -> bool:
         """Set every rate below its layer's `rate_min` back to the bound (in
-        place, and in `rhos`)."""
-        for l, (ctrl, rho) in enumerate(zip(self.widths_ctrl, rhos)):
+        place, and in `rhos`); whether one was."""
+        projected = False
+        for l, (ctrl, rho) in enumerate(zip(ctrls, rhos)):
             if not math.isnan(rho) and rho < 30 and math.log1p(math.exp(rho)) < ctrl.rate_min:
                 rhos[l] = rho_from_rate(ctrl.rate_min)
                 with torch.no_grad():
                     self._parameters["rho"][l] = rhos[l]
+                projected = True
+        return projected
 
     def set_widths(self, widths: Sequence[int], optimizer: torch.optim.Optimizer | None = None, fill: str | None = None) -> None:
         """Grow or shrink the hidden layers to `widths`, in place.
@@ -290,6 +339,7 @@ class AdaptiveMLP(nn.Module):
         fill_bias = _standard_normal if self.bias_init == "uniform" else _zero
         reset = self.reset_optimizer_on_resize
         scales = self.weight_scales(dims) if self.scale_free else None
+        zero_state: list[torch.Tensor] = []  # (reset: the state of every resized layer, zeroed at once)
         with torch.no_grad():
             for l, layer in enumerate(self._modules["layers"]._modules.values()):
                 if layer.out_features == dims[l + 1] and layer.in_features == dims[l]:
@@ -298,7 +348,9 @@ class AdaptiveMLP(nn.Module):
                 if scales is not None:
                     std /= scales[l]  # the same W as without scale_free: V = W / c
                 grow = _grow_filler(std, distribution)
-                layer._resize((dims[l + 1], dims[l]), grow, grow, optimizer, limits[l + 1], limits[l], fill_bias, reset)
+                layer._resize((dims[l + 1], dims[l]), grow, grow, optimizer, limits[l + 1], limits[l], fill_bias, reset, zero_state)
+            if zero_state:
+                torch._foreach_zero_(zero_state)
 
     def _layer_std_for(self, l: int, dims: Sequence[int]) -> float:
         fan_in = dims[l]

@@ -190,10 +190,12 @@ def resize_optimizer_state(
     old_shape: Sequence[int],
     new_shape: Sequence[int],
     capacity: Sequence[int],
+    fill: Fill | None = None,
 ) -> None:
     """Resize every state tensor of `param` that has the parameter's shape.
 
-    Surviving entries keep their values bit for bit; new entries are zero.
+    Surviving entries keep their values bit for bit; new entries are zero
+    (or filled by `fill`: a caller that zeroes the whole state next skips it).
     Scalar state (Adam's `step`) is left alone.  Works whatever the
     optimiser did before (many steps, a `load_state_dict`): a state tensor
     that is not a view of our buffer is adopted into a new buffer.  When the
@@ -228,6 +230,7 @@ def resize_optimizer_state(
             if cb is None or not cb.owns(value):
                 cb = CapacityBuffer(value.detach(), capacity)
             managed[key] = cb
+    fill = fill or _zero
     for key, cb in managed.items():
-        state[key] = cb.resize(new_shape, capacity, _zero)
+        state[key] = cb.resize(new_shape, capacity, fill)
     buffers[id(param)] = [len(state), new_shape, managed]

@@ -67,8 +67,10 @@ class ResizableLinear(nn.Module):
         else:  # (no second no_grad context: a width update makes several resizes)
             self._resize(new, fill_rows, fill_cols, optimizer, out_limit, in_limit, fill_bias, reset_state)
 
-    def _resize(self, new, fill_rows, fill_cols, optimizer, out_limit, in_limit, fill_bias=None, reset_state=False) -> None:
-        """`resize` to `new` (out, in), under no_grad."""
+    def _resize(self, new, fill_rows, fill_cols, optimizer, out_limit, in_limit, fill_bias=None, reset_state=False, zero_later=None) -> None:
+        """`resize` to `new` (out, in), under no_grad.  With `reset_state` and a
+        list `zero_later`, the optimiser state tensors to zero are appended to it
+        (the caller zeroes those of several layers at once) instead of zeroed."""
         old = (self.out_features, self.in_features)
         params = self._parameters
         weight, bias = params["weight"], params["bias"]
@@ -80,21 +82,27 @@ class ResizableLinear(nn.Module):
             cap[0] if new[0] <= cap[0] else grow_capacity(new[0], cap[0], out_limit),
             cap[1] if new[1] <= cap[1] else grow_capacity(new[1], cap[1], in_limit),
         )
+        reset = reset_state and optimizer is not None
+        fill_state = _skip if reset else _zero  # (reset: all of it is zeroed below)
         _rebind(weight, wbuf.resize(new, cap, fill_rows, fill_cols))
-        resize_optimizer_state(optimizer, weight, old, new, cap)
+        resize_optimizer_state(optimizer, weight, old, new, cap, fill_state)
         if bias is not None and new[0] != old[0]:
             bbuf = self._bbuf
             if not bbuf.owns(bias):
                 bbuf = self._bbuf = CapacityBuffer(bias.data, bias.shape)
             _rebind(bias, bbuf.resize(new[:1], cap[:1], fill_bias or _zero))
-            resize_optimizer_state(optimizer, bias, old[:1], new[:1], cap[:1])
-        if reset_state and optimizer is not None:
+            resize_optimizer_state(optimizer, bias, old[:1], new[:1], cap[:1], fill_state)
+        if reset:
             # the state a fresh optimiser would create (Adam: step 0, zero
             # moments), written in place: no re-allocation, the capacity
             # buffers stay (one fused kernel; a width moves at ~1/3 of steps)
             state = optimizer.state
-            tensors = [v for p in (weight, bias) if p is not None and p in state for v in state[p].values() if torch.is_tensor(v)]
-            if tensors:
+            tensors = zero_later if zero_later is not None else []
+            for p in (weight, bias):
+                entries = state.get(p) if p is not None else None
+                if entries:
+                    tensors += [v for v in entries.values() if isinstance(v, torch.Tensor)]
+            if zero_later is None and tensors:
                 torch._foreach_zero_(tensors)
         _set_plain(self, "out_features", new[0])
         _set_plain(self, "in_features", new[1])
@@ -111,6 +119,10 @@ class ResizableLinear(nn.Module):
 
 def _zero(t: torch.Tensor) -> None:
     t.zero_()
+
+
+def _skip(t: torch.Tensor) -> None:
+    """Leave new entries as they are (they are overwritten next)."""
 
 
 def _standard_normal(t: torch.Tensor) -> None:

@@ -32,8 +32,10 @@ import torch.nn as nn
 
 from .config import TrainConfig
 from .data import Task, load_task
+from .fused import one_like
 from .layers import MaxWidthReached, adaptive_modules, model_widths, named_model_widths
-from .loss import RatePrior, elbo_loss, gaussian_log_prob_sum
+from .loss import RatePrior, elbo_loss
+from .priors import ClosedFormPriors
 from .models import MODEL_FORMAT, MODEL_TASK_ATTRS, build_model
 
 __all__ = ["train", "Trainer", "RunResult", "CheckpointError", "evaluate", "truncation_curve", "resolve_device"]
@@ -81,6 +83,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 IGNORE_INDEX = -100  # targets with this value (e.g. padding tokens) are not scored
+_NO_RATE_PRIOR = RatePrior()  # the ELBO's rate term when the trainer applies the prior's gradient itself
 
 
 def flatten_outputs(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,7 +115,7 @@ def evaluate(model: nn.Module, task: Task, split: str, part: str, device: torch.
     return float(loss_sum) / n, float(correct) / n
 
 
-class Trainer:
+class Trainer(ClosedFormPriors):
     def __init__(self, config: TrainConfig, task: Task | None = None):
         self.config = config
         self.device = resolve_device(config.device)
@@ -142,20 +145,6 @@ class Trainer:
         self.hit_max_width = False
 
     # ------------------------------------------------------------ building
-    def weight_prior_decay(self) -> float:
-        """The ELBO's Gaussian weight prior as an L2 coefficient.
-
-        -log p(theta) / N = sum w^2 / (2 sigma^2 N) + const has gradient
-        w / (sigma^2 N): exactly what `weight_decay = 1 / (sigma^2 N)` adds to
-        the gradient in Adam and SGD (coupled L2, not AdamW).  The trainer
-        applies the prior there instead of building an autograd graph over
-        every weight at every step; `awnn.loss.elbo_loss` keeps the full
-        differentiable form, and a test checks both give the same update."""
-        c = self.config
-        if not self.blocks or c.weight_prior != "gaussian":
-            return 0.0
-        return 1.0 / (c.sigma_theta * c.sigma_theta * self.n_obs)
-
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c = self.config
         seen: set[int] = set()
@@ -170,11 +159,11 @@ class Trainer:
 
         adaptive = take(p for b in self.blocks for p in b.parameters())
         plain = take(self.model.parameters())  # everything outside the adaptive blocks
-        # The weight prior's decay is added to the gradients in train_step with one
-        # fused call, not through a param group of its own: every extra group is
-        # another pass of the optimiser's multi-tensor kernels at every step.
-        self._prior_params = [p for b in self.blocks for p in b.prior_parameters()]
-        self._prior_decay = self.weight_prior_decay()
+        # The weight prior's decay is added to the gradients in train_step (by the
+        # model's fused backward, or one fused call after it: awnn/priors.py), not
+        # through a param group of its own: every extra group is another pass of
+        # the optimiser's multi-tensor kernels at every step.
+        self._init_priors()
         # The rate prior's gradient in closed form (`add_rate_prior_grad`): its
         # autograd graph (softplus, stack, pow, sum, ... ~20 tiny nodes) cost
         # ~0.5 ms a step on a 2-core CPU, as much as the rest of the step.
@@ -218,87 +207,30 @@ class Trainer:
         return capped
 
     def train_step(self, x, y, prior: RatePrior) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
-        """Forward, ELBO (without the weight prior: the optimiser's decay applies
-        it), backward, optimiser step.  Returns (detached loss, flat outputs,
-        flat targets, whether the outputs were sequences)."""
-        out = self.model(x)
+        """Forward, ELBO (the priors' terms in closed form, awnn/priors.py: their
+        gradients added by the model's fused backward or after the backward; the
+        weight prior's value at the epoch's end), backward, optimiser step.
+        Returns (detached loss, flat outputs, flat targets, whether the outputs
+        were sequences)."""
+        closed_form = self._rate_prior_closed_form and prior.informative and self.blocks
+        in_node = self._prior_grads(prior, closed_form)  # the priors' gradients added by the model's own backward
+        out = self.model(x) if in_node is None else self.model(x, prior_grads=in_node)
         padded = out.dim() > 2  # sequence outputs: padding targets are not scored
         out, y = flatten_outputs(out, y)
-        closed_form = self._rate_prior_closed_form and prior.informative and self.blocks
-        loss, parts = elbo_loss(out, y, self.blocks, self.n_obs, None, RatePrior() if closed_form else prior, ignore_index=IGNORE_INDEX)
+        loss, parts = elbo_loss(out, y, self.blocks, self.n_obs, None, _NO_RATE_PRIOR if closed_form else prior, ignore_index=IGNORE_INDEX)
         self.last_nll = parts["nll"]  # the data term alone (detached; summed per epoch as train_nll, no host sync)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        self.add_weight_prior_grad()
+        if in_node is None:
+            self.add_weight_prior_grad()
         loss = loss.detach()
         if closed_form:
-            loss = loss + self.add_rate_prior_grad(prior)
+            value = self.add_rate_prior_grad(prior) if in_node is None else self.rate_prior_value(prior)
+            loss = torch.add(loss, one_like(loss), alpha=value)
         opt.step()
         self.step += 1
         return loss, out, y, padded
-
-    @torch.no_grad()
-    def add_rate_prior_grad(self, prior: RatePrior) -> float:
-        """rho.grad += d/drho of -log p(rate) / N for a Gaussian p(rate) =
-        N(mean, std^2), rate = softplus(rho):  (rate - mean) sigmoid(rho) / (std^2 N).
-        Returns the term's value, -sum_l log p(rate_l) / N."""
-        mean, var, n = prior.mean, prior.std * prior.std, self.n_obs
-        const = math.log(prior.std) + 0.5 * math.log(2.0 * math.pi)
-        value = 0.0
-        for b in self.blocks:
-            rho = b.rho
-            grads = []
-            for v in rho.detach().tolist():
-                rate = math.log1p(math.exp(v)) if v < 20.0 else v  # softplus
-                sig = 1.0 / (1.0 + math.exp(-v)) if v > -700.0 else 0.0
-                grads.append((rate - mean) * sig / (var * n))
-                value += ((rate - mean) ** 2 / (2.0 * var) + const) / n
-            g = torch.tensor(grads, dtype=rho.dtype).to(rho.device, non_blocking=True)
-            if rho.grad is None:
-                rho.grad = g
-            else:
-                rho.grad.add_(g)
-        return value
-
-    @torch.no_grad()
-    def add_weight_prior_grad(self) -> None:
-        """grad += w / (sigma_theta^2 N) for the weights under p(theta): the
-        gradient of -log p(theta) / N (coupled L2, as Adam's weight_decay)."""
-        if not self._prior_decay:
-            return
-        scales = self._prior_sq_scales()
-        if scales is not None:  # scale_free: the prior is on W = c V, its gradient in V is c^2 V / (sigma^2 N)
-            pairs = [(p, s) for p, s in zip(self._prior_params, scales) if p.grad is not None]
-            for p, s in pairs:
-                p.grad.add_(p, alpha=self._prior_decay * s)
-            return
-        params = [p for p in self._prior_params if p.grad is not None]
-        if params:
-            torch._foreach_add_([p.grad for p in params], params, alpha=self._prior_decay)
-
-    def _prior_sq_scales(self) -> list[float] | None:
-        """c^2 per entry of `_prior_params` (AdaptiveMLP.prior_sq_scales), or
-        None when every block keeps its weights in plain units."""
-        if not any(getattr(b, "scale_free", False) for b in self.blocks):
-            return None
-        out: list[float] = []
-        for b in self.blocks:
-            s = b.prior_sq_scales() if getattr(b, "scale_free", False) else None
-            out += s if s is not None else [1.0] * len(b.prior_parameters())
-        return out
-
-    @torch.no_grad()
-    def neg_log_weight_prior(self) -> float:
-        """-log p(theta) / N, the value of the term the optimiser's decay applies."""
-        c = self.config
-        if not self.blocks or c.weight_prior != "gaussian":
-            return 0.0
-        params = [p for b in self.blocks for p in b.prior_parameters()]
-        scales = self._prior_sq_scales() or [1.0] * len(params)
-        sq = float(sum(s * p.detach().pow(2).sum() for p, s in zip(params, scales)))
-        count = sum(p.numel() for p in params)
-        return -float(gaussian_log_prob_sum(torch.tensor(sq), count, c.sigma_theta)) / self.n_obs
 
     def run(self, on_epoch: EpochCallback | None = None, on_batch: BatchCallback | None = None) -> RunResult:
         """Train to the end; `on_epoch(record)` after each epoch, `on_batch(epoch, done, total, seconds)`
