@@ -12,7 +12,11 @@ MLflow run and finishes it when its `final` arrives (a member leaves the
 stack when it diverges, runs out of patience or reaches its last epoch).
 A member's `train_seconds` is its share of the group's time: each epoch's
 wall time divided equally among the members still training in it
-(awnn/stacked.py), so the members' seconds add up to the group's.
+(awnn/stacked.py), so the members' seconds add up to the group's.  Its
+`attempt_cpu_seconds` (the CPU time behind the driver's device-hours on the
+CPU, tracking/callback.py) is shared the same way: each epoch's CPU time
+(trial_common.CpuClock, reports and checkpoints left out) divided equally
+among the members that trained in it.
 
 Checkpoints: the whole group (StackedTrainer.save) every
 `checkpoint_interval` seconds, in the trial's `trainer.pt`; a retried group
@@ -32,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .trial_common import CHECKPOINT_FILE, attempt_info, data_error_final, load_earlier_state, trial_config
+from .trial_common import CHECKPOINT_FILE, CpuClock, attempt_info, data_error_final, load_earlier_state, trial_config
 
 __all__ = ["run_group"]
 
@@ -60,6 +64,7 @@ def run_group(spec: dict[str, Any], settings: dict[str, Any]) -> None:
         if i not in trainer.alive and m["key"] not in done:
             reporter.ended(i, trainer.result(i))
     trainer.run(reporter.on_epoch, reporter.ended, reporter.after_epoch)
+    reporter.cpu.pause()
     if reporter.pending or reporter.finals:  # (members restored as finished, with nothing left to train)
         reporter.report()
 
@@ -108,9 +113,24 @@ class _GroupReporter:
         self.pending: dict[int, list[dict]] = {}
         self.finals: dict[int, dict] = {}
         self.last_report = self.last_ckpt = time.monotonic()
+        self.cpu_share = [0.0] * len(self.keys)  # each member's share of this attempt's CPU seconds
+        self.in_epoch: list[int] = []  # the members that trained in the epoch under way
+        self.cpu = CpuClock()  # made just before the group trains (run_group)
+        self.cpu_mark = 0.0  # the clock's reading when the epoch under way began
 
     def on_epoch(self, index: int, record: dict) -> None:
         self.pending.setdefault(index, []).append(record)
+        self.in_epoch.append(index)
+
+    def _share_epoch_cpu(self) -> None:
+        """The epoch's CPU seconds, shared equally by the members that trained in it (as awnn/stacked.py shares its wall time)."""
+        now = self.cpu.seconds
+        if self.in_epoch:
+            share = (now - self.cpu_mark) / len(self.in_epoch)
+            for i in self.in_epoch:
+                self.cpu_share[i] += share
+        self.cpu_mark = now
+        self.in_epoch = []
 
     def ended(self, index: int, result) -> None:
         final = result.summary()
@@ -120,10 +140,15 @@ class _GroupReporter:
     def after_epoch(self) -> None:
         """Between epochs (the members due to leave have left): report if it is
         time, or if the group is done; a checkpoint taken here continues exactly."""
+        self._share_epoch_cpu()
         if not self.trainer.alive or time.monotonic() - self.last_report >= self.interval:
             self.report()
 
     def report(self) -> None:
+        with self.cpu.paused():  # a report's own work (and the driver's round trip) is not training
+            self._report()
+
+    def _report(self) -> None:
         import torch
         from ray import tune
 
@@ -133,7 +158,8 @@ class _GroupReporter:
             s = t.slices[i]
             best = s.best["val_acc"] if s.best["epoch"] else math.nan
             members[self.keys[i]] = {"epochs": self.pending.get(i, []), "best_val_acc": best, "train_seconds": s.train_seconds,
-                                     "attempt_start_seconds": self.start[i], "epoch": s.epoch, "final": self.finals.get(i)}
+                                     "attempt_start_seconds": self.start[i], "attempt_cpu_seconds": self.cpu_share[i],
+                                     "epoch": s.epoch, "final": self.finals.get(i)}
         scores = [m["best_val_acc"] for m in members.values() if m["best_val_acc"] == m["best_val_acc"]]
         metrics = {**self.common, "epoch": t.epoch, "epochs": [], "final": None, "status": "running" if t.alive else "ended",
                    "best_val_acc": max(scores) if scores else math.nan, "members": members,

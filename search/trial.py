@@ -15,6 +15,11 @@ reports to the driver (tracking/callback.py logs the reports):
   `error_kind: data` when its data cannot be read (awnn.data.DataError): no
   retry can fix that, so the trial ends instead of raising and the driver
   stops the comparison (search/sweep.py).
+
+Every report carries `attempt_cpu_seconds`: the CPU time this attempt's
+training has taken so far (trial_common.CpuClock; its reports, checkpoints
+and the post-hoc truncation left out), which the driver turns into the
+trial's device-hours on the CPU (tracking/callback.py).
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from typing import Any
 
 from tracking.contract import MODEL_FILE, SELECTABLE, TRUNCATION
 
-from .trial_common import CHECKPOINT_FILE, attempt_info, data_error_final, load_earlier_state, trial_config, worker_setup
+from .trial_common import CHECKPOINT_FILE, CpuClock, attempt_info, data_error_final, load_earlier_state, trial_config, worker_setup
 
 __all__ = ["trainable", "PROGRESS_SECONDS"]
 
@@ -60,8 +65,10 @@ def trainable(config: dict[str, Any]) -> None:
     try:
         result = trainer.run(reporter.on_epoch, reporter.on_batch)
     except DataError as e:
+        reporter.cpu.pause()
         reporter.report(data_error_final(e))
         return
+    reporter.cpu.pause()  # the training is over: what follows (truncation, the final report) is not its cost
     final = result.summary()
     final["test_acc"] = None if final["test_acc"] != final["test_acc"] else final["test_acc"]
     if spec.get("phase") == "assessment" and final.get("status") in SELECTABLE:
@@ -124,8 +131,13 @@ class _Reporter:
         self.last_epoch = trainer.config.epochs
         self.pending: list[dict] = []
         self.last_report = self.last_ckpt = time.monotonic()
+        self.cpu = CpuClock()  # made just before the training starts (trainable)
 
     def report(self, final: dict | None = None) -> None:
+        with self.cpu.paused():  # a report's own work (and the driver's round trip) is not training
+            self._report(final)
+
+    def _report(self, final: dict | None) -> None:
         import torch
         from ray import tune
 
@@ -135,6 +147,7 @@ class _Reporter:
         metrics.update(self.common)
         metrics["epoch"] = trainer.epoch
         metrics["train_seconds"] = trainer.train_seconds
+        metrics["attempt_cpu_seconds"] = self.cpu.seconds
         metrics["epochs"] = list(pending)
         metrics["final"] = final
         metrics["status"] = final["status"] if final else trainer.status
@@ -174,7 +187,8 @@ class _Reporter:
         from ray import tune
 
         latest = self.trainer.history[-1] if self.trainer.history else {}
-        tune.report({**self.common, "best_val_acc": latest.get("best_val_acc", math.nan),
-                     "train_seconds": self.trainer.train_seconds + seconds, "epochs": [], "final": None,
-                     "progress": {"epoch": epoch, "batch": done, "batches": total}})
+        with self.cpu.paused():
+            tune.report({**self.common, "best_val_acc": latest.get("best_val_acc", math.nan),
+                         "train_seconds": self.trainer.train_seconds + seconds, "attempt_cpu_seconds": self.cpu.seconds,
+                         "epochs": [], "final": None, "progress": {"epoch": epoch, "batch": done, "batches": total}})
         self.last_report = time.monotonic()

@@ -20,9 +20,10 @@ Definitions (docs/report.md explains them at more length):
   trial.  A trial's runs are its MLflow runs: usually one, more when a dead
   driver left it `interrupted` and a resumed comparison ran it again.  An
   interrupted run's compute counts; it is not another config.
-* *Device-hours* of a run are its recorded `device_hours` metric (training
-  time of every attempt x allocated CPUs, or x the GPU share on GPU
-  trials).  A run without it (still running, or left open by a dead driver)
+* *Device-hours* of a run are its recorded `device_hours` metric (on a CPU
+  trial the CPU time its process spent training, every attempt, capped at
+  wall time x allocated CPUs; on a GPU trial wall time x the GPU share;
+  the wall-based figure is `wall_device_hours`).  A run without it (still running, or left open by a dead driver)
   is estimated from its last `train_seconds` and marked as estimated.
 * *Savings* of an arm against the baseline (`fixed`, the full grid, when
   the comparison ran it, else `awnn`): `sum(device_hours of the baseline's
@@ -129,6 +130,6 @@ def analyze(data: ComparisonData, margin: float = 0.01, n_boot: int = 2000, n_or
         anytime=anytime(data, n_orders=n_orders, seed=seed), target=tg, target_info=tg_info, repeats=rp, repeats_info=rp_info,
         savings_notes=savings_notes(data, baseline), projection=pj, projection_info=pj_info, problems=problems(data),
         settings={"baseline": baseline, "target_margin": margin, "n_boot": n_boot, "n_orders": n_orders, "seed": seed},
-        warnings=caveats(data.comparison.get("budget"), strategies["test_acc_mean"].tolist() if len(strategies) else []),
+        warnings=caveats(data.comparison.get("budget"), strategies["test_acc_mean"].tolist() if len(strategies) else [], runs=data.runs),
         truncation=trunc, truncation_info=truncation_summary(trunc),
     )

@@ -11,8 +11,10 @@ Tracking contract (README, "What MLflow holds"):
   best_epoch, epochs_run, final_width_total, train_seconds (training only,
   measured inside the trial, summed over resumed attempts), compute_seconds
   (every attempt's training time, including work lost to a failure),
-  device_hours (compute_seconds x allocated CPUs, or x the GPU fraction on
-  GPU trials), gpu_hours (0 on CPU), attempts, retries;
+  cpu_seconds (the CPU time the trial's process spent on that training,
+  every attempt: search/trial_common.CpuClock), device_hours (see "Cost"
+  below), wall_device_hours (compute_seconds x allocated CPUs, or x the GPU
+  fraction on GPU trials), gpu_hours (0 on CPU), attempts, retries;
 * tags: awnn.kind=trial, awnn.strategy (fixed | awnn | tpe | asha | random),
   awnn.arm (the strategy, or `<strategy>.r<k>` for its k-th repeat),
   awnn.repeat (k; 0 for fixed and awnn), awnn.phase, awnn.comparison,
@@ -26,8 +28,26 @@ A fused Ray trial (`--fuse`, search/fused_trial.py) trains several configs:
 each member gets its own run, as above, tagged awnn.group with the Ray
 trial's key; its part of each report (`members`) is logged as a single
 trial's report would be, and its run ends when its own final arrives.  Its
-train_seconds (hence compute_seconds and device_hours) are its equal share
-of the group's time in each epoch it trained.
+train_seconds (hence compute_seconds and wall_device_hours) and its
+cpu_seconds are its equal share of the group's wall and CPU time in each
+epoch it trained; its device_hours follow the rule below.
+
+Cost.  Wall time x CPUs measures the machine's load as much as the trial:
+a trial whose cores were shared with another job runs longer and looks
+more expensive (issue #31).  So device_hours is, per attempt:
+
+* on a CPU trial (no GPU share): its CPU seconds, capped at its wall
+  seconds x allocated CPUs, / 3600 - what the training itself consumed,
+  whatever else ran on the machine;
+* on a GPU trial: its wall seconds x the GPU share / 3600 (CPU time does
+  not measure the GPU's work); gpu_hours is the same figure;
+* an attempt that reported no CPU time (a store written before it was
+  measured, or an attempt that died before its first report): wall
+  seconds x allocated CPUs.
+
+wall_device_hours keeps the wall-based figure beside it; a CPU trial whose
+CPU time is far below it was slowed by other work on its machine or waited
+on I/O (tracking/caveats.py warns).
 """
 from __future__ import annotations
 
@@ -80,7 +100,7 @@ class TrialTracker(Callback):
         self.on_finished = on_finished
         self.started: set[str] = set()
         self.ended: set[str] = set()
-        self.attempts: dict[str, dict[str, tuple[float, float]]] = {}
+        self.attempts: dict[str, dict[str, tuple[float, float, float | None]]] = {}  # attempt -> (start, last train_seconds, CPU seconds)
         self.nodes: dict[str, list[tuple[str, str]]] = {}  # (node id, node ip) per attempt, in order
         self.retries: dict[str, int] = {}
         self.last_errors: dict[str, str] = {}
@@ -119,12 +139,25 @@ class TrialTracker(Callback):
         done = set(spec.get("done") or ())
         return [(f"{cls.sweep_of(m)}/{m['key']}", m) for m in spec["members"] if m["key"] not in done]
 
-    def compute_seconds(self, key: str) -> float:
-        return sum(max(0.0, last - start) for start, last in self.attempts.get(key, {}).values())
-
-    def device_hours(self, seconds: float) -> tuple[float, float]:
+    def cost(self, key: str) -> dict[str, float]:
+        """A trial's cost metrics from its attempts (the rule: module docstring, "Cost")."""
         per = self.gpus if self.gpus > 0 else self.cpus
-        return seconds * per / 3600.0, seconds * self.gpus / 3600.0
+        wall = counted = cpu = 0.0
+        measured = False
+        for start, last, cpu_s in self.attempts.get(key, {}).values():
+            seconds = max(0.0, last - start)
+            wall += seconds
+            if cpu_s is None:
+                counted += seconds * per
+            else:
+                measured = True
+                cpu += cpu_s
+                counted += min(cpu_s, seconds * per)
+        out = {Metric.COMPUTE_SECONDS: wall, Metric.WALL_DEVICE_HOURS: wall * per / 3600.0,
+               Metric.DEVICE_HOURS: (wall * per if self.gpus > 0 else counted) / 3600.0, Metric.GPU_HOURS: wall * self.gpus / 3600.0}
+        if measured:
+            out[Metric.CPU_SECONDS] = cpu
+        return out
 
     # ------------------------------------------------------------ hooks
     def on_trial_start(self, iteration, trials, trial, **info):
@@ -184,7 +217,9 @@ class TrialTracker(Callback):
     def _result(self, key: str, result: dict) -> None:
         attempt = result.get("attempt")
         if attempt:
-            self.attempts.setdefault(key, {})[attempt] = (float(result.get("attempt_start_seconds", 0.0)), float(result.get(Metric.TRAIN_SECONDS, 0.0)))
+            cpu = result.get("attempt_cpu_seconds")
+            cpu = float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) and math.isfinite(cpu) else None
+            self.attempts.setdefault(key, {})[attempt] = (float(result.get("attempt_start_seconds", 0.0)), float(result.get(Metric.TRAIN_SECONDS, 0.0)), cpu)
             # a node is its id: several nodes can share an IP (e.g. on one host)
             node, node_id = str(result.get("node_ip", "")), str(result.get("node_id", ""))
             nodes = self.nodes.setdefault(key, [])
@@ -246,10 +281,7 @@ class TrialTracker(Callback):
         of the trials still in flight as `interrupted` (MLflow KILLED) with
         the compute they did so far; `--resume` runs those trials again."""
         for key in sorted(self.started - self.ended):
-            compute = self.compute_seconds(key)
-            dev_h, gpu_h = self.device_hours(compute)
-            self.writer.log_metrics(key, [(Metric.COMPUTE_SECONDS, compute, 0), (Metric.DEVICE_HOURS, dev_h, 0), (Metric.GPU_HOURS, gpu_h, 0),
-                                          (Metric.ATTEMPTS, len(self.attempts.get(key, {})), 0)])
+            self.writer.log_metrics(key, [*((name, v, 0) for name, v in self.cost(key).items()), (Metric.ATTEMPTS, len(self.attempts.get(key, {})), 0)])
             self.writer.set_tags(key, {Tag.STATUS: "interrupted"})
             self.writer.end_run(key, "KILLED")
             self.ended.add(key)  # Tune may still report it as complete while stopping it: it stays interrupted
@@ -262,12 +294,8 @@ class TrialTracker(Callback):
             return
         self.ended.add(key)
         status = final.get("status", "failed")
-        compute = self.compute_seconds(key)
-        dev_h, gpu_h = self.device_hours(compute)
         metrics = {
-            Metric.COMPUTE_SECONDS: compute,
-            Metric.DEVICE_HOURS: dev_h,
-            Metric.GPU_HOURS: gpu_h,
+            **self.cost(key),
             Metric.ATTEMPTS: len(self.attempts.get(key, {})),
             Metric.RETRIES: self.retries.get(key, 0),
         }

@@ -4,21 +4,25 @@ One owner for the warnings that the terminal summary (search/summary.py),
 the report (tracking/document.py) and summary.json (`warnings`) all give:
 a smoke budget's numbers only show that the pipeline runs; arms that all
 reach ~100% test accuracy cannot be told apart by accuracy (only cost
-compares them).
+compares them); CPU trials whose CPU time is far below their wall time x
+CPUs ran on a loaded machine or waited on I/O (their device-hours are CPU
+time: tracking/callback.py "Cost").
 """
 from __future__ import annotations
 
 import math
 from typing import Iterable
 
-__all__ = ["SATURATED", "caveats"]
+__all__ = ["SATURATED", "CPU_BUSY", "caveats", "cpu_time_caveat"]
 
 SATURATED = 0.995  # every arm's mean test accuracy at or above this: the task does not tell the arms apart
+CPU_BUSY = 0.5  # a CPU trial that used less than this share of its wall time x CPUs did not have its cores to itself
 
 
-def caveats(budget: str | None, test_acc_means: Iterable[float | None]) -> list[str]:
+def caveats(budget: str | None, test_acc_means: Iterable[float | None], runs=None) -> list[str]:
     """The warnings for a comparison run at `budget` whose arms' mean test
-    accuracies are `test_acc_means` (None or NaN for an arm without one)."""
+    accuracies are `test_acc_means` (None or NaN for an arm without one), and
+    whose trial runs are `runs` (tracking/reader.py RUN_COLUMNS; None: not checked)."""
     out = []
     if budget == "smoke":
         out.append("the smoke budget trains 2 epochs a trial: these numbers check that the pipeline runs, they say nothing about the strategies "
@@ -27,4 +31,35 @@ def caveats(budget: str | None, test_acc_means: Iterable[float | None]) -> list[
     if len(means) > 1 and all(m >= SATURATED for m in means):
         out.append(f"every arm's test accuracy is {100 * SATURATED:.1f}% or more: the task is saturated, accuracy cannot rank the arms, "
                    "compare their cost only")
+    line = cpu_time_caveat(runs) if runs is not None else None
+    if line:
+        out.append(line)
     return out
+
+
+def cpu_time_caveat(runs) -> str | None:
+    """The warning for the CPU trials (no GPU share) among `runs` (a frame
+    with the reader's columns cpu_seconds, wall_device_hours, gpu_hours and
+    strategy, phase, trial_key) that used less than CPU_BUSY of the CPU time
+    their wall time x CPUs allows; None when there are none.  Trials are
+    counted once however many runs they have."""
+    import pandas as pd
+
+    need = {"cpu_seconds", "wall_device_hours", "gpu_hours", "strategy", "phase", "trial_key"}
+    if not len(runs) or not need <= set(runs.columns):
+        return None
+    cpu = pd.to_numeric(runs["cpu_seconds"], errors="coerce")
+    wall = pd.to_numeric(runs["wall_device_hours"], errors="coerce") * 3600.0  # wall seconds x CPUs
+    gpu = pd.to_numeric(runs["gpu_hours"], errors="coerce").fillna(0.0)
+    measured = cpu.notna() & (wall > 0) & (gpu <= 0)
+    if not measured.any():
+        return None
+    share = cpu[measured] / wall[measured]
+    trial = runs.loc[measured, ["strategy", "phase", "trial_key"]].astype(str).agg("/".join, axis=1)
+    low = share < CPU_BUSY
+    n_low, n_all = trial[low].nunique(), trial.nunique()
+    if not n_low:
+        return None
+    return (f"{n_low} of {n_all} CPU trials used less than {100 * CPU_BUSY:.0f}% of the CPU time their wall time x CPUs allows "
+            f"(median {100 * float(share[low].median()):.0f}%): the machine was loaded or the trials waited on I/O; device-hours use "
+            "CPU time (the wall-based figure is the metric wall_device_hours)")

@@ -270,9 +270,9 @@ def _sweep_frame(runs: list, strategies: list[str]) -> pd.DataFrame:
 
 RUN_COLUMNS = [
     "run_id", "strategy", "phase", "trial_key", "status", "run_status", "model", "hidden_layers", "width", "batch_size", "split",
-    "seed", "grid_index", "device_hours", "gpu_hours", "compute_seconds", "train_seconds", "epochs_run", "best_val_acc",
-    "best_val_loss", "best_epoch", "test_acc", "final_width_total", "widths", "widths_at_best", "n_train", "attempts", "retries",
-    "cost_estimated", "error", "start_time", "end_time", "config", "family", "repeat", "group",
+    "seed", "grid_index", "device_hours", "gpu_hours", "compute_seconds", "cpu_seconds", "wall_device_hours", "train_seconds",
+    "epochs_run", "best_val_acc", "best_val_loss", "best_epoch", "test_acc", "final_width_total", "widths", "widths_at_best", "n_train",
+    "attempts", "retries", "cost_estimated", "error", "start_time", "end_time", "config", "family", "repeat", "group",
 ]
 
 
@@ -289,6 +289,8 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
             dev_h, gpu_h, compute = seconds * per / 3600.0, seconds * info["gpus_per_trial"] / 3600.0, seconds
         else:
             dev_h, gpu_h, compute = m["device_hours"], m.get("gpu_hours", 0.0), m.get("compute_seconds", math.nan)
+        # (device_hours was wall-based before cpu_seconds was measured: tracking/callback.py "Cost")
+        wall_dev_h = m.get(C.Metric.WALL_DEVICE_HOURS, dev_h)
         widths = _json(t.get(Tag.WIDTHS))
         rows.append({
             "run_id": r.info.run_id, "strategy": _arm(t), "family": t.get(Tag.STRATEGY) or arm_family(_arm(t)),
@@ -297,7 +299,8 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
             "model": p.get("model", ""), "hidden_layers": _num(p.get("hidden_layers")), "width": _num(p.get("width")),
             "batch_size": _num(p.get("batch_size")), "split": p.get("split", ""), "seed": _num(p.get("seed")),
             "grid_index": _num(p.get("grid_index")), "device_hours": float(dev_h), "gpu_hours": float(gpu_h),
-            "compute_seconds": float(compute), "train_seconds": m.get("train_seconds", math.nan),
+            "compute_seconds": float(compute), "cpu_seconds": m.get(C.Metric.CPU_SECONDS, math.nan),
+            "wall_device_hours": float(wall_dev_h), "train_seconds": m.get("train_seconds", math.nan),
             "epochs_run": m.get("epochs_run", math.nan), "best_val_acc": m.get("best_val_acc", math.nan),
             "best_val_loss": m.get("best_val_loss", math.nan), "best_epoch": m.get("best_epoch", math.nan),
             "test_acc": m.get("test_acc", math.nan),
@@ -329,10 +332,12 @@ def trials_from_runs(runs: pd.DataFrame) -> pd.DataFrame:
     rep = r.sort_values(["_live", "_pos"], kind="stable").groupby(keys, sort=False).tail(1)
     agg = r.groupby(keys, sort=False).agg(
         device_hours=("device_hours", "sum"), gpu_hours=("gpu_hours", "sum"), compute_seconds=("compute_seconds", "sum"),
+        cpu_seconds=("cpu_seconds", lambda x: x.sum(min_count=1)), wall_device_hours=("wall_device_hours", "sum"),
         cost_estimated=("cost_estimated", "any"), runs=("run_id", "size"), interrupted_runs=("_live", lambda x: int((~x).sum())),
         _first=("_pos", "min"),
     ).reset_index()
-    out = rep.drop(columns=["device_hours", "gpu_hours", "compute_seconds", "cost_estimated", "_live", "_pos"]).merge(agg, on=keys)
+    out = rep.drop(columns=["device_hours", "gpu_hours", "compute_seconds", "cpu_seconds", "wall_device_hours", "cost_estimated", "_live",
+                            "_pos"]).merge(agg, on=keys)
     out = out.sort_values("_first", kind="stable").drop(columns="_first").reset_index(drop=True)
     out["cost_estimated"] = out["cost_estimated"].astype(bool)
     return out[[*runs.columns, "runs", "interrupted_runs"]]

@@ -141,8 +141,9 @@ def test_group_time_is_shared_equally_among_its_configs(fused):
         # members trained in the same epochs have the same share of each epoch's time
         by_epochs = defaultdict(set)
         for m in members:
-            assert m["train_seconds"] > 0 and m["device_hours"] == pytest.approx(m["compute_seconds"] / 3600.0)
-            by_epochs[m["epochs_run"]].add(round(m["train_seconds"], 9))
+            assert m["train_seconds"] > 0 and m["wall_device_hours"] == pytest.approx(m["compute_seconds"] / 3600.0)
+            assert 0 < m["device_hours"] == pytest.approx(min(m["cpu_seconds"], m["compute_seconds"]) / 3600.0)
+            by_epochs[m["epochs_run"]].add((round(m["train_seconds"], 9), round(m["cpu_seconds"], 9)))
         assert all(len(v) == 1 for v in by_epochs.values()), (g, dict(by_epochs))
 
 

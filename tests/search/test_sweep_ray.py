@@ -77,8 +77,9 @@ def test_sweep_trial_runs_follow_tracking_contract(smoke_comparison):
             assert name in m, (name, sorted(m))
         assert m["gpu_hours"] == 0.0
         assert m["train_seconds"] > 0
-        # 1 CPU per trial on CPU: device-hours are compute seconds / 3600
-        assert m["device_hours"] == pytest.approx(m["compute_seconds"] / 3600)
+        # 1 CPU per trial on CPU: device-hours are its CPU seconds, capped at its compute (wall) seconds, / 3600
+        assert m["wall_device_hours"] == pytest.approx(m["compute_seconds"] / 3600)
+        assert 0 < m["device_hours"] == pytest.approx(min(m["cpu_seconds"], m["compute_seconds"]) / 3600)
         assert m["epochs_run"] == 2
         if t.data.tags["awnn.phase"] == "assessment":
             assert 0.0 <= m["test_acc"] <= 1.0

@@ -46,7 +46,8 @@ def test_fault_diverged_and_width_capped_trials_are_tagged_counted_and_not_selec
     assert diverged.info.status == "FINISHED"  # an outcome, not a crash
     for key in ("sel-0001", "sel-0002", "sel-0003"):
         m = runs[key].data.metrics
-        assert m["compute_seconds"] > 0 and m["device_hours"] == pytest.approx(m["compute_seconds"] / 3600)  # cost counted
+        assert m["compute_seconds"] > 0 and m["wall_device_hours"] == pytest.approx(m["compute_seconds"] / 3600)  # cost counted
+        assert 0 < m["device_hours"] == pytest.approx(min(m["cpu_seconds"], m["compute_seconds"]) / 3600)
     for key in ("sel-0001",) + (("sel-0003",) if status["sel-0003"] == "width_capped" else ()):
         r = runs[key]
         assert r.data.tags["awnn.hit_max_width"] == "true"

@@ -53,7 +53,10 @@ def test_sweep_gpu_hours_are_training_seconds_times_gpu_share(tmp_path, share):
         assert m["compute_seconds"] == pytest.approx(m["train_seconds"], rel=1e-6)  # one attempt: its training time
         assert m["gpu_hours"] == pytest.approx(m["compute_seconds"] * share / 3600, rel=1e-9, abs=0.0)
         per = share if share else 2.0
-        assert m["device_hours"] == pytest.approx(m["compute_seconds"] * per / 3600, rel=1e-9)
+        assert m["wall_device_hours"] == pytest.approx(m["compute_seconds"] * per / 3600, rel=1e-9)
+        # a GPU trial's device-hours are its wall figure; a CPU trial's its CPU seconds, capped at wall x its 2 CPUs
+        expect = m["compute_seconds"] * per if share else min(m["cpu_seconds"], m["compute_seconds"] * per)
+        assert m["device_hours"] == pytest.approx(expect / 3600, rel=1e-9)
         assert (m.get("gpu_mem_mib", 0.0) > 0) == bool(share), m.get("gpu_mem_mib")
     sweeps = [r for r in runs if r.data.tags.get("awnn.kind") == "sweep"]
     total = sum(t.data.metrics["gpu_hours"] for t in trials)
