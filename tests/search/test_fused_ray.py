@@ -76,13 +76,14 @@ def _rerun_group(members):
 
     members = sorted(members, key=lambda r: (json.loads(r.data.tags[Tag.CONFIG]).get("activation", ""), int(r.data.params["grid_index"])))
     configs = [TrainConfig.from_dict({**json.loads(r.data.tags[Tag.CONFIG]), "device": "cpu"}) for r in members]
-    threads, flush = torch.get_num_threads(), torch.set_flush_denormal(True)
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    set_denormals(True)
     try:
         results = StackedTrainer(configs).run()
-    finally:
+    finally:  # the test process's defaults again: denormals kept (hypothesis, for one, needs them)
         torch.set_num_threads(threads)
-        set_denormals(flush)
+        set_denormals(False)
     return {r.data.tags[Tag.TRIAL_KEY]: res for r, res in zip(members, results)}
 
 

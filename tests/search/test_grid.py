@@ -98,7 +98,7 @@ def test_budget_builtin_and_file(tmp_path):
     p.write_text("epoch_scale: 0.01\nretrain: 4\n")
     with pytest.raises(BudgetError, match=r"b\.yaml: unknown key 'retrain'"):
         resolve_budget(str(p))
-    with pytest.raises(BudgetError, match=r"--budget: expected one of \['paper', 'quick', 'smoke'\] or a YAML file, found 'fast'"):
+    with pytest.raises(BudgetError, match=r"--budget: expected one of \['paper', 'quick', 'smoke', 'standard'\] or a YAML file, found 'fast'"):
         resolve_budget("fast")
 
 
