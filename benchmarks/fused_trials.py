@@ -86,6 +86,9 @@ def parse_shape(text: str) -> tuple[int, int, int]:
         raise SystemExit(f"--shapes: expected entries like 2x128@32 (hidden_layers x width @ batch), found {text!r}") from None
 
 
+DEVICE = "cpu"  # --device: every config of the run trains there
+
+
 def grid_configs(shape: tuple[int, int, int], n: int, epochs: int, threads: int) -> list[TrainConfig]:
     """n configs of the grid at this shape (relu), learning rates in turn, distinct seeds."""
     grid = load_grid(GRID)
@@ -93,14 +96,17 @@ def grid_configs(shape: tuple[int, int, int], n: int, epochs: int, threads: int)
     points = [p for p in grid.configs() if (p["hidden_layers"], p["width"], p["batch_size"], p["activation"]) == (layers, width, batch, "relu")]
     if not points:
         raise SystemExit(f"--shapes: {layers}x{width}@{batch} is not a shape of {GRID.name}")
-    extra = {"epochs": epochs, "split": "inner", "device": "cpu", "threads": threads}
+    extra = {"epochs": epochs, "split": "inner", "device": DEVICE, "threads": threads}
     return [TrainConfig.from_dict({**points[i % len(points)], **extra, "seed": i // len(points)}) for i in range(n)]
 
 
 def timed(fn) -> tuple[float, float, object]:
-    """(wall seconds, process CPU seconds, result) of fn()."""
+    """(wall seconds, process CPU seconds, result) of fn() (on CUDA, up to the last kernel's end)."""
+    sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
+    sync()
     w, c = time.perf_counter(), time.process_time()
     out = fn()
+    sync()
     return time.perf_counter() - w, time.process_time() - c, out
 
 
@@ -155,7 +161,7 @@ def loss_check(task, shape, n: int, epochs: int, threads: int) -> tuple[float, f
         for mine, theirs in zip(results[i].history, ref.history, strict=True):
             loss_diff = max(loss_diff, *(abs(mine[k] - theirs[k]) for k in ("train_loss", "val_loss")))
         mine_w, ref_w = fused.state_dict(i), trainer.model.state_dict()
-        weight_diff = max(weight_diff, *(float((mine_w[k] - ref_w[k]).abs().max()) for k in ref_w))
+        weight_diff = max(weight_diff, *(float((mine_w[k].cpu() - ref_w[k].cpu()).abs().max()) for k in ref_w))
     log(f"check: {n} configs of {shape}, {epochs} epochs: max |loss diff| {loss_diff:.2e}, max |weight diff| {weight_diff:.2e}")
     return loss_diff, weight_diff
 
@@ -187,6 +193,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--epochs", type=int, default=10, help="epochs per config in the timed runs")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where every config trains; on cuda the rates are per GPU-hour (one GPU, one process)")
     ap.add_argument("--sizes", default="1,8,32", help="configs per fused group, comma-separated")
     ap.add_argument("--shapes", default="1x256@128,2x128@32,1x16@32,4x24@128", help="hidden_layers x width @ batch, comma-separated")
     ap.add_argument("--repeats", type=int, default=2, help="rounds of every measurement; the fastest round counts")
@@ -205,6 +213,10 @@ def main() -> None:
     if not sizes or sizes[0] < 1:
         raise SystemExit("--sizes: expected integers >= 1")
     shapes = [parse_shape(s.strip()) for s in args.shapes.split(",") if s.strip()]
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is visible to torch")
+    global DEVICE
+    DEVICE = args.device
     torch.set_num_threads(args.threads)
     if args.flush_denormal and not torch.set_flush_denormal(True):
         raise SystemExit("--flush-denormal: this CPU cannot flush denormals")
@@ -212,7 +224,8 @@ def main() -> None:
     log(f"torch {torch.__version__}, {args.threads} thread(s), shapes {shapes}, sizes {sizes}, {args.epochs} epochs")
     StackedTrainer(grid_configs(shapes[0], 2, 1, args.threads), task).run()  # warm-up: first calls, lazy imports
     Trainer(grid_configs(shapes[0], 1, 1, args.threads)[0], task).run()
-    fused = summarise(best_times(task, shapes, sizes, args.epochs, args.threads, args.repeats), shapes, sizes, args.threads)
+    unit = 1 if DEVICE == "cuda" else args.threads  # configs per GPU-hour on CUDA, per core-hour on the CPU
+    fused = summarise(best_times(task, shapes, sizes, args.epochs, args.threads, args.repeats), shapes, sizes, unit)
     trainer_core, trainer_cpu = fused["configs_per_core_hour"].pop("trainer"), fused["configs_per_cpu_hour"].pop("trainer")
     fused["wall_seconds"]["trainer"] = fused["wall_seconds"].pop("trainer")
     loss_diff, weight_diff = loss_check(task, shapes[0], args.check_configs, args.check_epochs, args.threads)
@@ -245,6 +258,10 @@ def main() -> None:
         "torch": torch.__version__,
         "cpu": cpu_model(),
         "kernels": torch.backends.cpu.get_cpu_capability(),
+        "device": DEVICE,
+        "rate_unit": "configs per GPU-hour (configs_per_core_hour holds it)" if DEVICE == "cuda" else "configs per core-hour",
+        "gpu": torch.cuda.get_device_name(0) if DEVICE == "cuda" else None,
+        "cuda": torch.version.cuda if DEVICE == "cuda" else None,
     }
     print(json.dumps(result), flush=True)
 

@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_session.sh setup gputests bench domains
 #   bash benchmarks/gpu_session.sh setup packing
 #   bash benchmarks/gpu_session.sh setup suite
+#   bash benchmarks/gpu_session.sh setup fused paperfrac demo awnntests   (#33)
 #
 # The machine has python3 with torch but not Ray, MLflow or Optuna and cannot
 # download: `setup` unpacks them from .whl/site.tar.xz (built on the
@@ -46,6 +47,31 @@ step_bench() {
   $PY benchmarks/step_overhead.py --device cuda --batch 128,1024 --profile
 }
 
+step_fused() {
+  # fused trials on CUDA (#33): configs per GPU-hour at N = 1 .. 180, and the fused-vs-Trainer check
+  $PY benchmarks/fused_trials.py --device cuda --epochs "${FUSED_EPOCHS:-3}" --repeats 2 --sizes 1,8,32,64,180 \
+      --shapes 1x256@128,2x128@32,1x16@32,4x24@128
+}
+
+step_awnntests() {
+  # the whole torch-level suite with a GPU visible: configs on device "auto" train on CUDA here
+  $PY -m pytest tests/awnn -q -p no:cacheprovider -m "not long" --timeout 300
+}
+
+step_paperfrac() {
+  # the paper's SpiralHard comparison (fixed,awnn: the paper's grids, R = 10) at PAPER_SCALE of its epochs
+  # (default 0.02: 100 epochs a trial for 1 hidden layer, 200 for 2 and 4), the fixed grid fused 32 configs a
+  # trial, 16 trials sharing the GPU; the report's paper_budget_projection scales its measured costs to the
+  # whole paper budget (#33)
+  local t0=$(date +%s) dir
+  dir=$(mktemp -d)
+  printf 'epoch_scale: %s\nmin_epochs: 1\nretrain_runs: 10\npatience_scale: %s\n' "${PAPER_SCALE:-0.02}" "${PAPER_SCALE:-0.02}" >"$dir/paperfrac.yaml"
+  (cd "$dir" && $PY -m search.cli compare --task spiralhard --budget paperfrac.yaml --strategies fixed,awnn --fuse "${PAPER_FUSE:-32}" \
+      --gpus-per-trial "${PAPER_SHARE:-0.0625}" && cp awnn-results/reports/*/summary.json "$OUT/paperfrac_summary.json" \
+      && cp awnn-results/reports/*/report.md "$OUT/paperfrac_report.md")
+  echo "paperfrac wall seconds: $(( $(date +%s) - t0 ))"
+}
+
 step_domains() {
   $PY benchmarks/gpu_domains.py --epochs 3
 }
@@ -60,10 +86,11 @@ step_suite() {
 }
 
 step_demo() {
-  # make demo's comparison on this machine's GPU (DEMO_ARGS: extra flags, e.g. a shorter budget)
+  # make demo's comparison (its seven strategies) on this machine's GPU, the fixed grids fused (DEMO_FUSE, default 32;
+  # DEMO_ARGS: extra flags, e.g. a shorter budget)
   local t0=$(date +%s)
-  (cd "$(mktemp -d)" && $PY -m search.cli compare --task spiralhard --budget quick --strategies fixed,awnn,tpe,asha,random \
-      --gpus-per-trial "${DEMO_SHARE:-0.125}" ${DEMO_ARGS:-} && cat awnn-results/reports/*/summary.json | head -c 4000)
+  (cd "$(mktemp -d)" && $PY -m search.cli compare --task spiralhard --budget quick --strategies fixed,awnn,tpe,asha,random,awnn-asha,fixedplus \
+      --gpus-per-trial "${DEMO_SHARE:-0.0625}" --fuse "${DEMO_FUSE:-32}" ${DEMO_ARGS:-} && cp awnn-results/reports/*/summary.json "$OUT/demo_summary.json")
   echo "demo wall seconds: $(( $(date +%s) - t0 ))"
 }
 

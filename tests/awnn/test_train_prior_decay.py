@@ -70,7 +70,7 @@ def test_trainer_rate_prior_in_closed_form_matches_the_elbos_autograd(hidden_lay
     back-propagating elbo_loss with the prior."""
     torch.manual_seed(0)
     cfg = TrainConfig.from_dict({"task": "spiralhard", "model": "awnn", "hidden_layers": hidden_layers, "lr": 0.01, "sigma_theta": 1.0,
-                                 "split": "inner", "rate": 0.02})
+                                 "split": "inner", "rate": 0.02, "device": "cpu"})
     assert (cfg.rate_prior, cfg.rate_prior_mean, cfg.rate_prior_std) == ("gaussian", 0.01, 0.01)
     fast = Trainer(cfg)
     assert fast._rate_prior_closed_form
