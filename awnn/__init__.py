@@ -16,7 +16,7 @@ _EXPORTS = {
     "rate_from_rho": "distributions",
     "AdaptiveMLP": "layers",
     "AdaptiveWidth": "layers",
-    "FixedMLP": "layers",
+    "FixedMLP": "fixed",
     "ResizableLinear": "layers",
     "adaptive_modules": "layers",
     "model_widths": "layers",

@@ -1,7 +1,8 @@
-"""The adaptive MLP (paper section 3.1, Eq. 14, Algorithm 1) and the fixed-width
-baseline.  The width of one layer is awnn/width.py, the resizable linear
-layer awnn/resizable.py, the fused autograd nodes awnn/fused.py (all
-importable from here too).
+"""The adaptive MLP (paper section 3.1, Eq. 14, Algorithm 1).  The width of
+one layer is awnn/width.py, the resizable linear layer awnn/resizable.py,
+the fused autograd nodes awnn/fused.py, the fixed-width baseline
+awnn/fixed.py and the activations awnn/activations.py (all importable from
+here too).
 
     h_j = act(W_j . h_prev + b_j) * f(j),   j < D = ceil(-ln(1-k)/rate)
 
@@ -13,18 +14,19 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .distributions import rho_from_rate
+from .activations import ACTIVATIONS, resolve_activation
+from .fixed import FixedMLP
 from .fused import _FUSED_ACTIVATIONS, PriorGrads, _AdaptiveMLPFunction, _scaled_linear, importance_constants
 from .init import DISTRIBUTIONS, GROW_INITS, INITS, fill_, init_std
 from .resizable import BIAS_INITS, ResizableLinear, _grow_filler, _set_plain, _standard_normal, _zero
 from .width import AdaptiveWidth, MaxWidthReached
+from .width_update import HostRates
 
 __all__ = [
     "ACTIVATIONS",
@@ -40,23 +42,7 @@ __all__ = [
     "MaxWidthReached",
 ]
 
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "relu": F.relu,
-    "leaky_relu": F.leaky_relu,
-    "relu6": F.relu6,
-    "tanh": torch.tanh,
-    "gelu": F.gelu,
-}
-
-
-def resolve_activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
-    try:
-        return ACTIVATIONS[name]
-    except KeyError:
-        raise ValueError(f"Could not resolve activation {name!r} among choices {sorted(ACTIVATIONS)}.") from None
-
-
-class AdaptiveMLP(nn.Module):
+class AdaptiveMLP(HostRates, nn.Module):
     """An MLP whose every hidden layer has an adaptive width (AWNN).
 
     Args:
@@ -246,70 +232,7 @@ class AdaptiveMLP(nn.Module):
         return _scaled_linear(h, weights[-1], layers[-1].bias, prev)
 
     # ---------------------------------------------------------------- widths
-    def update_width(self, optimizer: torch.optim.Optimizer | None = None) -> bool:
-        """Algorithm 1, update_width: set each D_l from its current rate.
-
-        Returns True if any layer hit max_width (it is then capped there and
-        a MaxWidthReached warning is issued once per layer)."""
-        if self.frozen:
-            return False
-        ctrls = list(self._modules["widths_ctrl"]._modules.values())
-        capped_any = False
-        changed = False
-        targets = []
-        rho_vec = self._parameters["rho"]
-        rhos = rho_vec.tolist()  # one read (one transfer on a GPU)
-        if not (ctrls[0].rate_min and self._project_rates(rhos, ctrls)):
-            # the forward's host values of rho (GPU: no second transfer), valid while rho is unchanged
-            self.__dict__["_rho_read"] = (rho_vec.data_ptr(), rho_vec._version, rhos)
-        for ctrl, rho in zip(ctrls, rhos):
-            d, capped = ctrl.width_for_rho(rho)
-            if capped != ctrl.capped:
-                if capped:
-                    warnings.warn(f"an adaptive layer reached max_width={ctrl.max_width}; its width is capped there", MaxWidthReached, stacklevel=2)
-                ctrl.capped = capped
-            capped_any |= capped
-            changed |= d != ctrl.width
-            targets.append(d)
-        if changed:
-            self._apply_widths(targets, optimizer, self.grow_init)
-        return capped_any
-
-    def rho_values(self) -> list[float]:
-        """Every layer's rho as Python floats (on a GPU without a second
-        transfer when the last width update read them and rho is unchanged)."""
-        rho = self._parameters["rho"]
-        rhos = self._host_rhos(rho)
-        return rho.tolist() if rhos is None else rhos
-
-    def _host_rhos(self, rho: torch.Tensor) -> list[float] | None:
-        """Every layer's rho as Python floats: read now on a CPU; on a GPU the
-        values the last width update read when rho has not changed since (the
-        same step: no device sync), else None."""
-        if rho.device.type == "cpu":
-            return rho.tolist()
-        return self._last_read_rhos(rho)
-
-    def _last_read_rhos(self, rho: torch.Tensor) -> list[float] | None:
-        """The values of rho the last width update read, if rho has not changed
-        since (the same tensor, no in-place write: its version counter), else None."""
-        read = self.__dict__.get("_rho_read")
-        if read is not None and read[0] == rho.data_ptr() and read[1] == rho._version:
-            return read[2]
-        return None
-
-    def _project_rates(self, rhos: list[float], ctrls: list[AdaptiveWidth]) -> bool:
-        """Set every rate below its layer's `rate_min` back to the bound (in
-        place, and in `rhos`); whether one was."""
-        projected = False
-        for l, (ctrl, rho) in enumerate(zip(ctrls, rhos)):
-            if not math.isnan(rho) and rho < 30 and math.log1p(math.exp(rho)) < ctrl.rate_min:
-                rhos[l] = rho_from_rate(ctrl.rate_min)
-                with torch.no_grad():
-                    self._parameters["rho"][l] = rhos[l]
-                projected = True
-        return projected
-
+    # (update_width and the host reads of rho: awnn/width_update.py)
     def set_widths(self, widths: Sequence[int], optimizer: torch.optim.Optimizer | None = None, fill: str | None = None) -> None:
         """Grow or shrink the hidden layers to `widths`, in place.
 
@@ -328,6 +251,7 @@ class AdaptiveMLP(nn.Module):
         """`set_widths` without its argument checks (`widths`: valid ints), the
         path of every width update: the registries are read directly and all
         resizes share one no_grad context."""
+        self.__dict__.pop("_width_band", None)  # (update_width's checked bands hold for the old widths)
         limits = [None]
         for ctrl, w in zip(self._modules["widths_ctrl"]._modules.values(), widths):
             if ctrl.width != w:
@@ -378,6 +302,7 @@ class AdaptiveMLP(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
         # The widths travel with a state dict (the layers resize to it), but the
         # tensors must agree with them and with the fixed input/output sizes.
+        self._forget_width_band()
         old = [f"{prefix}widths_ctrl.{l}.rho" for l in range(self.hidden_layers)]
         if f"{prefix}rho" not in state_dict and all(k in state_dict for k in old):
             # saved before the rho's were packed into one vector (one per layer)
@@ -417,56 +342,6 @@ class AdaptiveMLP(nn.Module):
         extra += f", bias_init={self.bias_init!r}" if self.bias_init != "zero" else ""
         extra += ", scale_free=True" if self.scale_free else ""
         return f"widths={self.widths}, activation={self.activation!r}, init={self.init!r}, grow_init={self.grow_init!r}{extra}"
-
-
-class FixedMLP(nn.Module):
-    """The fixed-width baseline with the same interface as AdaptiveMLP."""
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        hidden_layers: int = 1,
-        width: int = 64,
-        activation: str = "relu",
-        init: str = "kaiming",
-        init_distribution: str = "gaussian",
-        layer_widths: list[int] | None = None,
-    ):
-        super().__init__()
-        if hidden_layers < 0:
-            raise ValueError(f"hidden_layers cannot be negative, but got {hidden_layers=}.")
-        if width < 0:
-            raise ValueError(f"width cannot be negative, but got {width=}.")
-        if layer_widths and (len(layer_widths) != hidden_layers or min(layer_widths) < 1):
-            raise ValueError(f"layer_widths must give {hidden_layers} widths >= 1, but got {layer_widths=}.")
-        if width == 0 and not layer_widths:  # width 0: no hidden layer, a linear read-out (paper Table 4)
-            hidden_layers = 0
-        self.activation = activation
-        self._act = resolve_activation(activation)
-        self.init_distribution = init_distribution
-        dims = [in_features] + (list(layer_widths) if layer_widths else [width] * hidden_layers) + [out_features]
-        self.layers = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(len(dims) - 1))
-        self.reset_parameters()
-
-    @property
-    def widths(self) -> list[int]:
-        return [layer.out_features for layer in self.layers[:-1]]
-
-    def reset_parameters(self) -> None:
-        with torch.no_grad():
-            for layer in self.layers:
-                fill_(layer.weight, init_std("kaiming", layer.in_features, None), self.init_distribution)
-                layer.bias.zero_()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x
-        for layer in self.layers[:-1]:
-            h = self._act(layer(h))
-        return self.layers[-1](h)
-
-    def update_width(self, optimizer=None) -> bool:
-        return False
 
 
 def adaptive_modules(model: nn.Module) -> list[AdaptiveMLP]:

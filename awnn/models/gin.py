@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import TrainConfig
-from ..layers import resolve_activation
+from ..activations import resolve_activation
 from .mlp import build_mlp
 
 __all__ = ["GIN", "build_gin", "AWNN_EMBED_DIM"]

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..config import TrainConfig
-from ..layers import AdaptiveMLP, FixedMLP
+from ..fixed import FixedMLP
+from ..layers import AdaptiveMLP
 
 __all__ = ["AdaptiveMLP", "FixedMLP", "build_mlp"]
 

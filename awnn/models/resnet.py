@@ -21,7 +21,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import TrainConfig
-from ..layers import AdaptiveMLP, FixedMLP
+from ..fixed import FixedMLP
+from ..layers import AdaptiveMLP
 from .mlp import build_mlp
 
 __all__ = ["BasicBlock", "ResNet20", "build_resnet20"]
