@@ -50,12 +50,13 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from .activations import resolve_activation
 from .config import TrainConfig
 from .data import Task, load_task
 from .data.tabular import GENERATORS
-from .layers import FixedMLP, resolve_activation
+from .fixed import FixedMLP
 from .models import build_model
-from .train import DIVERGED, OK, RunResult, resolve_device
+from .train import DIVERGED, OK, BatchCallback, RunResult, resolve_device
 
 __all__ = ["GROUP_KEYS", "SLICE_KEYS", "check_fusable", "group_key", "group_configs", "StackedMLP", "StackedAdam",
            "StackedTrainer", "train_stacked", "train_grouped"]
@@ -207,6 +208,14 @@ class StackedMLP:
 
     __call__ = forward
 
+    def like(self, buffer: torch.Tensor) -> list[torch.Tensor]:
+        """Views of `buffer`, a tensor laid out as `flat` (Adam's moments), one
+        per parameter as they lie in `flat`: [weight 0 (N, in, out), bias 0 (N, 1, out), weight 1, ...]."""
+        assert buffer.shape == self.flat.shape and buffer.is_contiguous() and self.flat.is_contiguous()
+        base = self.flat.storage_offset()
+        return [buffer.as_strided(p.shape, p.stride(), buffer.storage_offset() + p.storage_offset() - base)
+                for w, b in zip(self.weights, self.biases) for p in (w, b)]
+
     def keep(self, rows: Sequence[int]) -> None:
         """Keep only these slices (stack rows), in this order."""
         self._bind(self.flat[list(rows)].contiguous())
@@ -321,16 +330,17 @@ class StackedTrainer:
         self.epoch = 0
 
     def run(self, on_epoch: EpochCallback | None = None, on_end: EndCallback | None = None,
-            after_epoch: Callable[[], Any] | None = None) -> list[RunResult]:
+            after_epoch: Callable[[], Any] | None = None, on_batch: BatchCallback | None = None) -> list[RunResult]:
         """Train every slice to its end; `on_epoch(index, record)` after each
         epoch of each slice, `on_end(index, result)` when a slice leaves the
         stack, `after_epoch()` once the epoch's slices have left (the moment
-        to `save()`: the state holds no slice that is due to leave)."""
+        to `save()`: the state holds no slice that is due to leave),
+        `on_batch(epoch, done, total, seconds)` after each step, as the Trainer's."""
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_LAYOUT_WARNING)
             while self.alive:
                 before = list(self.alive)
-                self._epoch(on_epoch)
+                self._epoch(on_epoch, on_batch)
                 for i in before:
                     if i not in self.alive and on_end is not None:
                         on_end(i, self.result(i))
@@ -379,10 +389,10 @@ class StackedTrainer:
             for k in _SLICE_STATE:
                 setattr(s, k, saved[k])
 
-    def _epoch(self, on_epoch: EpochCallback | None) -> None:
+    def _epoch(self, on_epoch: EpochCallback | None, on_batch: BatchCallback | None = None) -> None:
         t0 = time.perf_counter()
         self.epoch += 1
-        loss_sum, correct, batches, seen = self._train_epoch()
+        loss_sum, correct, batches, seen = self._train_epoch(on_batch, t0)
         train_loss = [float(v) / batches for v in loss_sum.tolist()]
         train_acc = [float(v) / seen for v in correct.tolist()]
         val_loss, val_acc = self._evaluate("val")
@@ -407,7 +417,7 @@ class StackedTrainer:
         if stopped:
             self._drop(stopped)
 
-    def _train_epoch(self) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    def _train_epoch(self, on_batch: BatchCallback | None = None, t0: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, int, int]:
         """One pass over the training part, each slice in its own order.
         Returns per-slice (sum of batch losses, correct predictions), batches, samples."""
         c, model = self.config, self.model
@@ -425,6 +435,8 @@ class StackedTrainer:
             self.optimizer.step()
             loss_sum += loss.detach()
             correct += (out.detach().argmax(-1) == yb).sum(1)
+            if on_batch is not None:
+                on_batch(self.epoch, s // c.batch_size + 1, math.ceil(n / c.batch_size), time.perf_counter() - t0)
         return loss_sum, correct, math.ceil(n / c.batch_size), n
 
     @torch.no_grad()

@@ -104,7 +104,7 @@ class _GroupReporter:
     def __init__(self, trainer, spec: dict[str, Any], settings: dict[str, Any], resumed: str | None = None):
         self.trainer = trainer
         self.keys = [m["key"] for m in spec["members"]]
-        self.common = attempt_info()
+        self.common = {**attempt_info(), "trainer": "fused"}
         if resumed is not None:  # the checkpoint an earlier driver's attempt really continued from ("": none)
             self.common["resumed_from"] = resumed
         self.start = [s.train_seconds for s in trainer.slices]  # each member's seconds before this attempt

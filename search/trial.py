@@ -2,9 +2,15 @@
 
 `trainable(config)` is the Ray Tune function trainable: `config` holds the
 trial's spec (search/protocol.TrialSpec as a dict) and the run settings.  It
-trains the spec's config (awnn.train.Trainer), from the trial's last Tune
-checkpoint or from an earlier driver's checkpoint (`resume_from`), and
-reports to the driver (tracking/callback.py logs the reports):
+trains the spec's config, from the trial's last Tune checkpoint or from an
+earlier driver's checkpoint (`resume_from`), and reports to the driver
+(tracking/callback.py logs the reports).  A config awnn/stacked.py can train
+(a fixed MLP, Adam, no schedule, a tabular task) trains in the lean loop
+(awnn.lean.LeanTrainer, issue #30: the stacked trainer with N = 1, the same
+run up to float rounding, the Trainer's checkpoint format); any other, or
+every config when the switch is off (trial_common.lean_trials:
+AWNN_LEAN_TRIALS=0), in awnn.train.Trainer, the reference path.  Every
+report names the trainer (`trainer`: lean or reference).  The reports:
 
 * the epochs' records in batches, at most every `report_interval` seconds,
   and at once at a scheduler's rung epochs (`report_at`), with a checkpoint
@@ -32,7 +38,7 @@ from typing import Any
 
 from tracking.contract import MODEL_FILE, SELECTABLE, TRUNCATION
 
-from .trial_common import CHECKPOINT_FILE, CpuClock, attempt_info, data_error_final, load_earlier_state, trial_config, worker_setup
+from .trial_common import CHECKPOINT_FILE, CpuClock, attempt_info, data_error_final, lean_trials, load_earlier_state, trial_config, worker_setup
 
 __all__ = ["trainable", "PROGRESS_SECONDS"]
 
@@ -44,7 +50,7 @@ def trainable(config: dict[str, Any]) -> None:
     from ray import tune
 
     from awnn.data import DataError
-    from awnn.train import Trainer
+    from awnn.lean import make_trainer
 
     spec, settings = config["spec"], config["settings"]
     worker_setup(settings)
@@ -54,7 +60,7 @@ def trainable(config: dict[str, Any]) -> None:
         return run_group(spec, settings)
     cfg = trial_config(spec, settings)
     try:
-        trainer = Trainer(cfg)
+        trainer = make_trainer(cfg, lean=lean_trials(settings))
         _check_folds(trainer.task, settings)
     except DataError as e:  # no retry can fix missing or malformed data: the trial ends, and the driver stops the comparison
         # (Tune requires the searcher's metric in every result)
@@ -119,8 +125,11 @@ class _Reporter:
     """The trial's reports to the driver (see the module docstring)."""
 
     def __init__(self, trainer, spec: dict[str, Any], settings: dict[str, Any], resumed: str | None = None):
+        from awnn.lean import LeanTrainer
+
         self.trainer = trainer
-        self.common = {**attempt_info(), "attempt_start_seconds": trainer.train_seconds, "resumed_epoch": trainer.epoch}
+        self.common = {**attempt_info(), "attempt_start_seconds": trainer.train_seconds, "resumed_epoch": trainer.epoch,
+                       "trainer": "lean" if isinstance(trainer, LeanTrainer) else "reference"}
         if resumed is not None:
             self.common["resumed_from"] = resumed
         self.interval = float(settings["report_interval"])

@@ -10,9 +10,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHECKPOINT_FILE", "CpuClock", "data_error_final", "trial_config", "attempt_info", "worker_setup", "load_earlier_state"]
+__all__ = ["CHECKPOINT_FILE", "LEAN_SWITCH", "CpuClock", "data_error_final", "trial_config", "attempt_info", "worker_setup", "lean_trials",
+           "load_earlier_state"]
 
 CHECKPOINT_FILE = "trainer.pt"  # a trial's training state in its Tune checkpoint (a fused group's: the whole group)
+LEAN_SWITCH = "AWNN_LEAN_TRIALS"  # 0: every unfused trial trains in the reference Trainer (lean_trials)
 
 
 class CpuClock:
@@ -97,6 +99,17 @@ def worker_setup(settings: dict[str, Any]) -> None:
 
     torch.set_num_threads(max(1, int(settings["cpus_per_trial"])))
     set_denormals(bool(settings.get("flush_denormal", True)))
+
+
+def lean_trials(settings: dict[str, Any]) -> bool:
+    """Does a fusable config train in the lean loop (awnn/lean.py)?  The trial
+    settings' `lean_trials` when they hold one, else the trial process's
+    environment: AWNN_LEAN_TRIALS=0 forces the reference Trainer (a local
+    Ray's workers inherit the driver's environment); on by default."""
+    value = settings.get("lean_trials")
+    if value is None:
+        return os.environ.get(LEAN_SWITCH, "1") != "0"
+    return bool(value)
 
 
 def load_earlier_state(resume_from: str | None) -> tuple[dict[str, Any] | None, str | None]:
