@@ -5,11 +5,14 @@ Tracking contract (README, "What MLflow holds"):
 * one child run per trial under its sweep run (`mlflow.parentRunId`), with
   the TrainConfig keys that apply to its model and domain as params
   (TrainConfig.applicable) plus `trial_key`, `phase`, `grid_index`;
-* per-epoch metrics (step = epoch): train_loss, train_acc, val_loss, val_acc,
-  best_val_acc, width_total, width_<layer>, rate_<layer>, train_seconds;
-* final metrics: test_acc (assessment runs), best_val_acc, best_val_loss,
-  best_epoch, epochs_run, final_width_total, train_seconds (training only,
-  measured inside the trial, summed over resumed attempts), compute_seconds
+* per-epoch metrics (step = epoch; contract.EPOCH_METRICS and the per-layer
+  names): train_nll (the data loss), train_prior (AWNN), train_loss,
+  train_acc, val_loss, val_acc, width_total, width_<layer>, rate_<layer>,
+  train_seconds (training only, measured inside the trial, summed over
+  resumed attempts: its last value is the trial's), gpu_mem_mib (GPU);
+* final metrics, once, at step = the run's last epoch (contract.FINAL_METRICS,
+  never logged per epoch): test_acc (assessment runs), best_val_acc,
+  best_val_loss, best_epoch, epochs_run, final_width_total, compute_seconds
   (every attempt's training time, including work lost to a failure),
   cpu_seconds (the CPU time the trial's process spent on that training,
   every attempt: search/trial_common.CpuClock), device_hours (see "Cost"
@@ -22,7 +25,10 @@ Tracking contract (README, "What MLflow holds"):
   stopped (by ASHA, before its last epoch) | interrupted), awnn.node_ip / awnn.node_id (node of the last attempt),
   awnn.nodes (every node it ran on), awnn.pid (worker process of the last
   attempt), awnn.config (the config as the search gave it, JSON; with every
-  default filled in: TrainConfig.from_dict of it), awnn.group (fused trials).
+  default filled in: TrainConfig.from_dict of it), awnn.group (fused trials),
+  awnn.trainer (the loop that trained it: lean, reference or fused),
+  mlflow.note.content (the run's description: what its metrics are,
+  tracking/trial_note.py).
 
 A fused Ray trial (`--fuse`, search/fused_trial.py) trains several configs:
 each member gets its own run, as above, tagged awnn.group with the Ray
@@ -58,14 +64,16 @@ from typing import Callable
 
 from ray.tune import Callback
 
-from .contract import FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, Tag
+from .contract import EPOCH_METRICS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, is_epoch_metric
 from .store import TrackingWriter
+from .trial_note import trial_note
 
 __all__ = ["TrialTracker"]
 
 
 SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
-_ATTEMPT_KEYS = ("attempt", "node_id", "node_ip", "hostname", "pid", "resumed_from")  # a fused group's report: common to its members
+_ORDER = {name: i for i, name in enumerate(EPOCH_METRICS)}  # a record's metrics are logged in the contract's order
+_ATTEMPT_KEYS = ("attempt", "node_id", "node_ip", "hostname", "pid", "resumed_from", "trainer")  # a fused group's report: common to its members
 
 
 class TrialTracker(Callback):
@@ -106,8 +114,11 @@ class TrialTracker(Callback):
         self.last_errors: dict[str, str] = {}
         self.resumed: dict[str, str] = {}  # the checkpoint each trial reported it continued from
         self.pids: dict[str, str] = {}
+        self.trainers: dict[str, str] = {}
         self.finals: dict[str, dict] = {}
         self.last: dict[str, dict] = {}  # each config's latest report
+        self.epochs: dict[str, int] = {}  # the last epoch each run logged (its final metrics go there)
+        self.timed: set[str] = set()  # runs that logged train_seconds per epoch
 
     def __getstate__(self):
         # Ray pickles the Tuner (callbacks included) into the experiment folder
@@ -187,7 +198,7 @@ class TrialTracker(Callback):
         tags = {**self.tags, Tag.KIND: "trial", Tag.STRATEGY: spec.get("family") or spec["strategy"], Tag.ARM: spec["strategy"],
                 Tag.REPEAT: str(spec.get("repeat", 0)), Tag.PHASE: spec["phase"], Tag.TRIAL_KEY: spec["key"], Tag.STATUS: "running",
                 # the config as the search gave it (params: the keys that apply, defaults filled in): --resume reads it back
-                Tag.CONFIG: json.dumps(spec["config"], sort_keys=True)}
+                Tag.CONFIG: json.dumps(spec["config"], sort_keys=True), MlflowTag.NOTE: trial_note(params, spec)}
         if params.get("model") == "awnn":
             tags[Tag.PROFILE] = params["awnn_profile"]
         if spec.get("resume_from"):  # the checkpoint it was handed; its first report says which it used
@@ -232,6 +243,10 @@ class TrialTracker(Callback):
                 # when that file was torn, or none readable (search/trial_common.py load_earlier_state)
                 self.resumed[key] = resumed
                 self.writer.set_tags(key, {Tag.RESUMED_FROM: resumed or "none: no readable checkpoint, started at epoch 0"})
+            trainer = result.get("trainer")
+            if isinstance(trainer, str) and self.trainers.get(key) != trainer:  # lean or reference (search/trial.py)
+                self.trainers[key] = trainer
+                self.writer.set_tags(key, {Tag.TRAINER: trainer})
             pid = str(result.get("pid", ""))
             if pid and self.pids.get(key) != pid:  # the worker process: shows which actor ran it (and whether actors were reused)
                 self.pids[key] = pid
@@ -239,10 +254,12 @@ class TrialTracker(Callback):
         rows = []
         for rec in result.get("epochs") or []:
             step = int(rec["epoch"])
-            for name, value in rec.items():
-                if name in SKIP_EPOCH_KEYS or isinstance(value, bool) or not isinstance(value, (int, float)):
-                    continue
-                rows.append((name, value, step))
+            # only the contract's per-epoch series: a record's running best and final-only keys are not series
+            names = sorted((n for n in rec if n not in SKIP_EPOCH_KEYS and is_epoch_metric(n)), key=lambda n: _ORDER.get(n, len(_ORDER)))
+            rows += [(n, rec[n], step) for n in names if isinstance(rec[n], (int, float)) and not isinstance(rec[n], bool)]
+            self.epochs[key] = max(step, self.epochs.get(key, 0))
+            if Metric.TRAIN_SECONDS in names:
+                self.timed.add(key)
         if rows:
             self.writer.log_metrics(key, rows)
         if result.get("final"):
@@ -281,7 +298,8 @@ class TrialTracker(Callback):
         of the trials still in flight as `interrupted` (MLflow KILLED) with
         the compute they did so far; `--resume` runs those trials again."""
         for key in sorted(self.started - self.ended):
-            self.writer.log_metrics(key, [*((name, v, 0) for name, v in self.cost(key).items()), (Metric.ATTEMPTS, len(self.attempts.get(key, {})), 0)])
+            step = self._last_epoch(key, self.last.get(key, {}))
+            self.writer.log_metrics(key, [*((name, v, step) for name, v in self.cost(key).items()), (Metric.ATTEMPTS, len(self.attempts.get(key, {})), step)])
             self.writer.set_tags(key, {Tag.STATUS: "interrupted"})
             self.writer.end_run(key, "KILLED")
             self.ended.add(key)  # Tune may still report it as complete while stopping it: it stays interrupted
@@ -299,13 +317,16 @@ class TrialTracker(Callback):
             Metric.ATTEMPTS: len(self.attempts.get(key, {})),
             Metric.RETRIES: self.retries.get(key, 0),
         }
-        for name in FINAL_SCORES:  # the last report stands in for a final summary's training time and best score
+        # the last report stands in for a final summary's best score; train_seconds is a per-epoch series (its last
+        # value is the trial's), logged here only for a run that logged no epoch (e.g. failed before its first)
+        names = (*FINAL_SCORES, *(() if key in self.timed else (Metric.TRAIN_SECONDS,)))
+        for name in names:
             v = final.get(name, last.get(name) if name in (Metric.TRAIN_SECONDS, Metric.BEST_VAL_ACC) else None)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and not math.isinf(v):
                 metrics[name] = float(v)
         if "widths" in final:
             metrics[Metric.FINAL_WIDTH_TOTAL] = float(sum(final["widths"]))
-        step = int(final.get(Metric.EPOCHS_RUN) or last.get("epoch") or 0)
+        step = int(final.get(Metric.EPOCHS_RUN) or self._last_epoch(key, last))
         self.writer.log_metrics(key, [(k, v, step) for k, v in metrics.items()])
         if final.get("truncation"):  # step = the % of each layer's neurons kept
             self.writer.log_metrics(key, [(name, float(row[name]), int(round(100 * row["fraction"])))
@@ -333,6 +354,12 @@ class TrialTracker(Callback):
         if self.on_finished:
             self.on_finished(key, outcome)
 
+
+    def _last_epoch(self, key: str, last: dict) -> int:
+        """The last epoch a run reached: the step of its final metrics (a stopped trial's last report may
+        be a progress report inside the next epoch, which names none)."""
+        epoch = last.get("epoch")
+        return max(self.epochs.get(key, 0), int(epoch) if isinstance(epoch, (int, float)) and not isinstance(epoch, bool) else 0)
 
     def _log_model(self, key: str, trial) -> None:
         """A re-training run's kept model (its final checkpoint holds `model.pt`,

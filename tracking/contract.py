@@ -33,7 +33,7 @@ from typing import Any
 __all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "experiment_name", "default_tracking_uri", "client",
            "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
            "ARM_HEADLINE", "arm_metric", "savings_metric", "budget_metric", "paper_metric",
-           "FINAL_SCORES", "TRUNCATION", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
+           "EPOCH_METRICS", "FINAL_SCORES", "FINAL_METRICS", "is_epoch_metric", "TRUNCATION", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
            "fold_key", "fold_of_key"]
 
 KINDS = ("comparison", "sweep", "trial")
@@ -133,6 +133,7 @@ class Tag:
     REPEATS = "awnn.repeats"
     RESUMED_FROM = "awnn.resumed_from"
     RETRIES = "awnn.retries"
+    TRAINER = "awnn.trainer"  # which loop trained a trial: lean (awnn.lean, the stacked trainer at N = 1), reference (awnn.train.Trainer), fused
     SELECTED_BY_FOLD = "awnn.selected_by_fold"
     SELECTED_CONFIG = "awnn.selected_config"
     SELECTED_KEY = "awnn.selected_key"
@@ -166,16 +167,14 @@ class MlflowTag:
 class Metric:
     """Every MLflow metric name this project writes (README "What MLflow holds").
 
-    Trial runs, per epoch (step = epoch; the trainer's epoch records, logged
-    as they come): the loss/accuracy curves, best_val_acc, width_total,
-    train_seconds, and per adaptive layer `width_<layer>` and `rate_<layer>`
-    (PER_LAYER).  Trial runs, once at the end (step = epochs run): the final
-    scores and the trial's cost.  Sweep runs: counts by status, cost, wall
-    time, and on assessment sweeps the test-accuracy summary.  The
-    comparison run: wall_seconds."""
+    Trial runs: EPOCH_METRICS and the PER_LAYER names per epoch (step =
+    epoch; the trainer's epoch records, logged as they come), FINAL_METRICS
+    once (step = the last epoch); no name is in both.  Sweep runs: counts by
+    status, cost, wall time, and on assessment sweeps the test-accuracy
+    summary.  The comparison run: wall_seconds."""
 
     # per epoch (trial)
-    TRAIN_LOSS = "train_loss"
+    TRAIN_LOSS = "train_loss"  # the objective minimised: train_nll (+ train_prior for AWNN)
     # re-training runs of an adaptive MLP: post-hoc truncation of the kept model (paper 5.4), step = % of each layer's neurons kept
     TRUNC_TEST_ACC = "trunc_test_acc"
     TRUNC_WIDTH_TOTAL = "trunc_width_total"
@@ -186,12 +185,13 @@ class Metric:
     TRAIN_ACC = "train_acc"
     VAL_LOSS = "val_loss"
     VAL_ACC = "val_acc"
-    BEST_VAL_ACC = "best_val_acc"
     WIDTH_TOTAL = "width_total"
-    TRAIN_SECONDS = "train_seconds"
+    TRAIN_SECONDS = "train_seconds"  # training seconds so far (summed over attempts): its last value is the trial's
+    GPU_MEM_MIB = "gpu_mem_mib"  # GPU trials: peak GPU memory allocated so far
     # final (trial)
     TEST_ACC = "test_acc"
     TEST_LOSS = "test_loss"
+    BEST_VAL_ACC = "best_val_acc"  # (runs written before EPOCH_METRICS also have it per epoch: the running best)
     BEST_VAL_LOSS = "best_val_loss"
     BEST_EPOCH = "best_epoch"
     EPOCHS_RUN = "epochs_run"
@@ -265,12 +265,22 @@ _BUDGET_NAME = re.compile(r"budget_curve\.(.+)\.f[0-9.]+\.(\w+)")
 # a re-training run's truncation curve (step = % of neurons kept): tracking/truncation.py reads them
 TRUNCATION = (Metric.TRUNC_TEST_ACC, Metric.TRUNC_WIDTH_TOTAL, Metric.TRUNC_PARAMS, Metric.TRUNC_INFER_US)
 PER_LAYER = ("width_", "rate_")  # + the layer's name: per-epoch width and rate of each adaptive layer
+# a trial run's series, step = epoch (what changes from epoch to epoch; train_nll first: the data loss, comparable across models)
+EPOCH_METRICS = (Metric.TRAIN_NLL, Metric.TRAIN_PRIOR, Metric.TRAIN_LOSS, Metric.TRAIN_ACC, Metric.VAL_LOSS, Metric.VAL_ACC,
+                 Metric.WIDTH_TOTAL, Metric.TRAIN_SECONDS, Metric.GPU_MEM_MIB)
 # the final metrics a trial run gets from the trainer's final summary (the cost metrics come from the callback)
-FINAL_SCORES = (Metric.TEST_ACC, Metric.BEST_VAL_ACC, Metric.BEST_VAL_LOSS, Metric.BEST_EPOCH, Metric.EPOCHS_RUN,
-                Metric.TRAIN_SECONDS, Metric.N_TRAIN, Metric.TEST_LOSS)
+FINAL_SCORES = (Metric.TEST_ACC, Metric.BEST_VAL_ACC, Metric.BEST_VAL_LOSS, Metric.BEST_EPOCH, Metric.EPOCHS_RUN, Metric.N_TRAIN, Metric.TEST_LOSS)
+# every metric a trial run gets once, at step = its last epoch
+FINAL_METRICS = (*FINAL_SCORES, Metric.FINAL_WIDTH_TOTAL, Metric.COMPUTE_SECONDS, Metric.CPU_SECONDS, Metric.DEVICE_HOURS,
+                 Metric.WALL_DEVICE_HOURS, Metric.GPU_HOURS, Metric.ATTEMPTS, Metric.RETRIES)
 # the sweep-run counts of trials by status
 STATUS_COUNTS = {"ok": Metric.N_OK, "diverged": Metric.N_DIVERGED, "failed": Metric.N_FAILED,
                  "width_capped": Metric.N_WIDTH_CAPPED, "stopped": Metric.N_STOPPED}
+
+
+def is_epoch_metric(name: str) -> bool:
+    """Is `name` one of a trial run's per-epoch series (EPOCH_METRICS, or a per-layer width or rate)?"""
+    return name in EPOCH_METRICS or (name not in METRICS and any(name.startswith(p) and len(name) > len(p) for p in PER_LAYER))
 
 
 def is_metric(name: str) -> bool:
