@@ -251,7 +251,6 @@ class AdaptiveMLP(HostRates, nn.Module):
         """`set_widths` without its argument checks (`widths`: valid ints), the
         path of every width update: the registries are read directly and all
         resizes share one no_grad context."""
-        self.__dict__.pop("_width_band", None)  # (update_width's checked bands hold for the old widths)
         limits = [None]
         for ctrl, w in zip(self._modules["widths_ctrl"]._modules.values(), widths):
             if ctrl.width != w:
@@ -302,7 +301,6 @@ class AdaptiveMLP(HostRates, nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
         # The widths travel with a state dict (the layers resize to it), but the
         # tensors must agree with them and with the fixed input/output sizes.
-        self._forget_width_band()
         old = [f"{prefix}widths_ctrl.{l}.rho" for l in range(self.hidden_layers)]
         if f"{prefix}rho" not in state_dict and all(k in state_dict for k in old):
             # saved before the rho's were packed into one vector (one per layer)

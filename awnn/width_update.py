@@ -1,20 +1,6 @@
 """Algorithm 1's update_width for the adaptive MLP (awnn/layers.py), from the
 host values of its rates: one read of rho a step, which the forward and the
-rate prior reuse (on a GPU: no second device sync).
-
-The width check runs at every step (`width_update_interval` 1, the paper's
-setting) and a width moves at only about a third of them (issue #30), so a
-step that moves none takes a shortcut: each layer keeps a band of rho
-values [lo, hi], worked out after each full check: the interval of rates
-the width rule maps to that width, narrowed by a hair, and both ends put
-through the full check (`AdaptiveWidth.width_for_rho`: that width, not
-capped, no projection to `rate_min`).  D is a non-increasing function of
-rho (softplus, the quantile, floor/ceil and the rate_min clamp are all
-monotone), so every rho inside the band gives that width: the full check
-runs only for a rho outside it, and the result is the one running it gives
-(`WIDTH_BAND = False` runs it at every step: the reference,
-tests/awnn/test_step_speed_paths.py).
-"""
+rate prior reuse (on a GPU: no second device sync)."""
 from __future__ import annotations
 
 import math
@@ -29,10 +15,7 @@ from .width import MaxWidthReached
 if TYPE_CHECKING:
     from .width import AdaptiveWidth
 
-__all__ = ["HostRates", "WIDTH_BAND"]
-
-# Skip the full width check for a rho inside its layer's checked band (see above).
-WIDTH_BAND = True
+__all__ = ["HostRates"]
 
 
 class HostRates:
@@ -48,14 +31,6 @@ class HostRates:
             return False
         rho_vec = self._parameters["rho"]
         rhos = rho_vec.tolist()  # one read (one transfer on a GPU)
-        band = self.__dict__.get("_width_band")
-        if band is not None and WIDTH_BAND:
-            for rho, (lo, hi, ctrl, width) in zip(rhos, band[1]):
-                if not (lo <= rho <= hi and ctrl.width == width):  # (NaN: outside)
-                    break
-            else:  # every layer keeps its width: nothing to change, rho needs no projection
-                self.__dict__["_rho_read"] = (rho_vec.data_ptr(), rho_vec._version, rhos)
-                return band[0]
         ctrls = list(self._modules["widths_ctrl"]._modules.values())
         capped_any = False
         changed = False
@@ -74,32 +49,8 @@ class HostRates:
             changed |= d != ctrl.width
             targets.append(d)
         if changed:
-            self._apply_widths(targets, optimizer, self.grow_init)  # (forgets the band)
-        if WIDTH_BAND:  # after every full check: a cap can come or go while the width stays (at max_width)
-            self.__dict__["_width_band"] = (capped_any, self._checked_band(rhos, ctrls))
+            self._apply_widths(targets, optimizer, self.grow_init)
         return capped_any
-
-    @staticmethod
-    def _checked_band(rhos: list[float], ctrls: "list[AdaptiveWidth]") -> list[tuple]:
-        """Per layer (lo, hi, ctrl, width): a band of rho around the rate
-        interval that gives the layer its current width, both ends checked
-        with the full `width_for_rho` (and against `rate_min`), so every rho
-        between them gives that width; just this rho where a check fails (a
-        capped layer, an edge the formula misses)."""
-        out = []
-        for rho, ctrl in zip(rhos, ctrls):
-            width = ctrl.width
-            lo = hi = rho
-            if not ctrl.capped:
-                edges = _rho_edges(width, ctrl.quantile_k, ctrl.width_rule)
-                if edges is not None and _keeps(ctrl, edges[0], width) and _keeps(ctrl, edges[1], width):
-                    lo, hi = edges
-            out.append((lo, hi, ctrl, width))
-        return out
-
-    def _forget_width_band(self) -> None:
-        """Drop the checked bands (the widths were set another way)."""
-        self.__dict__.pop("_width_band", None)
 
     def rho_values(self) -> list[float]:
         """Every layer's rho as Python floats (on a GPU without a second
@@ -136,30 +87,3 @@ class HostRates:
                 projected = True
         return projected
 
-
-def _rho_edges(width: int, quantile_k: float, rule: str) -> tuple[float, float] | None:
-    """(lo, hi): rho values just inside the interval where the width rule gives
-    `width` (a relative margin of 1e-7 of the rate inward: wider than the
-    ceil rule's 1e-9 guard against float noise, distributions.width_from_rate), or None."""
-    c = -math.log1p(-quantile_k)
-    if rule == "floor+2":  # floor(c / rate) + 2 = width:  c / (width - 1) < rate <= c / (width - 2)
-        low, high = (width - 1, width - 2)
-    else:  # ceil(c / rate) = width:  c / width <= rate < c / (width - 1)
-        low, high = (width, width - 1)
-    if high <= 0:
-        return None
-    rate_hi, rate_lo = c / high, c / low  # (the larger rate gives the smaller width: rho's upper edge)
-    rate_lo, rate_hi = rate_lo * (1.0 + 1e-7), rate_hi * (1.0 - 1e-7)
-    if not 0.0 < rate_lo < rate_hi:
-        return None
-    return rho_from_rate(rate_lo), rho_from_rate(rate_hi)
-
-
-def _keeps(ctrl: "AdaptiveWidth", rho: float, width: int) -> bool:
-    """Whether the full check at `rho` gives `width`, uncapped, with no projection to rate_min."""
-    if ctrl.rate_min and rho < 30 and math.log1p(math.exp(rho)) < ctrl.rate_min:
-        return False
-    try:
-        return ctrl.width_for_rho(rho) == (width, False)
-    except FloatingPointError:
-        return False
