@@ -5,7 +5,9 @@
     .venv/bin/python docs/mlflow_ui_screenshot.py sqlite:////tmp/shot/mlflow.db docs/mlflow-ui.png
 
 (options: --experiment NAME, default the one experiment holding comparison
-runs; --size 1900x420; --chromium PATH.)  It starts `mlflow ui` on that store
+runs; --size 1900x420; --chromium PATH; --trials ID: the trials of the
+comparison whose `awnn.comparison` tag is ID instead, docs/tracking.md's
+"One comparison's trials" steps.)  It starts `mlflow ui` on that store
 on 127.0.0.1 (a free port), opens the experiment in headless Chromium
 (Debian's `chromium` package) and does what docs/tracking.md's "Comparing runs in
 the MLflow UI" says: the Model training view's runs table, the filter
@@ -16,8 +18,8 @@ server (their process groups only).
 The browser is driven over the Chrome DevTools Protocol on a pipe
 (`--remote-debugging-pipe`: NUL-terminated JSON on fds 3 and 4), standard
 library only, no chromedriver.  tests/system/test_mlflow_ui_browser.py runs the
-same steps (`show_comparisons`) on a smoke comparison and checks the numbers
-the table shows against MLflow's.
+same steps (`show_comparisons`, `show_trials`) on a smoke comparison and checks
+the numbers the table shows against MLflow's.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -47,6 +49,17 @@ COMPARISON_FILTER = "tags.awnn.kind = 'comparison'"
 HEADLINE_COLUMNS = ("fixed.total_device_hours", "awnn.total_device_hours", "awnn.savings_vs_fixed", "awnn.savings_vs_fixed_lo",
                     "awnn.savings_vs_fixed_hi", "fixed.test_acc_pct", "awnn.test_acc_pct", "awnn.width_total")
 SORT_BY = "awnn.savings_vs_fixed"  # the fixed grid's selection device-hours / AWNN's: > 1, AWNN's search was cheaper
+
+# docs/tracking.md's "One comparison's trials": trials are child runs of a sweep
+# run (itself a child of the comparison run), and the runs table sorted by
+# Created (its default) nests child runs under their parent, collapsed: the
+# filter alone shows the sweep runs.  Sorted by anything else (MLflow 3's
+# runs table nests only when sorted by start time, or unsorted and unfiltered)
+# it lists the matching runs flat: sorted by `test_acc`, descending, the
+# re-training trials (the only ones with a test_acc) come first.
+TRIAL_FILTER = "tags.awnn.kind = 'trial' and tags.awnn.comparison = '{comparison}'"
+TRIAL_SORT = "test_acc"
+TRIAL_COLUMNS = ("test_acc", "device_hours", "awnn.arm", "awnn.phase")  # two metrics, two tags
 
 
 def find_chromium() -> str | None:
@@ -251,6 +264,8 @@ class RunsTable:
     column, keyed by the column's header (the metric's name, "Run Name", ...)."""
     rows: dict[str, dict[str, str]]
     matching: str  # the "N matching runs" line under the table
+    order: list[str] = field(default_factory=list)  # the rows' ids, top to bottom
+    visible: list[str] = field(default_factory=list)  # those in view (in the window and the table's scrolled area)
 
 
 _SEARCH_BOX = "document.querySelector('input[data-component-id*=\"runssearchautocomplete\"]')"
@@ -261,15 +276,22 @@ _READ_TABLE = r"""(async () => {
   // ag-grid draws only the columns in view: scroll across, collecting as it goes, then scroll back
   const grid = document.querySelector('.ag-root'); if (!grid) return null;
   const scroller = grid.querySelector('.ag-body-horizontal-scroll-viewport');
-  const headers = {}, widths = {}, rows = {};
+  const headers = {}, widths = {}, rows = {}, index = {}, inView = {};
+  const body = grid.querySelector('.ag-body-viewport') || grid;
   const collect = () => {
     for (const h of grid.querySelectorAll('.ag-header-cell[col-id]')) {
       headers[h.getAttribute('col-id')] = h.innerText.trim();
       widths[h.getAttribute('col-id')] = h.getBoundingClientRect().width;
     }
+    const b = body.getBoundingClientRect();
+    const top = Math.max(b.top, 0), bottom = Math.min(b.bottom, window.innerHeight);
     for (const row of grid.querySelectorAll('.ag-row[row-id]')) {
-      const cells = rows[row.getAttribute('row-id')] ??= {};
+      const id = row.getAttribute('row-id');
+      const cells = rows[id] ??= {};
       for (const c of row.querySelectorAll('.ag-cell[col-id]')) cells[c.getAttribute('col-id')] = c.innerText.trim();
+      index[id] = Number(row.getAttribute('row-index'));
+      const r = row.getBoundingClientRect(), middle = (r.top + r.bottom) / 2;
+      if (r.height && middle > top && middle < bottom) inView[id] = true;  // scrolling across does not move rows up or down
     }
   };
   const frame = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 150)));
@@ -284,13 +306,14 @@ _READ_TABLE = r"""(async () => {
   for (const [id, cells] of Object.entries(rows))
     named[id] = Object.fromEntries(Object.entries(cells).map(([col, text]) => [headers[col] || col, text]));
   const status = [...document.querySelectorAll('body div, body span')].find(e => e.children.length <= 1 && /^\d+ matching runs?$/.test((e.innerText || '').trim()));
-  return {rows: named, widths, matching: status ? status.innerText.trim() : ''};
+  const order = Object.keys(rows).sort((a, b) => index[a] - index[b]);
+  return {rows: named, widths, matching: status ? status.innerText.trim() : '', order, visible: order.filter(id => inView[id])};
 })()"""
 
 
 def read_table(page: Chromium) -> RunsTable:
-    t = page.evaluate(_READ_TABLE) or {"rows": {}, "matching": ""}
-    return RunsTable(t["rows"], t["matching"])
+    t = page.evaluate(_READ_TABLE) or {"rows": {}, "matching": "", "order": [], "visible": []}
+    return RunsTable(t["rows"], t["matching"], t["order"], t["visible"])
 
 
 def show_comparisons(page: Chromium, base_url: str, experiment_id: str, *, search_filter: str = COMPARISON_FILTER,
@@ -300,19 +323,77 @@ def show_comparisons(page: Chromium, base_url: str, experiment_id: str, *, searc
     into the search box and add `columns` (and take off `hide`) in the Columns
     menu, as a reader would; return what the table then shows.  `sort_by`, a
     metric, sorts it (descending) through the address."""
-    # the "Model training" side of the UI (MLflow 3 opens an experiment on its GenAI side)
-    query = {"workflowType": "machine_learning"}
+    query = {}
     if sort_by:
         query.update(orderByKey=f"metrics.`{sort_by}`", orderByAsc="false")
+    open_runs_table(page, base_url, experiment_id, query)
+    filter_runs(page, search_filter)
+    return choose_columns(page, columns, hide)
+
+
+def show_trials(page: Chromium, base_url: str, experiment_id: str, comparison: str, *,
+                columns: tuple[str, ...] = TRIAL_COLUMNS, sort_by: str | None = TRIAL_SORT) -> RunsTable:
+    """docs/tracking.md's "One comparison's trials": the runs table filtered to
+    the trials of the comparison whose `awnn.comparison` tag is `comparison`,
+    sorted by the metric `sort_by` (descending) in the Sort menu, `columns`
+    ticked in the Columns menu; return what the table then shows.
+
+    The Sort step is what lists the trials: `sort_by=None` leaves the table
+    sorted by Created, where MLflow nests them under their (collapsed) sweep
+    runs and the table shows those instead."""
+    open_runs_table(page, base_url, experiment_id)
+    filter_runs(page, TRIAL_FILTER.format(comparison=comparison))
+    if sort_by:
+        sort_runs(page, sort_by)
+    return choose_columns(page, columns)
+
+
+def open_runs_table(page: Chromium, base_url: str, experiment_id: str, query: dict[str, str] | None = None) -> None:
+    """The experiment's runs table, on the "Model training" side of the UI
+    (MLflow 3 opens an experiment on its GenAI side)."""
+    query = {"workflowType": "machine_learning", **(query or {})}
     page.goto(f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?{urllib.parse.urlencode(query)}")
+
+
+def filter_runs(page: Chromium, search_filter: str) -> None:
+    """Type `search_filter` into the runs search box and press Enter."""
     page.click(_SEARCH_BOX, "the runs search box")
     page.evaluate(f"{_SEARCH_BOX}.select()")
     page.type_text(search_filter)
     page.press("Enter")
     # the filter is applied once the URL carries it and the grid is drawn
-    page.wait_for(f"new URLSearchParams(location.hash.split('?')[1] || '').get('searchFilter') === {json.dumps(search_filter)}"
+    page.wait_for(f"{_URL_PARAM}('searchFilter') === {json.dumps(search_filter)}"
                   " && !!document.querySelector('.ag-root .ag-row[row-id]')", f"a runs table filtered with {search_filter!r}")
     page.press("Escape")  # close the search box's suggestions, if any
+    _wait_settled(page)
+
+
+def sort_runs(page: Chromium, metric: str, descending: bool = True) -> None:
+    """In the Sort menu ("Sort: Created" at first): the direction, then the
+    metric `metric`, found with the menu's search box."""
+    direction = "desc" if descending else "asc"
+    page.click(_SORT_BUTTON, "the Sort button")
+    page.click(f"document.querySelector('button[data-testid=\"sort-select-{direction}\"]')",
+               f"the Sort menu's {direction}ending button")
+    if not page.evaluate(f"!!{_SORT_SEARCH}"):  # the direction closed the menu: open it again
+        page.click(_SORT_BUTTON, "the Sort button")
+    page.click(_SORT_SEARCH, "the Sort menu's search box")
+    page.evaluate(f"{_SORT_SEARCH}.select()")
+    page.type_text(metric)
+    item = f"document.querySelector('[role=menuitemcheckbox][data-testid={json.dumps('sort-select-' + metric)}]')"
+    _wait_still(page, item, f"{metric!r} in the Sort menu")
+    page.click(item, f"{metric!r} in the Sort menu")
+    key = f"metrics.`{metric}`"
+    page.wait_for(f"{_URL_PARAM}('orderByKey') === {json.dumps(key)} && {_URL_PARAM}('orderByAsc') === {json.dumps(str(not descending).lower())}",
+                  f"the runs table sorted by {metric} ({direction}ending)")
+    if page.evaluate(f"!!{_SORT_SEARCH}"):
+        page.press("Escape")
+    _wait_settled(page)
+
+
+def choose_columns(page: Chromium, columns: tuple[str, ...], hide: tuple[str, ...] = ()) -> RunsTable:
+    """In the Columns menu: tick `columns`, untick `hide`; wait for a row with
+    every one of `columns` filled in and return what the table shows."""
     page.click(_COLUMNS_BUTTON, "the Columns button")
     for name, on in [*((c, True) for c in columns), *((c, False) for c in hide)]:
         _tick_column(page, name, on)
@@ -325,6 +406,31 @@ def show_comparisons(page: Chromium, base_url: str, experiment_id: str, *, searc
     return read_table(page)
 
 
+_URL_PARAM = "new URLSearchParams(location.hash.split('?')[1] || '').get"
+_SORT_BUTTON = "document.querySelector('button[data-component-id=\"mlflow.experiment_page.sort_select_v2.toggle\"]')"
+_SORT_SEARCH = "document.querySelector('input[data-component-id$=\"experimentviewrunssortselectorv2.tsx_97\"]')"
+
+
+def _wait_still(page: Chromium, element: str, what: str) -> None:
+    """Wait until `element` is drawn and stays put for 0.3 s (a menu's list
+    filters as one types: a click on a row still moving lands on another)."""
+    page.wait_for(f"""(async () => {{
+        const at = () => {{ const e = {element}; if (!e) return null; const r = e.getBoundingClientRect();
+                            return r.width && r.height ? [r.x, r.y, r.width, r.height].join() : null; }};
+        const before = at(); await new Promise(r => setTimeout(r, 300)); return before !== null && before === at(); }})()""",
+                  what)
+
+
+def _wait_settled(page: Chromium) -> None:
+    """Wait until the runs table's rows and its "N matching runs" line stay the same for half a second."""
+    snapshot = ("[[...document.querySelectorAll('.ag-root .ag-row[row-id]')].map(r => r.getAttribute('row-id') + ':' + "
+                "r.getAttribute('row-index')).join(), document.body.innerText.match(/\\d+ matching runs?/)?.[0]].join('|')")
+    page.wait_for(f"""(async () => {{ const before = {snapshot}; await new Promise(r => setTimeout(r, 500));
+        const loading = [...document.querySelectorAll('.ag-overlay-loading-wrapper')].some(e => e.getBoundingClientRect().height > 0);
+        return !loading && before === {snapshot} && before.split('|')[1] !== ''; }})()""",
+                  "the runs table settled")
+
+
 def _tick_column(page: Chromium, name: str, on: bool) -> None:
     """In the open Columns menu: find column `name` with the menu's search box and (un)tick it."""
     page.click(_COLUMN_SEARCH, "the Columns menu's search box")
@@ -335,7 +441,9 @@ def _tick_column(page: Chromium, name: str, on: bool) -> None:
     checked = f"!!{node}?.querySelector('.du-bois-light-tree-checkbox-checked')"
     state = page.wait_for(f"{node} ? ({checked} ? 'on' : 'off') : null", f"the column {name!r} in the Columns menu")
     if (state == "on") != on:
-        page.click(f"{node}?.querySelector('.du-bois-light-tree-checkbox')", f"the checkbox of column {name!r}")
+        box = f"{node}?.querySelector('.du-bois-light-tree-checkbox')"
+        _wait_still(page, box, f"the checkbox of column {name!r}")
+        page.click(box, f"the checkbox of column {name!r}")
         page.wait_for(f"{checked} === {json.dumps(on)}", f"the column {name!r} {'ticked' if on else 'unticked'}")
 
 
@@ -452,11 +560,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--experiment", help="experiment name (default: the one holding comparison runs)")
     ap.add_argument("--size", default="1900x420", help="viewport WIDTHxHEIGHT (default 1900x420: the headline columns side by side)")
     ap.add_argument("--chromium", default=find_chromium(), help="Chromium executable (default: chromium on PATH)")
+    ap.add_argument("--trials", metavar="ID", help="show the trials of the comparison whose awnn.comparison tag is ID "
+                                                   "(docs/tracking.md's trial steps) instead of the comparison runs")
     a = ap.parse_args(argv)
     if not a.chromium:
         raise SystemExit("needs Chromium: apt-get install chromium")
     width, height = (int(v) for v in a.size.lower().split("x"))
     experiment_id, name = comparison_experiment(a.tracking_uri, a.experiment)
+    if a.trials:
+        with mlflow_ui(a.tracking_uri) as url, Chromium(a.chromium, width=width, height=height) as page:
+            table = show_trials(page, url, experiment_id, a.trials)
+            tidy_for_screenshot(page)
+            page.screenshot(a.output)
+        print(f"{a.output}: {name}, the trials of {a.trials}: {table.matching or len(table.rows)}; in view:")
+        for run_id in table.visible:
+            row = table.rows[run_id]
+            print(f"  {row.get('Run Name', run_id).splitlines()[-1]}: " + ", ".join(f"{c}={row.get(c)}" for c in TRIAL_COLUMNS))
+        return 0
     with mlflow_ui(a.tracking_uri) as url, Chromium(a.chromium, width=width, height=height) as page:
         table = show_comparisons(page, url, experiment_id, hide=("Dataset", "Source", "Models"), sort_by=SORT_BY)
         fit_columns(page)

@@ -6,7 +6,10 @@ docs/mlflow_ui_screenshot.py, the script that takes docs/mlflow-ui.png) goes
 through docs/tracking.md's "Comparing runs in the MLflow UI": the Model training
 runs table, the page's filter typed into the search box, the page's
 columns ticked in the Columns menu.  The table must then hold the comparison
-run and nothing else, with the headline numbers MLflow stores."""
+run and nothing else, with the headline numbers MLflow stores.  Its trial
+steps (issue #32: the trial filter alone shows the sweep runs, collapsed, the
+trials nested under them) must list one comparison's trials, the re-training
+ones in view with the test_acc MLflow stores."""
 from __future__ import annotations
 
 import importlib.util
@@ -105,6 +108,58 @@ def test_the_comparison_view_shows_the_headline_numbers_in_chromium(smoke_compar
              if c not in stored or not _shown_as(row.get(c, ""), stored[c])}
     assert not wrong, f"shown vs stored: {wrong}; the row reads {row}"
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1400, 800)
+
+
+@pytest.mark.slow
+def test_the_trial_steps_list_a_comparisons_trials_with_their_test_acc_in_chromium(smoke_comparison, tmp_path):
+    chromium = shot.find_chromium()
+    if chromium is None:
+        pytest.skip("needs Debian's chromium package (apt-get install chromium); tests/system_deps.sh installs it")
+    section = _readme_section()
+    assert f"`{shot.TRIAL_FILTER.format(comparison='<id>')}`" in section, "the README's trial filter is not the one the browser test types"
+    assert f"pick the metric `{shot.TRIAL_SORT}`" in section, "the README does not tell to sort the trials by the metric the test sorts by"
+    missing = [c for c in shot.TRIAL_COLUMNS if f"`{c}`" not in section]
+    assert not missing, f"trial columns the README does not tell to add: {missing}"
+
+    from mlflow.tracking import MlflowClient
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    client = MlflowClient(smoke_comparison["tracking_uri"])
+    exp = client.get_experiment_by_name(C.experiment_name("doublemoon"))
+    runs = client.search_runs([exp.experiment_id], max_results=5000)
+    (comparison_run,) = [r for r in runs if r.data.tags.get(C.Tag.KIND) == "comparison"]
+    comparison = comparison_run.data.tags[C.Tag.COMPARISON]
+    trials = {r.info.run_id: r for r in runs
+              if r.data.tags.get(C.Tag.KIND) == "trial" and r.data.tags.get(C.Tag.COMPARISON) == comparison}
+    retrained = {i: r for i, r in trials.items() if r.data.tags.get(C.Tag.PHASE) == "assessment"}
+    assert retrained and all("test_acc" in r.data.metrics for r in retrained.values()), "no re-training trial with a test_acc to look for"
+    # what the user saw: the trials are child runs of sweep runs, which MLflow nests them under
+    parents = {r.data.tags.get(MLFLOW_PARENT_RUN_ID) for r in trials.values()}
+    assert None not in parents and {client.get_run(p).data.tags.get(C.Tag.KIND) for p in parents} == {"sweep"}
+
+    with mlflow_server(smoke_comparison["tracking_uri"], tmp_path, auth=False) as ml, \
+            shot.Chromium(chromium, width=1400, height=800) as page:
+        table = shot.show_trials(page, ml.url, exp.experiment_id, comparison)
+
+    names = {i: (table.rows[i].get("Run Name", "").splitlines() or [i])[-1] for i in table.rows}
+    hidden = [trials[i].info.run_name for i in retrained if i not in table.visible]
+    assert not hidden, (f"re-training trials not in view: {hidden}; the rows in view are {[names[i] for i in table.visible]} "
+                        f"({table.matching}), e.g. {table.rows[table.visible[0]] if table.visible else {}}")
+    others = sorted(names[i] for i in table.rows if i not in trials)
+    assert not others, f"the table shows runs that are not this comparison's trials: {others}"
+    assert table.matching == f"{len(trials)} matching runs", f"{table.matching!r}, not the comparison's {len(trials)} trials"
+    wrong = {}
+    for i in retrained:
+        row, run = table.rows[i], trials[i]
+        for metric in ("test_acc", "device_hours"):
+            if not _shown_as(row.get(metric, ""), run.data.metrics[metric]):
+                wrong[f"{run.info.run_name} {metric}"] = (row.get(metric), run.data.metrics[metric])
+        for tag in (C.Tag.ARM, C.Tag.PHASE):
+            if row.get(tag) != run.data.tags.get(tag):
+                wrong[f"{run.info.run_name} {tag}"] = (row.get(tag), run.data.tags.get(tag))
+    assert not wrong, f"shown vs stored: {wrong}"
+    # sorted by test_acc, descending: the re-training trials (the only ones with one) are the top rows
+    assert set(table.order[:len(retrained)]) == set(retrained), [names[i] for i in table.order[:len(retrained) + 2]]
 
 
 @pytest.mark.parametrize("text,value,ok", [("0.03581398126222818", 0.03581398126222818, True), ("1", 1.0, True),
