@@ -9,7 +9,8 @@ fused_trial.py); each of its configs keeps its own trial key, MLflow run,
 outcome and place in the protocol, and the run is tagged with the group
 (tracking.contract.Tag.GROUP).  A config that cannot be fused (an AWNN
 config, SGD, an lr schedule, a non-tabular task) and a group of one run as
-without fusion: one `awnn.train.Trainer` per trial, the reference path.
+without fusion: one config per trial (in the lean loop, awnn/lean.py, when
+it fuses; else `awnn.train.Trainer`, the reference path).
 Re-training runs are not fused: there are R of them per arm, and each keeps
 its model file (search/trial.py).
 

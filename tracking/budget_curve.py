@@ -256,6 +256,14 @@ def _ranks(rows: dict[str, dict]) -> dict[str, int]:
     return {arm: 1 + sum(1 for b in acc.values() if b > a) for arm, a in acc.items()}
 
 
+def _order(rows: dict[str, dict]) -> str:
+    """The arms from best to worst, tied arms joined by '=' ("fixed = asha > awnn"): two
+    rankings that differ only in a tie read differently."""
+    ranks = _ranks(rows)
+    groups = [[arm for arm in rows if ranks[arm] == r] for r in sorted(set(ranks.values()))]
+    return " > ".join(" = ".join(g) for g in groups)
+
+
 def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) -> tuple[bool | None, str, list[str]]:
     """(still moving?, the report's one line, the reasons) between `half` and
     `full` of the epochs: moving when an arm's selected config changes to one
@@ -275,8 +283,7 @@ def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) ->
         if a != b and not tie:
             reasons.append(f"{arm}'s selected config changed ({a or 'none'} -> {b or 'none'})")
     if len(at[full]) > 1 and _ranks(at[half]) != _ranks(at[full]):
-        order = lambda f: " > ".join(sorted(at[f], key=lambda s: _ranks(at[f])[s]))  # noqa: E731
-        reasons.append(f"the arms' ranking by best inner-validation accuracy changed ({order(half)} -> {order(full)})")
+        reasons.append(f"the arms' ranking by best inner-validation accuracy changed ({_order(at[half])} -> {_order(at[full])})")
     baseline = curve.get("baseline")
     for arm, rows in (curve.get("savings") or {}).items():
         ratio = {r["fraction"]: _num(r["value"]) for r in rows}

@@ -301,3 +301,14 @@ def test_a_selection_changing_among_tied_configs_is_not_moving():
     assert moving is False and reasons == [] and line.startswith("Stable")
     moving, line, reasons = still_moving(_curve(("sel-0001", 0.95), ("sel-0002", 1.0)))
     assert moving is True and reasons == ["fixed's selected config changed (sel-0001 -> sel-0002)"]
+
+
+def test_a_ranking_change_between_tie_and_order_reads_as_one():
+    """Two arms tied at half the budget and ordered at the full budget (a tie
+    broken): the reason shows the tie, so its two rankings never read the same."""
+    moving, line, reasons = still_moving(_curve(("sel-0001", 0.9), ("sel-0001", 0.95)))
+    assert moving is True
+    assert reasons == ["the arms' ranking by best inner-validation accuracy changed (fixed = awnn -> fixed > awnn)"]
+    for reason in reasons:  # a ranking change names two different rankings
+        before, after = reason.split("(", 1)[1].rstrip(")").split(" -> ")
+        assert before != after
