@@ -112,7 +112,7 @@ def print_summary(comparison, results, stream=None, summary: dict | None = None)
         trials = len(r.selection.outcomes) or (0 if derived[r.strategy] else r.grid.size)  # tpe, random: fewer than the grid
         line = f"{r.strategy:<{w}} {trials:>6} {sel_h:>9.4f} {total_h:>11.4f} {ratio:>{len(col)}}  {acc:<25}  {r.widths()}"
         print(line[:WIDTH], file=out)
-    for text in _wrap("(dev-h: device-hours = allocated CPUs or GPU share x training time; wall: "
+    for text in _wrap("(dev-h: device-hours of training: on CPUs the trials' CPU time, at most allocated CPUs x training time; on GPUs the GPU share x training time; wall: "
                       + ", ".join(f"{r.strategy} {fmt_seconds(_wall(r))}" for r in results) + ")", "", " "):
         print(text, file=out)
     for name, src in derived.items():
