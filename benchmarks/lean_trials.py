@@ -34,13 +34,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
@@ -50,6 +50,7 @@ from awnn.data import load_task  # noqa: E402
 from awnn.lean import LeanTrainer  # noqa: E402
 from awnn.train import Trainer  # noqa: E402
 from search.grid import load_grid  # noqa: E402
+from fused_trials import cpu_model, parse_shape  # noqa: E402  (benchmarks/fused_trials.py)
 
 GRID = ROOT / "search" / "grids" / "spiralhard-fixed.yaml"
 PATHS = {"trainer": Trainer, "lean": LeanTrainer}
@@ -58,16 +59,6 @@ F64_TOL = 1e-9
 
 def log(msg: str) -> None:
     print(f"[lean_trials] {msg}", file=sys.stderr, flush=True)
-
-
-def parse_shape(text: str) -> tuple[int, int, int]:
-    """'2x128@32' -> (hidden_layers 2, width 128, batch 32)."""
-    try:
-        layers, rest = text.split("x")
-        width, batch = rest.split("@")
-        return int(layers), int(width), int(batch)
-    except ValueError:
-        raise SystemExit(f"--shapes: expected entries like 2x128@32 (hidden_layers x width @ batch), found {text!r}") from None
 
 
 def shape_configs(shape: tuple[int, int, int], n: int, epochs: int, threads: int) -> list[TrainConfig]:
@@ -114,16 +105,6 @@ def f64_check(task, configs: list[TrainConfig]) -> tuple[float, float]:
     finally:
         torch.set_default_dtype(old)
     return max(d[0] for d in out), max(d[1] for d in out)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:

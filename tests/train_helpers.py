@@ -2,6 +2,8 @@
 small training config, shared by the trainer's and the optimiser's tests."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -36,3 +38,29 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+# The fixed-MLP runs that awnn/stacked.py and awnn/lean.py are compared on
+# against the Trainer (tests/awnn/test_stacked.py, test_lean.py)
+F64_TOL = 1e-9  # float64 trajectories: the tolerance and why at the top of tests/awnn/test_stacked.py
+
+
+@pytest.fixture(scope="module")
+def task():
+    return tiny_task("doublemoon", 400)
+
+
+@pytest.fixture
+def task64(task):
+    """The task in float64, with float64 the default dtype while the test runs
+    (models, optimiser state and accumulators are built in it)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield dataclasses.replace(task, x=task.x.to(torch.float64), _cache={})  # (a fresh cache: no float32 tensors)
+    torch.set_default_dtype(old)
+
+
+def fixed_config(**changes) -> TrainConfig:
+    """A small fixed MLP on DoubleMoon (2 x 16, batch 32, 4 epochs, CPU)."""
+    base = {"task": "doublemoon", "model": "fixed", "hidden_layers": 2, "width": 16, "batch_size": 32, "epochs": 4, "device": "cpu"}
+    return TrainConfig.from_dict({**base, **changes})

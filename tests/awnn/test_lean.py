@@ -3,7 +3,6 @@ stacked trainer with N = 1 must give the run the reference Trainer gives it,
 continue its own checkpoints bit for bit, and read and write the Trainer's
 checkpoint format.  Trajectories are compared in float64 (the tolerance and
 why: the top of tests/awnn/test_stacked.py)."""
-import dataclasses
 import io
 import math
 
@@ -14,30 +13,12 @@ from awnn.config import TrainConfig
 from awnn.lean import LeanTrainer, lean_applies, make_trainer
 from awnn.models import load_model
 from awnn.train import CheckpointError, Trainer
-from train_helpers import one_thread, tiny_task  # noqa: F401 - one_thread: a fixture
-
-F64_TOL = 1e-9  # as tests/awnn/test_stacked.py
+from train_helpers import F64_TOL, fixed_config, one_thread, task, task64, tiny_task  # noqa: F401 - one_thread, task, task64: fixtures
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(scope="module")
-def task():
-    return tiny_task("doublemoon", 400)
-
-
-@pytest.fixture
-def task64(task):
-    """The task in float64, with float64 the default dtype while the test runs."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield dataclasses.replace(task, x=task.x.to(torch.float64), _cache={})
-    torch.set_default_dtype(old)
-
-
-def cfg(**changes) -> TrainConfig:
-    base = {"task": "doublemoon", "model": "fixed", "hidden_layers": 2, "width": 16, "batch_size": 32, "epochs": 4, "device": "cpu"}
-    return TrainConfig.from_dict({**base, **changes})
+cfg = fixed_config
 
 
 def without_time(history):

@@ -1,6 +1,5 @@
 """Fused trials (awnn/stacked.py, issue #20): N same-shape fixed MLPs trained as
 one stacked model must give each config the run the Trainer gives it."""
-import dataclasses
 import math
 import time
 
@@ -11,7 +10,7 @@ from awnn.config import TrainConfig
 from awnn.layers import FixedMLP
 from awnn.stacked import GROUP_KEYS, StackedAdam, StackedMLP, StackedTrainer, check_fusable, group_configs, group_key, train_grouped
 from awnn.train import Trainer
-from train_helpers import one_thread, tiny_task  # noqa: F401 - one_thread: a fixture
+from train_helpers import F64_TOL, fixed_config, one_thread, task, task64, tiny_task  # noqa: F401 - one_thread, task, task64: fixtures
 
 # Tolerances, from the arithmetic.  The fused path computes each slice with
 # other kernels than the Trainer (baddbmm over a stack vs addmm, a reduction
@@ -26,7 +25,7 @@ from train_helpers import one_thread, tiny_task  # noqa: F401 - one_thread: a fi
 # weights, with the AVX-512, AVX2 and scalar kernels); 1e-9 leaves five orders
 # of margin and is still five orders below what one wrong lr, decay, seed,
 # init or batch order gives (measured >= 1e-2: test_equality_checks_catch_a_wrong_slice).
-F64_TOL = 1e-9
+# F64_TOL = 1e-9 (tests/train_helpers.py, shared with tests/awnn/test_lean.py)
 # float32, one step: a gradient entry is a sum over the batch (<= 512 terms),
 # whose rounding error is <= n * 2**-24 of the sum of |terms|; measured ~1e-7
 # of the tensor's largest entry.  Relative to that scale: 1e-5.
@@ -37,24 +36,7 @@ CORE_KEYS = {"epoch", "train_loss", "train_acc", "val_loss", "val_acc", "best_va
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(scope="module")
-def task():
-    return tiny_task("doublemoon", 400)
-
-
-@pytest.fixture
-def task64(task):
-    """The task in float64, with float64 the default dtype while the test runs
-    (models, optimiser state and accumulators are built in it)."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield dataclasses.replace(task, x=task.x.to(torch.float64), _cache={})  # (a fresh cache: no float32 tensors)
-    torch.set_default_dtype(old)
-
-
-def cfg(**changes) -> TrainConfig:
-    base = {"task": "doublemoon", "model": "fixed", "hidden_layers": 2, "width": 16, "batch_size": 32, "epochs": 4, "device": "cpu"}
-    return TrainConfig.from_dict({**base, **changes})
+cfg = fixed_config
 
 
 # differing in lr, weight decay, seed and the per-slice selection rules
