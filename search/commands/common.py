@@ -18,9 +18,10 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--max-failures", type=int, default=2, help="retries of a failed trial, from its last checkpoint (default 2)")
     p.add_argument("--report-interval", type=float, default=2.0, help="seconds between a trial's reports to Ray (each blocks the trial for a driver round trip); every epoch is still logged (0 = one report per epoch; default 2)")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds between a trial's checkpoints (default 10)")
-    p.add_argument("--fuse", type=int, default=1, metavar="N",
+    p.add_argument("--fuse", type=fuse_flag, default="auto", metavar="N|auto",
                    help="train up to N fixed-grid selection configs of one shape as one stacked model in one Ray trial "
-                        "(each keeps its own MLflow run; docs/design.md 'Fused trials'); 1 = one config per trial (default 1)")
+                        "(each keeps its own MLflow run; docs/design.md 'Fused trials'); 1 = one config per trial; "
+                        f"auto (default): {AUTO_FUSE_GPU} on GPU trials (--gpus-per-trial > 0), where fusion pays most, 1 on CPUs")
     p.add_argument("--keep-denormals", action="store_true",
                    help="let trials compute on float denormals (slow on x86 CPUs; by default they are flushed to zero: docs/data.md 'Real datasets')")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all); ignored with --address")
@@ -45,6 +46,28 @@ def add_run_flags(p, task: bool = True) -> None:
     g.add_argument("--optuna-storage", default=None, help="Optuna RDB storage URL for TPE's study (default: optuna.db beside the MLflow SQLite file, else ./optuna.db)")
 
 
+AUTO_FUSE_GPU = 32  # --fuse auto on GPU trials (docs/design.md "Fused trials": where fusion pays, measured)
+
+
+def fuse_flag(text: str) -> "int | str":
+    """--fuse's value: 'auto' or an integer (range checked by check_run_flags)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', found {text!r}") from None
+
+
+def resolve_fuse(fuse: "int | str", gpus_per_trial: float) -> int:
+    """The configs per fused Ray trial: --fuse's integer, or for 'auto' AUTO_FUSE_GPU on GPU trials and 1 on CPUs."""
+    if fuse == "auto":
+        return AUTO_FUSE_GPU if gpus_per_trial > 0 else 1
+    return int(fuse)
+
+
 # flag -> (lowest allowed value, is the lowest value itself allowed, what to say)
 _NUMERIC_FLAGS = {
     "cpus_per_trial": (0, False, "a number > 0"),
@@ -65,7 +88,7 @@ def check_run_flags(args) -> None:
 
     for name, (low, inclusive, expected) in _NUMERIC_FLAGS.items():
         value = getattr(args, name, None)
-        if value is None:
+        if value is None or value == "auto":
             continue
         ok = math.isfinite(value) and (value >= low if inclusive else value > low)
         if not ok:
@@ -84,7 +107,7 @@ def settings_from(args):
         report_interval=args.report_interval,
         checkpoint_interval=args.checkpoint_interval,
         num_cpus=args.num_cpus,
-        fuse=args.fuse,
+        fuse=resolve_fuse(args.fuse, args.gpus_per_trial),
         flush_denormal=not args.keep_denormals,
     )
 
