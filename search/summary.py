@@ -110,8 +110,13 @@ def print_summary(comparison, results, stream=None, summary: dict | None = None)
         acc = f"{100 * s['test_acc_mean']:.2f} +- {100 * s['test_acc_std']:.2f}% (n={s['runs_ok']})" if s else "n/a"
         ratio = "baseline" if r.strategy == base else fx((sv.get(r.strategy) or {}).get("selection")) if r.strategy in sv else "-"
         trials = len(r.selection.outcomes) or (0 if derived[r.strategy] else r.grid.size)  # tpe, random: fewer than the grid
-        line = f"{r.strategy:<{w}} {trials:>6} {sel_h:>9.4f} {total_h:>11.4f} {ratio:>{len(col)}}  {acc:<25}  {r.widths()}"
-        print(line[:WIDTH], file=out)
+        line = f"{r.strategy:<{w}} {trials:>6} {sel_h:>9.4f} {total_h:>11.4f} {ratio:>{len(col)}}  {acc:<25}  "
+        width = r.widths()
+        if len(line) + len(width) <= WIDTH:
+            print(line + width, file=out)
+        else:  # a long learned width ("1261 +- 429 (883..1723)") goes whole on the next line, never cut
+            print(line.rstrip(), file=out)
+            print(" " * max(0, min(len(line), WIDTH - len(width))) + width, file=out)
     for text in _wrap("(dev-h: device-hours of training: on CPUs the trials' CPU time, at most allocated CPUs x training time; on GPUs the GPU share x training time; wall: "
                       + ", ".join(f"{r.strategy} {fmt_seconds(_wall(r))}" for r in results) + ")", "", " "):
         print(text, file=out)

@@ -79,3 +79,19 @@ def test_summary_without_a_fixed_arm_names_awnn_as_the_baseline(tmp_path, monkey
     assert "1.43x" in tpe  # 0.1 / 0.07
     assert "tpe is the cheapest arm" in text and "1.30x cheaper than awnn in total device-hours" in " ".join(text.split())  # 0.13 / 0.10
     assert not (tmp_path / "m.db").exists()
+
+
+def test_a_long_learned_width_is_shown_whole_within_100_columns():
+    """SpiralHard at the standard budget: AWNN learned 883..1723 neurons; the
+    row once ended "(883..172", cut at 100 columns."""
+    budget = resolve_budget("smoke")
+    arms = make_arms("spiralhard", ["fixed", "awnn"], StrategyOptions(), budget)
+    results = [_result(a, 0.5 if a.family == "fixed" else 0.2, a.trials, [0.9993, 0.9987, 0.9999] if a.family == "fixed" else [0.998, 0.9975, 0.9985],
+                       widths=[[883], [1723], [1177]] if a.family == "awnn" else None) for a in arms]
+    comparison = SimpleNamespace(id="spiralhard-20261125-172340-8113", task="spiralhard", budget=budget, protocol="holdout",
+                                 tracking_uri="sqlite:////tmp/nowhere/mlflow.db")
+    buf = io.StringIO()
+    print_summary(comparison, results, stream=buf)
+    lines = buf.getvalue().splitlines()
+    assert all(len(line) <= WIDTH for line in lines), [line for line in lines if len(line) > WIDTH]
+    assert any(line.strip() == "1261 +- 426 (883..1723)" for line in lines), "\n".join(lines)  # learned 883, 1723, 1177
