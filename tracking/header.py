@@ -57,8 +57,9 @@ def setup_section(a: A.Analysis) -> list[tuple]:
     n_runs = len(d.runs)
     doc.append(("p", f"Comparison `{c['id']}` in MLflow experiment `{c['experiment']}`: strategies {_strategies_text(d)}; budget `{c['budget']}`; {_protocol_text(c)}; "
                      f"started {_date(c['start_time'])}; state **{c['state']}**; {plural(n_runs, 'trial run')} in {plural(len(d.sweeps), 'sweep')}. "
-                     f"Every number below is read back from MLflow. Device-hours = training time of every attempt x allocated CPUs "
-                     f"({c['cpus_per_trial']:g} per trial)" + (f" or x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
+                     f"Every number below is read back from MLflow. Device-hours = the CPU time each trial's process spent training, every attempt, "
+                     f"at most its training time x allocated CPUs ({c['cpus_per_trial']:g} per trial)"
+                     + (f"; on GPUs, training time x the GPU share ({c['gpus_per_trial']:g} per trial)" if c["gpus_per_trial"] > 0 else "")
                      + "; GPU-hours count only GPU time."))
     doc.append(("p", _budget_text(a)))
     doc.append(("p", execution_text(d)))
