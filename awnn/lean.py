@@ -26,7 +26,9 @@ What a LeanTrainer keeps of the Trainer (tests/awnn/test_lean.py checks it):
 * `export_model()` (a re-training run's kept model) and `truncation()`
   (None: a fixed MLP is not truncated), as the Trainer's.
 
-AWNN configs, SGD, lr schedules and non-tabular tasks keep the Trainer.
+AWNN configs, SGD, lr schedules and non-tabular tasks keep the Trainer; with
+`lean`, its Adam is awnn.lean_adam.LeanAdam on a CPU (one fused kernel call
+a step instead of torch.optim.Adam's per-tensor loop).
 """
 from __future__ import annotations
 
@@ -58,8 +60,13 @@ def lean_applies(config: TrainConfig) -> bool:
 
 
 def make_trainer(config: TrainConfig, task: Task | None = None, lean: bool = True) -> "LeanTrainer | Trainer":
-    """A LeanTrainer for `config` when `lean` and it applies, else the reference Trainer."""
-    return LeanTrainer(config, task) if lean and lean_applies(config) else Trainer(config, task)
+    """A LeanTrainer for `config` when `lean` and it applies; else a Trainer,
+    whose Adam is the lean one (awnn/lean_adam.py) when `lean` (AWNN configs,
+    and every config the stacked trainer cannot take).  `lean=False`: the
+    reference Trainer with torch.optim.Adam."""
+    if lean and lean_applies(config):
+        return LeanTrainer(config, task)
+    return Trainer(config, task, lean_adam=lean)
 
 
 class LeanTrainer:

@@ -23,17 +23,24 @@ of every optimiser state are zero ("a new weight has no history").
 Shrinking just takes a smaller view: the dropped entries are not read again
 and are re-initialised if the neuron is grown back later.
 
-On a GPU the active part is laid out *densely* instead (`DENSE_VIEWS`, #19):
-a view `buf[:rows, :cols]` of a wider buffer is not contiguous, and
-PyTorch's multi-tensor optimiser kernels take their fast route (one launch
-for all tensors) only when every tensor is dense; one strided tensor sends
-the whole list to a per-tensor loop (Adam: ~5 launches per tensor per step,
-measured 4-7 extra Adam launches per AWNN layer on an H100).  A dense buffer
-keeps the active (rows, cols) block contiguous at the start of its storage;
-a change of columns moves the kept block to its new row stride (one copy,
-only on steps where a width moves).  New entries are drawn exactly as the
-strided layout draws them (through a scratch view with the same strides),
-so both layouts give the same numbers; tests/awnn/test_optim.py checks it.
+The active part is laid out *densely* (`DENSE_VIEWS`; #19 on GPUs, #30 on
+CPUs): a view `buf[:rows, :cols]` of a wider buffer is not contiguous, and
+
+* on a GPU, PyTorch's multi-tensor optimiser kernels take their fast route
+  (one launch for all tensors) only when every tensor is dense; one strided
+  tensor sends the whole list to a per-tensor loop (Adam: ~5 launches per
+  tensor per step, measured 4-7 extra Adam launches per AWNN layer on an H100);
+* on a CPU, the Trainer's Adam (awnn/lean_adam.py) runs torch's fused kernel,
+  which is correct only on contiguous tensors (it reads a strided view as
+  if it were dense).
+
+A dense buffer keeps the active (rows, cols) block contiguous at the start
+of its storage; a change of columns moves the kept block to its new row
+stride (one copy, only on steps where a width moves).  New entries are drawn
+exactly as the strided layout draws them (through a scratch view with the
+same strides), so both layouts give the same numbers; the strided layout
+(`DENSE_VIEWS = False`) is the reference, and tests/awnn/test_optim.py
+checks both agree.
 """
 from __future__ import annotations
 
@@ -48,7 +55,7 @@ __all__ = ["CapacityBuffer", "grow_capacity", "resize_optimizer_state"]
 Fill = Callable[[torch.Tensor], None]
 
 # Lay 2-D capacity buffers out densely (see the module docstring)?  "auto":
-# on CUDA tensors only (the CPU keeps the strided reference layout); True or
+# yes, on every device (until #30 the CPU kept the strided layout); True or
 # False force it for every buffer made from then on (tests compare the two).
 DENSE_VIEWS: "str | bool" = "auto"
 
@@ -76,7 +83,7 @@ class CapacityBuffer:
         assert active.dim() == len(capacity) and active.dim() in (1, 2)
         assert all(c >= s for c, s in zip(capacity, active.shape))
         # (#19) 1-D active parts are dense in either layout
-        self.dense = active.dim() == 2 and (active.is_cuda if DENSE_VIEWS == "auto" else bool(DENSE_VIEWS))
+        self.dense = active.dim() == 2 and (DENSE_VIEWS == "auto" or bool(DENSE_VIEWS))
         self._set_buf(active.new_zeros(tuple(capacity)))
         self.shape = tuple(active.shape)
         self.last_view = None  # the view the last `resize` returned

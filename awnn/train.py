@@ -33,6 +33,7 @@ import torch.nn as nn
 from .config import TrainConfig
 from .data import Task, load_task
 from .fused import one_like
+from .lean_adam import make_adam
 from .layers import MaxWidthReached, adaptive_modules, model_widths, named_model_widths
 from .loss import RatePrior, elbo_loss
 from .priors import ClosedFormPriors
@@ -116,8 +117,14 @@ def evaluate(model: nn.Module, task: Task, split: str, part: str, device: torch.
 
 
 class Trainer(ClosedFormPriors):
-    def __init__(self, config: TrainConfig, task: Task | None = None):
+    """One training run (see the module docstring).  `lean_adam`: on a CPU,
+    Adam runs as awnn.lean_adam.LeanAdam (torch's fused kernel, the same
+    state and results to float rounding); False keeps torch.optim.Adam, the
+    reference (as does AWNN_LEAN_ADAM=0)."""
+
+    def __init__(self, config: TrainConfig, task: Task | None = None, lean_adam: bool = True):
         self.config = config
+        self.lean_adam = lean_adam
         self.device = resolve_device(config.device)
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -176,7 +183,7 @@ class Trainer(ClosedFormPriors):
         if adaptive:
             groups.append({"params": adaptive, "weight_decay": 0.0})
         if c.optimizer == "adam":
-            return torch.optim.Adam(groups, lr=c.lr, eps=c.adam_eps, foreach=True)
+            return make_adam(groups, lean=self.lean_adam and self.device.type == "cpu", lr=c.lr, eps=c.adam_eps)
         return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum, foreach=True)
 
     def _make_scheduler(self):

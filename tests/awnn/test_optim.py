@@ -157,9 +157,12 @@ def test_grow_capacity_is_geometric_and_respects_limit(needed, current, limit, e
 @pytest.mark.parametrize("changes", [{}, {"hidden_layers": 3, "grow_init": "kaiming+", "init_distribution": "uniform"}, {"optimizer": "sgd", "hidden_layers": 2}],
                          ids=["adam-1-layer", "adam-3-layers-kaiming-uniform", "sgd-2-layers"])
 def test_dense_capacity_buffers_give_the_strided_layouts_trajectory(monkeypatch, changes):
-    """The GPU layout (dense active blocks, #19) against the reference (strided
-    views of wider buffers): the same training run, bit for bit, while widths
-    grow and shrink.  On CPU here; tests/system/test_gpu.py runs it on CUDA."""
+    """The dense layout (active blocks contiguous: #19 on GPUs, #30 on CPUs)
+    against the reference (strided views of wider buffers): the same training
+    run, bit for bit, while widths grow and shrink, under the same optimiser
+    (torch.optim.Adam: the lean Adam takes the dense layout only,
+    tests/awnn/test_lean_adam.py).  On CPU here; tests/system/test_gpu.py
+    runs it on CUDA."""
     import awnn.optim as optim
     from train_helpers import config, tiny_task
 
@@ -169,7 +172,7 @@ def test_dense_capacity_buffers_give_the_strided_layouts_trajectory(monkeypatch,
         monkeypatch.setattr(optim, "DENSE_VIEWS", dense)
         from awnn.train import Trainer
 
-        t = Trainer(config(epochs=4, **changes), task)
+        t = Trainer(config(epochs=4, **changes), task, lean_adam=False)
         t.run()
         weights = [m for m in t.model.modules() if hasattr(m, "_wbuf")]
         assert all(m._wbuf.dense == dense for m in weights if m.weight.dim() == 2 and hasattr(m._wbuf, "dense"))

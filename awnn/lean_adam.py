@@ -1,0 +1,148 @@
+"""Adam for the Trainer on a CPU: torch.optim.Adam's state and results, in one
+fused kernel call per step (issue #30).  Every use of torch's private Adam
+kernel is here, behind one switch.
+
+On a CPU torch.optim.Adam's `foreach` path is a Python-level loop of
+per-tensor ops: ~9 dispatches per parameter tensor and step.  For the
+small networks of the tabular tasks that loop is most of the optimiser's
+time (measured on SpiralHard, 1 hidden layer of ~550, batch 128, 2-core
+Xeon: 358 us a step; the same update by `torch._fused_adam_`, one call that
+walks the tensors in C++: 72 us).  `LeanAdam` is a torch.optim.Adam whose
+`step` makes that one call when it may:
+
+* the state is torch.optim.Adam's own (`step`, `exp_avg`, `exp_avg_sq`
+  per parameter, created by Adam's `_init_group`), and the param groups
+  keep the reference's flags (`foreach=True`), so a state dict written by
+  either loads into the other and the run continues;
+* the kernel computes the same update (coupled L2 `weight_decay`, bias
+  corrections per parameter's own step count) in another order of
+  rounding: it agrees with torch.optim.Adam to float rounding (float64:
+  1e-12 after hundreds of steps, tests/awnn/test_lean_adam.py), not bit for
+  bit;
+* it runs only on plain CPU float tensors that are *contiguous*: torch's
+  CPU kernel reads a strided view as if it were dense (checked on torch
+  2.14: it updated entries outside a capacity buffer's active view and
+  left wrong values in it).  awnn/optim.py's capacity buffers are laid out
+  densely whenever this optimiser is in use (`CapacityBuffer`'s
+  `DENSE_VIEWS`, the layout the GPU path uses); any other case (a strided
+  tensor, amsgrad, maximize, capturable, a GPU tensor, mixed dtypes, a
+  closure) takes the reference step, torch.optim.Adam's own.
+
+Applied only when the switch is on (`AWNN_LEAN_ADAM` unset or `1`; `0`:
+torch.optim.Adam everywhere) and the installed torch is one it was checked
+against (`TESTED_TORCH`); on another version nothing changes, with one line
+on stderr.  `tests/awnn/test_lean_adam.py` fails if the kernel or
+`_init_group` changes shape, so an upgrade cannot silently break it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import torch
+from torch.optim import adam as _adam
+
+__all__ = ["LeanAdam", "SWITCH", "TESTED_TORCH", "enabled", "make_adam"]
+
+SWITCH = "AWNN_LEAN_ADAM"
+TESTED_TORCH = ("2.14.",)  # version prefixes the kernel's signature and CPU behaviour were checked against
+_warned: list[str] = []
+
+
+def enabled() -> bool:
+    """The switch is on and the installed torch is a checked one."""
+    if os.environ.get(SWITCH, "1") == "0":
+        return False
+    version = torch.__version__
+    if not version.startswith(TESTED_TORCH) or not hasattr(torch, "_fused_adam_"):
+        if version not in _warned:
+            _warned.append(version)
+            print(f"awnn: torch {version} is not one the lean Adam was checked against {TESTED_TORCH}: "
+                  f"the trainer uses torch.optim.Adam", file=sys.stderr)
+        return False
+    return True
+
+
+def make_adam(groups: list[dict[str, Any]], lean: bool = True, **kwargs: Any) -> torch.optim.Adam:
+    """A LeanAdam when `lean` and the switch allows it, else torch.optim.Adam
+    (both with `foreach=True`: the reference's flags)."""
+    cls = LeanAdam if lean and enabled() else torch.optim.Adam
+    return cls(groups, foreach=True, **kwargs)
+
+
+def _plain(group: dict[str, Any]) -> bool:
+    """Flags the kernel computes as the reference does."""
+    return not (group["amsgrad"] or group["maximize"] or group["capturable"] or group["differentiable"]
+                or group.get("decoupled_weight_decay", False) or torch.is_tensor(group["lr"]))
+
+
+def _dense_cpu(tensors: list[torch.Tensor], dtype: torch.dtype) -> bool:
+    for t in tensors:
+        if t.device.type != "cpu" or t.dtype != dtype or not t.is_contiguous():
+            return False
+    return True
+
+
+def _adam_step(optimizer: torch.optim.Adam, closure=None):
+    """torch.optim.Adam.step without the optimizer hooks' wrapper (the hooks
+    have run already for this call; torch wraps the class's step once the
+    first Adam is made, `hooked`)."""
+    step = torch.optim.Adam.step
+    if getattr(step, "hooked", False):
+        step = step.__wrapped__
+    return step(optimizer, closure)
+
+
+class LeanAdam(torch.optim.Adam):
+    """torch.optim.Adam whose step is one `torch._fused_adam_` call per param
+    group where that computes the same update (see the module docstring)."""
+
+    lean_steps = 0  # steps taken by the kernel (tests and benchmarks read it)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None or any(g["differentiable"] for g in self.param_groups):
+            return _adam_step(self, closure)
+        work = []
+        for group in self.param_groups:
+            params: list[torch.Tensor] = []
+            grads: list[torch.Tensor] = []
+            exp_avgs: list[torch.Tensor] = []
+            exp_avg_sqs: list[torch.Tensor] = []
+            steps: list[torch.Tensor] = []
+            complex_ = self._init_group(group, params, grads, exp_avgs, exp_avg_sqs, [], steps)
+            if not params:
+                continue
+            dtype = params[0].dtype
+            if complex_ or not _plain(group) or not dtype.is_floating_point:
+                return self._reference_step()
+            for ts in (params, grads, exp_avgs, exp_avg_sqs):
+                if not _dense_cpu(ts, dtype):
+                    return self._reference_step()
+            work.append((group, params, grads, exp_avgs, exp_avg_sqs, steps))
+        for group, params, grads, exp_avgs, exp_avg_sqs, steps in work:
+            beta1, beta2 = group["betas"]
+            torch._foreach_add_(steps, 1.0)
+            torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=group["lr"], beta1=beta1,
+                               beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"], maximize=False)
+        self.lean_steps += 1
+        return None
+
+    def _reference_step(self) -> None:
+        """torch.optim.Adam's step, its body (not differentiable: no closure)."""
+        for group in self.param_groups:
+            params: list[torch.Tensor] = []
+            grads: list[torch.Tensor] = []
+            exp_avgs: list[torch.Tensor] = []
+            exp_avg_sqs: list[torch.Tensor] = []
+            max_exp_avg_sqs: list[torch.Tensor] = []
+            steps: list[torch.Tensor] = []
+            beta1, beta2 = group["betas"]
+            has_complex = self._init_group(group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps)
+            _adam.adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, amsgrad=group["amsgrad"],
+                       has_complex=has_complex, beta1=beta1, beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"],
+                       eps=group["eps"], maximize=group["maximize"], foreach=group["foreach"], capturable=group["capturable"],
+                       differentiable=group["differentiable"], fused=group["fused"], grad_scale=getattr(self, "grad_scale", None),
+                       found_inf=getattr(self, "found_inf", None), decoupled_weight_decay=group.get("decoupled_weight_decay", False))
+        return None

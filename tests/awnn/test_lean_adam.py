@@ -1,0 +1,218 @@
+"""The Trainer's lean Adam (awnn/lean_adam.py, issue #30): torch's fused CPU
+kernel where it computes torch.optim.Adam's update, the reference step
+everywhere else, the same state (checkpoints load either way), one switch.
+
+The kernel rounds in another order than torch.optim.Adam's foreach loop, so
+runs are compared in float64 (1e-12 per optimiser step sequence, 1e-9 for
+whole training runs whose widths depend on the rates), and in float32 at the
+few-ulp level a few hundred steps give."""
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import awnn.lean_adam as lean_adam
+from awnn.lean import make_trainer
+from awnn.lean_adam import LeanAdam, make_adam
+from awnn.train import Trainer
+from train_helpers import F64_TOL, config, one_thread, tiny_task  # noqa: F401 - one_thread: a fixture
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+SHAPES = [(7, 3), (3,), (5, 7), (5,), (1,)]  # an MLP's weights and biases, and a rho
+
+
+def make_params(dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(s, generator=g, dtype=dtype)) for s in SHAPES]
+
+
+def groups(params, decay=0.05):
+    """Two groups, as the Trainer's: plain (coupled L2) and adaptive (none)."""
+    return [{"params": params[:2], "weight_decay": decay}, {"params": params[2:], "weight_decay": 0.0}]
+
+
+def drive(opt, params, steps, dtype, seed=1, reset_every=0, skip_every=0):
+    """`steps` optimiser steps on seeded gradients; every `skip_every` steps
+    the first parameter has no gradient (Adam leaves it), every `reset_every`
+    steps the middle parameter's state is zeroed, step included (what the
+    authors' profile does to a resized layer), so step counts differ."""
+    g = torch.Generator().manual_seed(seed)
+    for i in range(1, steps + 1):
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=g, dtype=dtype)
+        if skip_every and i % skip_every == 0:
+            params[0].grad = None
+        opt.step()
+        if reset_every and i % reset_every == 0:
+            torch._foreach_zero_([v for v in opt.state[params[2]].values()])
+
+
+def max_diff(a, b) -> float:
+    return max(float((x - y).detach().abs().max()) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 2e-6)])
+def test_lean_adam_gives_torch_adams_trajectory_with_decay_skipped_grads_and_reset_state(dtype, tol):
+    ref_p, lean_p = make_params(dtype), make_params(dtype)
+    ref = torch.optim.Adam(groups(ref_p), lr=0.01, eps=1e-8, foreach=True)
+    lean = LeanAdam(groups(lean_p), lr=0.01, eps=1e-8, foreach=True)
+    for opt, ps in ((ref, ref_p), (lean, lean_p)):
+        drive(opt, ps, 300, dtype, reset_every=37, skip_every=5)
+    assert lean.lean_steps == 300  # every step took the kernel
+    assert max_diff(lean_p, ref_p) <= tol
+    for p, q in zip(lean_p, ref_p):
+        a, b = lean.state[p], ref.state[q]
+        assert a.keys() == b.keys() and float(a["step"]) == float(b["step"])
+        assert a["step"].dtype == b["step"].dtype and a["step"].device == b["step"].device  # torch's CPU foreach layout
+        assert max_diff([a["exp_avg"], a["exp_avg_sq"]], [b["exp_avg"], b["exp_avg_sq"]]) <= tol
+    assert float(lean.state[lean_p[0]]["step"]) == 240  # 60 steps without a gradient
+    assert float(lean.state[lean_p[2]]["step"]) == 300 % 37  # restarted at the last reset
+
+
+def test_a_state_dict_continues_either_way():
+    """LeanAdam's state dict is torch.optim.Adam's (the same groups' flags and
+    state layout): each continues the other's run."""
+    dtype = torch.float64
+    runs = {}
+    for first, second in ((torch.optim.Adam, LeanAdam), (LeanAdam, torch.optim.Adam), (torch.optim.Adam, torch.optim.Adam)):
+        ps = make_params(dtype)
+        a = first(groups(ps), lr=0.01, foreach=True)
+        drive(a, ps, 50, dtype, seed=1)
+        saved = a.state_dict()
+        ps2 = [torch.nn.Parameter(p.detach().clone()) for p in ps]
+        b = second(groups(ps2), lr=0.01, foreach=True)
+        b.load_state_dict(saved)
+        assert b.state_dict()["param_groups"] == saved["param_groups"]
+        drive(b, ps2, 50, dtype, seed=2)
+        runs[(first, second)] = ps2
+    ref = runs[(torch.optim.Adam, torch.optim.Adam)]
+    for key, ps in runs.items():
+        assert max_diff(ps, ref) <= 1e-12, key
+
+
+def test_a_strided_tensor_takes_the_reference_step_bit_for_bit_and_nothing_outside_its_view_moves():
+    """torch's CPU kernel reads a strided view as dense (it wrote outside a
+    capacity buffer's active block on torch 2.14): such a step must be
+    torch.optim.Adam's own."""
+    dtype = torch.float32
+    bufs, opts, params = [], [], []
+    for cls in (torch.optim.Adam, LeanAdam):
+        buf = torch.randn(10, 12, generator=torch.Generator().manual_seed(3))
+        w = torch.nn.Parameter(buf.as_strided((6, 5), (12, 1)))
+        b = torch.nn.Parameter(torch.zeros(6))
+        assert not w.is_contiguous()
+        opt = cls([w, b], lr=0.01, foreach=True)
+        bufs.append(buf)
+        opts.append(opt)
+        params.append([w, b])
+    outside = bufs[1].clone()
+    for opt, ps in zip(opts, params):
+        drive(opt, ps, 40, dtype)
+    assert opts[1].lean_steps == 0
+    assert all(torch.equal(p, q) for p, q in zip(params[0], params[1]))
+    mask = torch.ones(10, 12, dtype=torch.bool)
+    mask[:6, :5] = False
+    assert torch.equal(bufs[1][mask], outside[mask])
+
+
+@pytest.mark.parametrize("flags", [{"amsgrad": True}, {"maximize": True}, {"weight_decay": 0.1, "decoupled_weight_decay": True}])
+def test_flags_the_kernel_call_does_not_carry_take_the_reference_step(flags):
+    dtype = torch.float32
+    ref_p, lean_p = make_params(dtype), make_params(dtype)
+    ref = torch.optim.Adam(ref_p, lr=0.01, foreach=True, **flags)
+    lean = LeanAdam(lean_p, lr=0.01, foreach=True, **flags)
+    drive(ref, ref_p, 20, dtype)
+    drive(lean, lean_p, 20, dtype)
+    assert lean.lean_steps == 0
+    assert all(torch.equal(p, q) for p, q in zip(lean_p, ref_p))
+
+
+def test_a_closure_and_the_optimizer_hooks_work_as_torch_adams():
+    ps = make_params(torch.float32)
+    opt = LeanAdam(ps, lr=0.01, foreach=True)
+    calls = []
+    opt.register_step_pre_hook(lambda o, args, kwargs: calls.append("pre"))
+    opt.register_step_post_hook(lambda o, args, kwargs: calls.append("post"))
+
+    def closure():
+        opt.zero_grad()
+        loss = sum((p * p).sum() for p in ps)
+        loss.backward()
+        return loss
+
+    loss = opt.step(closure)
+    assert torch.is_tensor(loss) and calls == ["pre", "post"]  # once each (the reference step is not hooked twice)
+    drive(opt, ps, 3, torch.float32)
+    assert calls == ["pre", "post"] * 4 and opt.lean_steps == 3
+
+
+def test_the_switch_and_an_unchecked_torch_fall_back_to_torch_adam(monkeypatch, capsys):
+    ps = make_params(torch.float32)
+    assert type(make_adam([{"params": ps}], lr=0.01)) is LeanAdam
+    assert type(make_adam([{"params": ps}], lean=False, lr=0.01)) is torch.optim.Adam
+    monkeypatch.setenv(lean_adam.SWITCH, "0")
+    assert type(make_adam([{"params": ps}], lr=0.01)) is torch.optim.Adam
+    monkeypatch.delenv(lean_adam.SWITCH)
+    monkeypatch.setattr(lean_adam, "TESTED_TORCH", ("0.1.",))
+    monkeypatch.setattr(lean_adam, "_warned", [])
+    assert type(make_adam([{"params": ps}], lr=0.01)) is torch.optim.Adam
+    assert "not one the lean Adam was checked against" in capsys.readouterr().err
+    assert make_adam([{"params": ps}], lr=0.01).param_groups[0]["foreach"] is True
+
+
+def test_the_installed_torch_is_a_checked_one():
+    """Fails on a torch upgrade, so that the kernel's CPU behaviour on strided
+    tensors and its signature are checked again before TESTED_TORCH grows."""
+    assert torch.__version__.startswith(lean_adam.TESTED_TORCH), torch.__version__
+    assert lean_adam.enabled()
+
+
+# ------------------------------------------------------------- in the Trainer
+@pytest.mark.parametrize("changes", [{}, {"awnn_profile": "paper-text", "hidden_layers": 2}, {"model": "fixed", "width": 12, "weight_decay": 0.01}],
+                         ids=["awnn-authors", "awnn-paper-text-2-layers", "fixed-weight-decay"])
+def test_the_trainer_with_lean_adam_gives_the_reference_run_in_float64(changes):
+    """Every step takes the kernel (the capacity buffers are dense on a CPU,
+    awnn/optim.py), and the run, widths included, is the reference Trainer's
+    (torch.optim.Adam) to float64 rounding, while widths move and the authors'
+    profile resets the state of resized layers."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        task = tiny_task()
+        task = dataclasses.replace(task, x=task.x.to(torch.float64), _cache={})
+        runs, results = [], []
+        for lean in (True, False):  # (one after the other: a trainer seeds torch's generator, which new neurons draw from)
+            runs.append(Trainer(config(epochs=6, **changes), task, lean_adam=lean))
+            results.append(runs[-1].run())
+    finally:
+        torch.set_default_dtype(old)
+    lean, ref = runs
+    assert type(lean.optimizer) is LeanAdam and type(ref.optimizer) is torch.optim.Adam
+    assert lean.optimizer.lean_steps == lean.step > 0
+    if lean.blocks:
+        assert len({r["width_total"] for r in ref.history}) > 1  # widths moved
+    for a, b in zip(lean.history, ref.history):
+        assert a["width_total"] == b["width_total"] and a["val_acc"] == b["val_acc"]
+        assert abs(a["train_loss"] - b["train_loss"]) <= F64_TOL and abs(a["val_loss"] - b["val_loss"]) <= F64_TOL
+    assert results[0].widths == results[1].widths
+    for (k, a), b in zip(lean.model.state_dict().items(), ref.model.state_dict().values()):
+        if torch.is_tensor(a) and a.is_floating_point():
+            assert float((a - b).abs().max()) <= F64_TOL, k
+
+
+def test_make_trainer_lean_false_is_the_whole_reference():
+    """The trial's switch (AWNN_LEAN_TRIALS=0 -> lean=False) turns the lean Adam off too."""
+    task = tiny_task()
+    assert type(make_trainer(config(), task).optimizer) is LeanAdam
+    assert type(make_trainer(config(), task, lean=False).optimizer) is torch.optim.Adam
+
+
+def test_the_environment_switch_reaches_a_fresh_process():
+    code = "from awnn.train import Trainer; from train_helpers import config, tiny_task; print(type(Trainer(config(), tiny_task()).optimizer).__name__)"
+    env = {**os.environ, lean_adam.SWITCH: "0", "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(__file__)), *sys.path])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "Adam"
