@@ -19,9 +19,12 @@ What a slice keeps of `awnn.train.Trainer` (tests/awnn/test_stacked.py checks it
 * Adam: `StackedAdam` makes the float32 roundings of torch's foreach Adam
   (default betas, coupled L2 weight decay, no schedule) on one flat (N, P)
   buffer, a slice per row, with per-slice lr, weight decay and eps columns.
-  Final weights came out bit-identical to the Trainer's in our runs (one CPU
-  thread), though bmm need not round as mm does on every build; per-epoch
-  losses differ by ~1e-8..1e-6 (reductions over (slices, batch) tensors).
+  The step's gradient is written out (awnn/stacked_grad.py; autograd, the
+  reference, with `StackedTrainer.manual_gradients = False`): it rounds a
+  few operations of the cross-entropy's gradient in another order, so
+  float32 runs agree with the Trainer's to rounding, not bit for bit (with
+  autograd, final weights had come out bit-identical in our runs; bmm need
+  not round as mm does on every build); float64 runs agree to 1e-9.
 * Selection, patience, divergence: per slice, by the Trainer's rules.  A
   slice that stops (diverged: a non-finite epoch loss; out of patience;
   done) leaves the stack at the epoch's end (its rows of the weights and of
@@ -56,6 +59,7 @@ from .data import Task, load_task
 from .data.tabular import GENERATORS
 from .fixed import FixedMLP
 from .models import build_model
+from .stacked_grad import forward_backward, supported
 from .train import DIVERGED, OK, BatchCallback, RunResult, resolve_device
 
 __all__ = ["GROUP_KEYS", "SLICE_KEYS", "check_fusable", "group_key", "group_configs", "StackedMLP", "StackedAdam",
@@ -297,6 +301,8 @@ class _Slice:  # one config's progress (the fields of the Trainer it mirrors)
 class StackedTrainer:
     """Train a fusable group of configs (see `group_configs`) as one stacked model."""
 
+    manual_gradients = True  # the step's gradient written out (awnn/stacked_grad.py); False: autograd, the reference
+
     def __init__(self, configs: Sequence[TrainConfig], task: Task | None = None):
         configs = list(configs)
         if not configs:
@@ -426,12 +432,16 @@ class StackedTrainer:
         perms = torch.stack([torch.randperm(n, generator=self.generators[i]) for i in self.alive]).to(self.device)
         xs, ys = x[perms], y[perms]  # (slices, n, in), (slices, n): every slice's epoch in its order
         loss_sum, correct = torch.zeros(model.n, device=self.device), torch.zeros(model.n, device=self.device, dtype=torch.long)
+        manual = self.manual_gradients and supported(model.activations)
         for s in range(0, n, c.batch_size):
             yb = ys[:, s : s + c.batch_size]
-            out = model(xs[:, s : s + c.batch_size])
-            loss = _cross_entropy(out, yb).mean(1)
-            model.grad.zero_()
-            loss.sum().backward()  # slice i's gradient is that of its own mean loss
+            if manual:  # the gradient written out (awnn/stacked_grad.py)
+                loss, out = forward_backward(model, xs[:, s : s + c.batch_size], yb)
+            else:  # the reference: autograd
+                out = model(xs[:, s : s + c.batch_size])
+                loss = _cross_entropy(out, yb).mean(1)
+                model.grad.zero_()
+                loss.sum().backward()  # slice i's gradient is that of its own mean loss
             self.optimizer.step()
             loss_sum += loss.detach()
             correct += (out.detach().argmax(-1) == yb).sum(1)

@@ -1,5 +1,6 @@
 """The lean loop (#30): configs per core-hour of an unfused fixed-grid trial's
-training in the reference `awnn.train.Trainer` and in the lean loop
+training in the reference `awnn.train.Trainer` (torch.optim.Adam), in the
+Trainer with its lean Adam (awnn/lean_adam.py), and in the lean loop
 (`awnn.lean.LeanTrainer`: the stacked trainer with N = 1, which trials use
 for every fusable config).
 
@@ -17,6 +18,9 @@ the fastest counts (the machine may be shared).
     configs_per_core_hour[path] = configs / (sum of their best wall seconds x threads / 3600)
     configs_per_cpu_hour[path]: the same with the process's CPU seconds
     speedup: lean over trainer (configs per core-hour); speedup_cpu: per CPU-hour
+    lean_adam_speedup: the Trainer with its lean Adam (trainer_lean_adam: how
+        trials run the configs the lean loop does not take) over the reference
+    speedup_over_lean_adam: lean over trainer_lean_adam
     ms_per_config: per shape and path, the mean best wall milliseconds of its configs
     max_abs_loss_diff, max_abs_weight_diff: per-epoch train/val losses and final
         weights, lean vs Trainer, over the timed configs (float32, the
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -53,7 +58,10 @@ from search.grid import load_grid  # noqa: E402
 from fused_trials import cpu_model, parse_shape  # noqa: E402  (benchmarks/fused_trials.py)
 
 GRID = ROOT / "search" / "grids" / "spiralhard-fixed.yaml"
-PATHS = {"trainer": Trainer, "lean": LeanTrainer}
+# the reference Trainer (torch.optim.Adam), the Trainer as trials run it on a CPU
+# for the configs the lean loop does not take (its lean Adam, awnn/lean_adam.py), the lean loop
+PATHS = {"trainer": functools.partial(Trainer, lean_adam=False), "trainer_lean_adam": functools.partial(Trainer, lean_adam=True),
+         "lean": LeanTrainer}
 F64_TOL = 1e-9
 
 
@@ -160,6 +168,8 @@ def main() -> None:
         "speedup": round(core["lean"] / core["trainer"], 2),
         "speedup_cpu": round(cpu["lean"] / cpu["trainer"], 2),
         "speedup_by_shape": {k: round(v["trainer"] / v["lean"], 2) for k, v in out["ms_per_config"].items()},
+        "lean_adam_speedup": round(core["trainer_lean_adam"] / core["trainer"], 2),
+        "speedup_over_lean_adam": round(core["lean"] / core["trainer_lean_adam"], 2),
         "max_abs_loss_diff": loss_diff,
         "max_abs_weight_diff": weight_diff,
         "max_abs_loss_diff_f64": loss_f64,

@@ -122,3 +122,16 @@ def test_private_attributes_of_other_libraries_only_where_listed():
                     if m.group(1).split(".")[0] not in OWN:
                         found.add((rel, f"{m.group(1)}.{m.group(2)}"))
     assert found == ALLOWED_PRIVATE, f"unlisted: {sorted(found - ALLOWED_PRIVATE)}; listed but gone: {sorted(ALLOWED_PRIVATE - found)}"
+
+
+def test_torchs_private_adam_kernel_is_used_only_in_the_lean_adam_module():
+    """awnn/lean_adam.py is the one version-checked, switchable home of torch's
+    private Adam kernel and of Adam's `_init_group` (issue #30)."""
+    found = set()
+    for pkg in ("awnn", "search", "tracking", "benchmarks"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            code = "\n".join(line.split("#", 1)[0] for line in path.read_text().splitlines())
+            for name in ("_fused_adam", "_init_group", "_multi_tensor_adam"):
+                if re.search(rf"\.{name}", code):  # (a prefix: _fused_adam_, _fused_adamw_)
+                    found.add((path.relative_to(ROOT).as_posix(), name))
+    assert found == {("awnn/lean_adam.py", "_fused_adam"), ("awnn/lean_adam.py", "_init_group")}, found
