@@ -200,25 +200,7 @@ class AdaptiveMLP(HostRates, nn.Module):
         # (B x D_l) or the next weight matrix (D_{l+1} x D_l): same function and
         # gradients, far less work for the read-out and for large batches.
         if self.fused_forward():
-            # (the registries are read directly: nn.Module.__getattr__ costs more
-            # than the rest of this list building, ~20 lookups per step)
-            modules = self._modules
-            args = []
-            scales = self.weight_scales() if self.scale_free else None
-            for l, layer in enumerate(modules["layers"]._modules.values()):
-                p = layer._parameters
-                args += (p["weight"] if scales is None or l == 0 else p["weight"] * scales[l], p["bias"])
-            ctrls = modules["widths_ctrl"]._modules.values()
-            args += [c.index_views()[1] for c in ctrls]
-            rho = self._parameters["rho"]
-            renorm = self.renormalise_importances
-            rhos = self._host_rhos(rho)
-            consts = None if rhos is None else [importance_constants(r, c.width, renorm) for r, c in zip(rhos, ctrls)]
-            if consts is not None and None in consts:  # a rate beyond float range: the tensor path handles (or reports) it
-                consts = None
-            if prior_grads is not None:  # the weight prior covers the hidden layers, and the read-out with prior_on_readout
-                prior_grads = prior_grads._replace(decay_layers=len(modules["widths_ctrl"]._modules) + (1 if self.prior_on_readout else 0))
-            return _AdaptiveMLPFunction.apply(self.activation, renorm, consts, prior_grads, x, rho, *args)
+            return _AdaptiveMLPFunction.apply(*self.fused_inputs(x, prior_grads))
         if prior_grads is not None:
             raise ValueError(f"prior_grads needs the fused forward, which activation {self.activation!r} as set on this model does not take.")
         act = self._act
@@ -230,6 +212,30 @@ class AdaptiveMLP(HostRates, nn.Module):
             h = act(_scaled_linear(h, weights[l], layers[l].bias, prev))
             prev = ctrl
         return _scaled_linear(h, weights[-1], layers[-1].bias, prev)
+
+    def fused_inputs(self, x: torch.Tensor, prior_grads: PriorGrads | None = None) -> tuple:
+        """The inputs of the fused node (`_AdaptiveMLPFunction`) for `x`: what
+        `forward` applies it to, and what a trainer's written-out step
+        (awnn/train_step.py) calls its forward and backward with."""
+        # (the registries are read directly: nn.Module.__getattr__ costs more
+        # than the rest of this list building, ~20 lookups per step)
+        modules = self._modules
+        args = []
+        scales = self.weight_scales() if self.scale_free else None
+        for l, layer in enumerate(modules["layers"]._modules.values()):
+            p = layer._parameters
+            args += (p["weight"] if scales is None or l == 0 else p["weight"] * scales[l], p["bias"])
+        ctrls = modules["widths_ctrl"]._modules.values()
+        args += [c.index_views()[1] for c in ctrls]
+        rho = self._parameters["rho"]
+        renorm = self.renormalise_importances
+        rhos = self._host_rhos(rho)
+        consts = None if rhos is None else [importance_constants(r, c.width, renorm) for r, c in zip(rhos, ctrls)]
+        if consts is not None and None in consts:  # a rate beyond float range: the tensor path handles (or reports) it
+            consts = None
+        if prior_grads is not None:  # the weight prior covers the hidden layers, and the read-out with prior_on_readout
+            prior_grads = prior_grads._replace(decay_layers=len(modules["widths_ctrl"]._modules) + (1 if self.prior_on_readout else 0))
+        return (self.activation, renorm, consts, prior_grads, x, rho, *args)
 
     # ---------------------------------------------------------------- widths
     # (update_width and the host reads of rho: awnn/width_update.py)

@@ -66,7 +66,7 @@ def make_trainer(config: TrainConfig, task: Task | None = None, lean: bool = Tru
     reference Trainer with torch.optim.Adam."""
     if lean and lean_applies(config):
         return LeanTrainer(config, task)
-    return Trainer(config, task, lean_adam=lean)
+    return Trainer(config, task, lean=lean)
 
 
 class LeanTrainer:

@@ -34,6 +34,7 @@ from .config import TrainConfig
 from .data import Task, load_task
 from .fused import one_like
 from .lean_adam import make_adam
+from .train_step import applies, step_gradients
 from .layers import MaxWidthReached, adaptive_modules, model_widths, named_model_widths
 from .loss import RatePrior, elbo_loss
 from .priors import ClosedFormPriors
@@ -117,14 +118,18 @@ def evaluate(model: nn.Module, task: Task, split: str, part: str, device: torch.
 
 
 class Trainer(ClosedFormPriors):
-    """One training run (see the module docstring).  `lean_adam`: on a CPU,
-    Adam runs as awnn.lean_adam.LeanAdam (torch's fused kernel, the same
-    state and results to float rounding); False keeps torch.optim.Adam, the
-    reference (as does AWNN_LEAN_ADAM=0)."""
+    """One training run (see the module docstring).  `lean` (issue #30): on a
+    CPU, Adam runs as awnn.lean_adam.LeanAdam (torch's fused kernel, the same
+    state and results to float rounding; AWNN_LEAN_ADAM=0 turns it off), and
+    an adaptive MLP's step skips autograd (awnn/train_step.py, where it
+    applies; `written_out_step`); `lean=False` is the reference throughout:
+    torch.optim.Adam and autograd."""
 
-    def __init__(self, config: TrainConfig, task: Task | None = None, lean_adam: bool = True):
+    written_out_step = True  # (a class switch for tests: False keeps autograd's step with the lean Adam)
+
+    def __init__(self, config: TrainConfig, task: Task | None = None, lean: bool = True):
         self.config = config
-        self.lean_adam = lean_adam
+        self.lean_adam = lean
         self.device = resolve_device(config.device)
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -140,6 +145,7 @@ class Trainer(ClosedFormPriors):
         # config's n_obs (the authors fix 2000 on the synthetic tasks)
         self.n_obs = config.n_obs or self.n_train
         self.optimizer = self._make_optimizer()
+        self._written_out = lean and self.written_out_step and applies(self.model)
         self.scheduler = self._make_scheduler()
         self.generator = torch.Generator().manual_seed(config.seed)
         # progress
@@ -221,14 +227,19 @@ class Trainer(ClosedFormPriors):
         were sequences)."""
         closed_form = self._rate_prior_closed_form and prior.informative and self.blocks
         in_node = self._prior_grads(prior, closed_form)  # the priors' gradients added by the model's own backward
-        out = self.model(x) if in_node is None else self.model(x, prior_grads=in_node)
-        padded = out.dim() > 2  # sequence outputs: padding targets are not scored
-        out, y = flatten_outputs(out, y)
-        loss, parts = elbo_loss(out, y, self.blocks, self.n_obs, None, _NO_RATE_PRIOR if closed_form else prior, ignore_index=IGNORE_INDEX)
-        self.last_nll = parts["nll"]  # the data term alone (detached; summed per epoch as train_nll, no host sync)
         opt = self.optimizer
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if self._written_out and (closed_form or not prior.informative):
+            # the loss is the mean cross-entropy alone: the step with no autograd graph (awnn/train_step.py)
+            loss, out = step_gradients(self.model, x, y, in_node)  # (sets every parameter's gradient)
+            self.last_nll, padded = loss, False
+        else:  # the reference: autograd
+            out = self.model(x) if in_node is None else self.model(x, prior_grads=in_node)
+            padded = out.dim() > 2  # sequence outputs: padding targets are not scored
+            out, y = flatten_outputs(out, y)
+            loss, parts = elbo_loss(out, y, self.blocks, self.n_obs, None, _NO_RATE_PRIOR if closed_form else prior, ignore_index=IGNORE_INDEX)
+            self.last_nll = parts["nll"]  # the data term alone (detached; summed per epoch as train_nll, no host sync)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
         if in_node is None:
             self.add_weight_prior_grad()
         loss = loss.detach()

@@ -60,7 +60,7 @@ from fused_trials import cpu_model, parse_shape  # noqa: E402  (benchmarks/fused
 GRID = ROOT / "search" / "grids" / "spiralhard-fixed.yaml"
 # the reference Trainer (torch.optim.Adam), the Trainer as trials run it on a CPU
 # for the configs the lean loop does not take (its lean Adam, awnn/lean_adam.py), the lean loop
-PATHS = {"trainer": functools.partial(Trainer, lean_adam=False), "trainer_lean_adam": functools.partial(Trainer, lean_adam=True),
+PATHS = {"trainer": functools.partial(Trainer, lean=False), "trainer_lean_adam": functools.partial(Trainer, lean=True),
          "lean": LeanTrainer}
 F64_TOL = 1e-9
 

@@ -7,7 +7,12 @@ the AWNN is measured in windows and after each window a fixed MLP with
 that window's mean AWNN width per layer runs as many steps (interleaved, so
 machine noise hits both alike).  Prints one JSON object as its last line:
 
-    ratio_1_layer, ratio_4_layers            AWNN median step / fixed median step (CPU)
+    ratio_1_layer, ratio_4_layers            AWNN median step / fixed median step (CPU), both in
+                                             awnn.train.Trainer (the AWNN's own overhead)
+    ratio_vs_lean_1_layer, ..._4_layers      AWNN median step / the same fixed MLP's median step
+                                             in the lean loop (awnn/lean.py: how fixed-grid trials
+                                             train since issue #30), i.e. per step, what an AWNN
+                                             trial costs against a fixed-grid trial of its width
     awnn_us_*, fixed_us_*, width_*           the raw medians (microseconds) and widths
     gpu: {...}                               the same on CUDA, when a GPU is present,
                                              for every --batch (suffix _b<batch>), with
@@ -48,6 +53,8 @@ import torch  # noqa: E402
 
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
+from awnn.lean import LeanTrainer  # noqa: E402
+from awnn.stacked_grad import forward_backward  # noqa: E402
 from awnn.train import Trainer  # noqa: E402
 
 
@@ -60,6 +67,19 @@ def make_stepper(trainer: Trainer):
         if adaptive:
             trainer.update_widths()
         trainer.train_step(x, y, prior)
+
+    return step
+
+
+def make_lean_stepper(lean: LeanTrainer):
+    """A fixed-grid trial's step as the lean loop takes it (awnn/stacked.py's
+    _train_epoch at N = 1): the written-out forward and backward, the flat Adam."""
+    stack = lean.stack
+    model, opt = stack.model, stack.optimizer
+
+    def step(x, y):
+        forward_backward(model, x.unsqueeze(0), y.unsqueeze(0))
+        opt.step()
 
     return step
 
@@ -128,6 +148,7 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
     per_window = max(50, steps // windows)
     a_times: list[float] = []
     f_times: list[float] = []
+    l_times: list[float] = []  # the same fixed MLP's step in the lean loop (how fixed-grid trials train)
     widths: list[float] = []
     changes = 0
     n_a = 0
@@ -154,15 +175,22 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
         fixed = Trainer(TrainConfig.from_dict({**base, "model": "fixed", "width": width}))
         f_step = make_stepper(fixed)
         timed(f_step, it, 30, device)  # warm-up
+        lean = LeanTrainer(TrainConfig.from_dict({**base, "model": "fixed", "width": width}))
+        l_step = make_lean_stepper(lean)
+        timed(l_step, it, 30, device)
         if cuda:
             f_times.append(timed_window(f_step, it, per_window, device))
+            l_times.append(timed_window(l_step, it, per_window, device))
         else:
             f_times += timed(f_step, it, per_window, device)
-    a, f = statistics.median(a_times), statistics.median(f_times)
+            l_times += timed(l_step, it, per_window, device)
+    a, f, le = statistics.median(a_times), statistics.median(f_times), statistics.median(l_times)
     out = {
         "awnn_us": round(a * 1e6, 1),
         "fixed_us": round(f * 1e6, 1),
         "ratio": round(a / f, 3),
+        "lean_fixed_us": round(le * 1e6, 1),
+        "ratio_vs_lean": round(a / le, 3),
         "mean_width": round(statistics.fmean(widths), 1),
         "width_change_fraction": round(changes / n_a, 3),
     }
@@ -231,9 +259,12 @@ def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] =
             r = measure(layers, device, steps, batch=batch)
             awnn, fixed, it = r.pop("_trainers")
             print(f"{device.type} batch {batch} {name}: awnn {r['awnn_us']} us, fixed {r['fixed_us']} us (mean width {r['mean_width']}, "
-                  f"width changed at {100 * r['width_change_fraction']:.0f}% of steps), ratio {r['ratio']}", file=sys.stderr)
+                  f"width changed at {100 * r['width_change_fraction']:.0f}% of steps), ratio {r['ratio']}; "
+                  f"fixed in the lean loop {r['lean_fixed_us']} us, ratio {r['ratio_vs_lean']}", file=sys.stderr)
             key = f"{name}{suffix}"
             out[f"ratio_{key}"] = r["ratio"]
+            out[f"ratio_vs_lean_{key}"] = r["ratio_vs_lean"]
+            out[f"lean_fixed_us_{key}"] = r["lean_fixed_us"]
             out[f"awnn_us_{key}"] = r["awnn_us"]
             out[f"fixed_us_{key}"] = r["fixed_us"]
             out[f"width_{key}"] = r["mean_width"]

@@ -186,7 +186,7 @@ def test_the_trainer_with_lean_adam_gives_the_reference_run_in_float64(changes):
         task = dataclasses.replace(task, x=task.x.to(torch.float64), _cache={})
         runs, results = [], []
         for lean in (True, False):  # (one after the other: a trainer seeds torch's generator, which new neurons draw from)
-            runs.append(Trainer(config(epochs=6, **changes), task, lean_adam=lean))
+            runs.append(Trainer(config(epochs=6, **changes), task, lean=lean))
             results.append(runs[-1].run())
     finally:
         torch.set_default_dtype(old)

@@ -172,7 +172,7 @@ def test_dense_capacity_buffers_give_the_strided_layouts_trajectory(monkeypatch,
         monkeypatch.setattr(optim, "DENSE_VIEWS", dense)
         from awnn.train import Trainer
 
-        t = Trainer(config(epochs=4, **changes), task, lean_adam=False)
+        t = Trainer(config(epochs=4, **changes), task, lean=False)
         t.run()
         weights = [m for m in t.model.modules() if hasattr(m, "_wbuf")]
         assert all(m._wbuf.dense == dense for m in weights if m.weight.dim() == 2 and hasattr(m._wbuf, "dense"))
