@@ -33,7 +33,7 @@ import torch.nn as nn
 from .config import TrainConfig
 from .data import Task, load_task
 from .fused import one_like
-from .lean_adam import make_adam
+from .lean_adam import LeanAdam, make_adam
 from .train_step import applies, step_gradients
 from .layers import MaxWidthReached, adaptive_modules, model_widths, named_model_widths
 from .loss import RatePrior, elbo_loss
@@ -147,6 +147,8 @@ class Trainer(ClosedFormPriors):
         self.optimizer = self._make_optimizer()
         self._written_out = lean and self.written_out_step and applies(self.model)
         self.scheduler = self._make_scheduler()
+        # the lean Adam's step without torch's wrapper (awnn/lean_adam.py), unless a scheduler counts its calls
+        self._opt_step = self.optimizer.quick_step if isinstance(self.optimizer, LeanAdam) and self.scheduler is None else self.optimizer.step
         self.generator = torch.Generator().manual_seed(config.seed)
         # progress
         self.epoch = 0
@@ -246,7 +248,7 @@ class Trainer(ClosedFormPriors):
         if closed_form:
             value = self.add_rate_prior_grad(prior) if in_node is None else self.rate_prior_value(prior)
             loss = torch.add(loss, one_like(loss), alpha=value)
-        opt.step()
+        self._opt_step()
         self.step += 1
         return loss, out, y, padded
 

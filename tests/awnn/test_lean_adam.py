@@ -216,3 +216,39 @@ def test_the_environment_switch_reaches_a_fresh_process():
     env = {**os.environ, lean_adam.SWITCH: "0", "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(__file__)), *sys.path])}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "Adam"
+
+
+def test_quick_step_is_step_without_the_wrapper_and_keeps_hooks_when_there_are_some():
+    dtype = torch.float32
+    a_p, b_p = make_params(dtype), make_params(dtype)
+    a, b = LeanAdam(groups(a_p), lr=0.01, foreach=True), LeanAdam(groups(b_p), lr=0.01, foreach=True)
+    g = torch.Generator().manual_seed(4)
+    for _ in range(20):
+        grads = [torch.randn(p.shape, generator=g) for p in a_p]
+        for ps in (a_p, b_p):
+            for p, gr in zip(ps, grads):
+                p.grad = gr.clone()
+        a.step()
+        b.quick_step()
+    assert all(torch.equal(p, q) for p, q in zip(a_p, b_p)) and b.lean_steps == 20
+    calls = []
+    handle = b.register_step_pre_hook(lambda o, args, kwargs: calls.append(1))
+    b.quick_step()
+    assert calls == [1]  # a hook: the wrapped step, which runs it
+    handle.remove()
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    handle = register_optimizer_step_post_hook(lambda o, args, kwargs: calls.append(2))
+    try:
+        b.quick_step()
+    finally:
+        handle.remove()
+    assert calls == [1, 2]
+
+
+def test_the_trainer_takes_the_quick_step_unless_a_scheduler_counts_steps():
+    task = tiny_task()
+    t = Trainer(config(), task)
+    assert t._opt_step == t.optimizer.quick_step
+    t = Trainer(config(lr_schedule="multistep"), task)
+    assert t._opt_step == t.optimizer.step
+    t.run()  # (no scheduler warning about the order of optimizer.step and scheduler.step)
