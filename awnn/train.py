@@ -129,7 +129,7 @@ class Trainer(ClosedFormPriors):
 
     def __init__(self, config: TrainConfig, task: Task | None = None, lean: bool = True):
         self.config = config
-        self.lean_adam = lean
+        self.lean = lean
         self.device = resolve_device(config.device)
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -191,7 +191,7 @@ class Trainer(ClosedFormPriors):
         if adaptive:
             groups.append({"params": adaptive, "weight_decay": 0.0})
         if c.optimizer == "adam":
-            return make_adam(groups, lean=self.lean_adam and self.device.type == "cpu", lr=c.lr, eps=c.adam_eps)
+            return make_adam(groups, lean=self.lean and self.device.type == "cpu", lr=c.lr, eps=c.adam_eps)
         return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum, foreach=True)
 
     def _make_scheduler(self):

@@ -7,10 +7,12 @@ earlier driver's checkpoint (`resume_from`), and reports to the driver
 (tracking/callback.py logs the reports).  A config awnn/stacked.py can train
 (a fixed MLP, Adam, no schedule, a tabular task) trains in the lean loop
 (awnn.lean.LeanTrainer, issue #30: the stacked trainer with N = 1, the same
-run up to float rounding, the Trainer's checkpoint format); any other, or
-every config when the switch is off (trial_common.lean_trials:
-AWNN_LEAN_TRIALS=0), in awnn.train.Trainer, the reference path.  Every
-report names the trainer (`trainer`: lean or reference).  The reports:
+run up to float rounding, the Trainer's checkpoint format); any other in
+awnn.train.Trainer with its lean parts (on CPUs the lean Adam; an adaptive
+MLP's step without autograd), and every config when the switch is off
+(trial_common.lean_trials: AWNN_LEAN_TRIALS=0) in the reference Trainer
+(torch.optim.Adam, autograd).  Every report names the trainer (`trainer`:
+lean, trainer or reference).  The reports:
 
 * the epochs' records in batches, at most every `report_interval` seconds,
   and at once at a scheduler's rung epochs (`report_at`), with a checkpoint
@@ -125,11 +127,9 @@ class _Reporter:
     """The trial's reports to the driver (see the module docstring)."""
 
     def __init__(self, trainer, spec: dict[str, Any], settings: dict[str, Any], resumed: str | None = None):
-        from awnn.lean import LeanTrainer
-
         self.trainer = trainer
         self.common = {**attempt_info(), "attempt_start_seconds": trainer.train_seconds, "resumed_epoch": trainer.epoch,
-                       "trainer": "lean" if isinstance(trainer, LeanTrainer) else "reference"}
+                       "trainer": trainer_name(trainer)}
         if resumed is not None:
             self.common["resumed_from"] = resumed
         self.interval = float(settings["report_interval"])
@@ -201,3 +201,15 @@ class _Reporter:
                          "train_seconds": self.trainer.train_seconds + seconds, "attempt_cpu_seconds": self.cpu.seconds,
                          "epochs": [], "final": None, "progress": {"epoch": epoch, "batch": done, "batches": total}})
         self.last_report = time.monotonic()
+
+
+def trainer_name(trainer) -> str:
+    """The loop that trains a trial (MLflow tag awnn.trainer): lean (awnn.lean's
+    stacked trainer at N = 1), trainer (awnn.train.Trainer with its lean parts:
+    the lean Adam on CPUs, an adaptive MLP's written-out step), reference
+    (the Trainer with lean=False: AWNN_LEAN_TRIALS=0)."""
+    from awnn.lean import LeanTrainer
+
+    if isinstance(trainer, LeanTrainer):
+        return "lean"
+    return "trainer" if trainer.lean else "reference"

@@ -26,7 +26,7 @@ Tracking contract (README, "What MLflow holds"):
   awnn.nodes (every node it ran on), awnn.pid (worker process of the last
   attempt), awnn.config (the config as the search gave it, JSON; with every
   default filled in: TrainConfig.from_dict of it), awnn.group (fused trials),
-  awnn.trainer (the loop that trained it: lean, reference or fused),
+  awnn.trainer (the loop that trained it: lean, trainer, reference or fused),
   mlflow.note.content (the run's description: what its metrics are,
   tracking/trial_note.py).
 
@@ -244,7 +244,7 @@ class TrialTracker(Callback):
                 self.resumed[key] = resumed
                 self.writer.set_tags(key, {Tag.RESUMED_FROM: resumed or "none: no readable checkpoint, started at epoch 0"})
             trainer = result.get("trainer")
-            if isinstance(trainer, str) and self.trainers.get(key) != trainer:  # lean or reference (search/trial.py)
+            if isinstance(trainer, str) and self.trainers.get(key) != trainer:  # lean, trainer or reference (search/trial.py)
                 self.trainers[key] = trainer
                 self.writer.set_tags(key, {Tag.TRAINER: trainer})
             pid = str(result.get("pid", ""))

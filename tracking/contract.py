@@ -133,7 +133,9 @@ class Tag:
     REPEATS = "awnn.repeats"
     RESUMED_FROM = "awnn.resumed_from"
     RETRIES = "awnn.retries"
-    TRAINER = "awnn.trainer"  # which loop trained a trial: lean (awnn.lean, the stacked trainer at N = 1), reference (awnn.train.Trainer), fused
+    # which loop trained a trial: lean (awnn.lean, the stacked trainer at N = 1), trainer (awnn.train.Trainer with its lean
+    # Adam and written-out step), reference (awnn.train.Trainer with lean=False: AWNN_LEAN_TRIALS=0), fused
+    TRAINER = "awnn.trainer"
     SELECTED_BY_FOLD = "awnn.selected_by_fold"
     SELECTED_CONFIG = "awnn.selected_config"
     SELECTED_KEY = "awnn.selected_key"

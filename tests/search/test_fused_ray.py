@@ -57,7 +57,7 @@ def test_every_config_has_its_own_finished_run_with_its_group(fused, smoke_compa
             groups[group].append(r)
         else:  # AWNN configs and re-training runs run one per trial (fixed ones in the lean loop)
             assert group is None, (arm, phase, key)
-            assert r.data.tags[Tag.TRAINER] == ("lean" if arm == "fixed" else "reference"), (arm, phase, key)
+            assert r.data.tags[Tag.TRAINER] == ("lean" if arm == "fixed" else "trainer"), (arm, phase, key)
     assert groups and all(2 <= len(g) <= FUSE for g in groups.values())
     for g in groups.values():  # one depth and batch size per group; one width, or widths up to 32 (padded)
         assert len({(r.data.params["hidden_layers"], r.data.params["batch_size"]) for r in g}) == 1
