@@ -145,7 +145,8 @@ class Trainer(ClosedFormPriors):
         # config's n_obs (the authors fix 2000 on the synthetic tasks)
         self.n_obs = config.n_obs or self.n_train
         self.optimizer = self._make_optimizer()
-        self._written_out = lean and self.written_out_step and applies(self.model)
+        # (CPUs only: measured and tested there; a GPU keeps autograd's step, issue #33's measured path)
+        self._written_out = lean and self.written_out_step and self.device.type == "cpu" and applies(self.model)
         self.scheduler = self._make_scheduler()
         # the lean Adam's step without torch's wrapper (awnn/lean_adam.py), unless a scheduler counts its calls
         self._opt_step = self.optimizer.quick_step if isinstance(self.optimizer, LeanAdam) and self.scheduler is None else self.optimizer.step

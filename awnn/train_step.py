@@ -13,9 +13,11 @@ is written out as autograd's formulas form it,
 
 and the gradients are set on the parameters as autograd's accumulation
 would set them (contiguous, in the parameter's layout).  The Trainer takes
-this step where it applies (`applies`) unless `Trainer.written_out_step` is
-False or it was built with `lean=False`; autograd is the reference
-(tests/awnn/test_train_step.py compares the two in float64).
+this step on a CPU where it applies (`applies`) unless
+`Trainer.written_out_step` is False or it was built with `lean=False`;
+autograd is the reference (tests/awnn/test_train_step.py compares the two
+in float64), and stays the step on GPUs, where this one has not been
+measured.
 """
 from __future__ import annotations
 
