@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from .layers import AdaptiveMLP
 
-__all__ = ["RatePrior", "elbo_loss", "gaussian_log_prob_sum", "squared_sum"]
+__all__ = ["RatePrior", "elbo_loss", "gaussian_log_prob_sum", "squared_sum", "mean_cross_entropy_grad"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -120,3 +120,26 @@ def elbo_loss(
         loss = loss - lp_rate / n_train
         parts["log_prior_rate"] = lp_rate.detach() / n_train
     return loss, parts
+
+
+_MINUS: dict = {}
+
+
+@torch.no_grad()
+def mean_cross_entropy_grad(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean cross-entropy over the batch dimension and its gradient, for
+    the training steps that write their gradient out (awnn/train_step.py,
+    awnn/stacked_grad.py): logits (..., B, C), class targets (..., B) ->
+    (the mean losses (...), dL/dlogits of their sum), formed as autograd's
+    log_softmax backward forms it: softmax / B - onehot / B."""
+    inv = 1.0 / logits.shape[-2]
+    logp = torch.log_softmax(logits, -1)
+    target = targets.unsqueeze(-1)
+    loss = logp.gather(-1, target).squeeze(-1).mean(-1).neg_()
+    key = (tuple(target.shape), inv, logp.dtype, logp.device)
+    minus = _MINUS.get(key)  # -1/B at each target, cached per shape (the last batch of an epoch is smaller)
+    if minus is None:
+        if len(_MINUS) > 64:
+            _MINUS.clear()
+        minus = _MINUS[key] = torch.full(target.shape, -inv, dtype=logp.dtype, device=logp.device)
+    return loss, logp.exp_().mul_(inv).scatter_add_(-1, target, minus)

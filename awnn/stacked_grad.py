@@ -25,26 +25,13 @@ from __future__ import annotations
 import torch
 
 from .fused import _FUSED_ACTIVATIONS
+from .loss import mean_cross_entropy_grad
 
 __all__ = ["forward_backward", "supported"]
-
-_NEG: dict = {}
-
 
 def supported(activations: list[str]) -> bool:
     """Whether every activation of the stack has a written-out backward."""
     return all(a in _FUSED_ACTIVATIONS for a in activations)
-
-
-def _minus(shape: tuple[int, ...], value: float, like: torch.Tensor) -> torch.Tensor:
-    """A (cached) tensor of `shape` filled with `value` (the target's -1/B)."""
-    key = (shape, value, like.dtype, like.device)
-    t = _NEG.get(key)
-    if t is None:
-        if len(_NEG) > 64:
-            _NEG.clear()
-        t = _NEG[key] = torch.full(shape, value, dtype=like.dtype, device=like.device)
-    return t
 
 
 @torch.no_grad()
@@ -73,13 +60,7 @@ def forward_backward(model, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Ten
                 pres.append(z)
             inputs.append(h)
     out = z
-    batch = out.shape[1]
-    logp = torch.log_softmax(out, -1)
-    target = y.unsqueeze(-1)
-    loss = logp.gather(-1, target).squeeze(-1).mean(1).neg_()
-    # d(mean loss)/dz = softmax / B - onehot / B, as autograd's log_softmax backward forms it
-    inv = 1.0 / batch
-    g = logp.exp_().mul_(inv).scatter_add_(-1, target, _minus(tuple(target.shape), -inv, logp))
+    loss, g = mean_cross_entropy_grad(out, y)  # each slice's mean loss, and d(their sum)/dz
     for l in range(last, -1, -1):
         torch.bmm(inputs[l].transpose(1, 2), g, out=weights[l].grad)
         torch.sum(g, 1, keepdim=True, out=biases[l].grad)

@@ -25,6 +25,7 @@ import torch
 
 from .fused import _AdaptiveMLPFunction
 from .layers import AdaptiveMLP, PriorGrads
+from .loss import mean_cross_entropy_grad
 
 __all__ = ["applies", "step_gradients"]
 
@@ -44,19 +45,6 @@ def applies(model: torch.nn.Module) -> bool:
     return isinstance(model, AdaptiveMLP) and model.fused_forward() and not model.scale_free
 
 
-_TARGET: dict = {}
-
-
-def _minus(shape: tuple[int, ...], value: float, like: torch.Tensor) -> torch.Tensor:
-    key = (shape, value, like.dtype, like.device)
-    t = _TARGET.get(key)
-    if t is None:
-        if len(_TARGET) > 64:
-            _TARGET.clear()
-        t = _TARGET[key] = torch.full(shape, value, dtype=like.dtype, device=like.device)
-    return t
-
-
 @torch.no_grad()
 def step_gradients(model: AdaptiveMLP, x: torch.Tensor, y: torch.Tensor, prior_grads: PriorGrads | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward and backward of `model` (see `applies`) under the mean
@@ -66,11 +54,7 @@ def step_gradients(model: AdaptiveMLP, x: torch.Tensor, y: torch.Tensor, prior_g
     inputs = model.fused_inputs(x, prior_grads)
     ctx = _Ctx()
     out = _AdaptiveMLPFunction.forward(ctx, *inputs)
-    inv = 1.0 / out.shape[0]
-    logp = torch.log_softmax(out, -1)
-    target = y.unsqueeze(-1)
-    nll = logp.gather(-1, target).mean().neg_()
-    grad_out = logp.exp_().mul_(inv).scatter_add_(-1, target, _minus(tuple(target.shape), -inv, logp))
+    nll, grad_out = mean_cross_entropy_grad(out, y)
     grads = _AdaptiveMLPFunction.backward(ctx, grad_out)
     for p, g in zip(inputs[5:], grads[5:]):  # rho, then every weight and bias (the index vectors have none)
         if g is not None:
