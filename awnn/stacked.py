@@ -259,6 +259,7 @@ class StackedAdam:
         # reused scratch space: fresh (N, P) temporaries every step cost ~40% more on a CPU
         self._denom, self._update = torch.empty_like(self.exp_avg), torch.empty_like(self.exp_avg)
         self._decayed = torch.empty_like(self.exp_avg) if bool(self.weight_decay.any()) else None
+        self._floor = sqrt_floor(self.eps)
 
     @torch.no_grad()
     def step(self) -> None:
@@ -274,7 +275,11 @@ class StackedAdam:
         bias_correction1 = 1 - beta1 ** self.steps
         bias_correction2 = 1 - beta2 ** self.steps
         step_size = ((self.lr / bias_correction1) * -1).to(p.dtype)  # torch: (lr / bc1) * -1 in double, cast in the kernel
-        denom = torch.sqrt(self.exp_avg_sq, out=self._denom).div_(bias_correction2 ** 0.5).add_(self.eps)
+        if self._floor is None:
+            denom = torch.sqrt(self.exp_avg_sq, out=self._denom)
+        else:  # the same numbers (sqrt_floor), without the root of exact zeros
+            denom = torch.clamp_min(self.exp_avg_sq, self._floor, out=self._denom).sqrt_()
+        denom = denom.div_(bias_correction2 ** 0.5).add_(self.eps)
         p.addcdiv_(torch.mul(self.exp_avg, step_size, out=self._update), denom)  # p + (step_size * m) / denom
 
     def keep(self, rows: Sequence[int]) -> None:
@@ -283,6 +288,24 @@ class StackedAdam:
         self.lr, self.weight_decay, self.eps = self.lr[rows], self.weight_decay[rows], self.eps[rows]
         self.exp_avg, self.exp_avg_sq = self.exp_avg[rows].contiguous(), self.exp_avg_sq[rows].contiguous()
         self._buffers()
+
+
+def sqrt_floor(eps: torch.Tensor) -> float | None:
+    """A floor for Adam's second moments below which clamping changes no
+    number: the root of any value up to it, divided by the bias correction
+    sqrt(1 - 0.999^t) (>= 0.0316, its value at the first step), is under a
+    quarter of an ulp of the smallest eps, so `+ eps` rounds it away, as it
+    rounds away the root of the value it replaces.  It spares the root of
+    exact zeros (the moments of units whose gradient has always been zero:
+    dead ReLUs, padded units), which torch's CPU kernel computes ~12x slower
+    than any other root (docs/design.md).  None when that floor would not be
+    a normal float of eps's dtype (a very small eps)."""
+    smallest = float(eps.min()) if eps.numel() else 0.0
+    info = torch.finfo(eps.dtype)
+    if not smallest > 0.0:
+        return None
+    floor = (smallest * info.eps / 128.0) ** 2  # root <= eps * ulp(1) / 128; x 31.7 < eps * ulp(1) / 4 <= half an ulp of eps
+    return floor if floor >= info.tiny else None
 
 
 @dataclass

@@ -5,6 +5,8 @@ Tolerances: float64 1e-12 for one step (a few roundings of the
 cross-entropy's gradient in another order), F64_TOL for runs (the reasoning
 at the top of tests/awnn/test_stacked.py); float32 one step within
 GRAD_RTOL of each gradient's scale."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -13,7 +15,7 @@ from awnn.activations import ACTIVATIONS
 from awnn.layers import FixedMLP
 from awnn.stacked import StackedMLP, StackedTrainer, _cross_entropy
 from awnn.stacked_grad import forward_backward, supported
-from train_helpers import F64_TOL, fixed_config, one_thread, task, task64  # noqa: F401 - fixtures
+from train_helpers import F64_TOL, fixed_config, one_thread, task, task64, tiny_task  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.filterwarnings("ignore:grad and param do not obey")]  # the reference path's (awnn/stacked.py)
@@ -109,3 +111,45 @@ def test_an_activation_without_a_written_out_backward_takes_autograd_bit_for_bit
 def test_every_activation_has_a_written_out_backward():
     """A new activation falls back to autograd (tested above); this names it, so it gets one."""
     assert supported(list(ACTIVATIONS))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_second_moments_floor_changes_no_number(dtype, monkeypatch):
+    """StackedAdam clamps its second moments at `sqrt_floor` before the root
+    (the root of exact zeros is slow on some CPUs): the run is the one without
+    the clamp, bit for bit, in a net whose dead units keep exact zeros there."""
+    import awnn.stacked as stacked
+
+    task = tiny_task("doublemoon", 400)
+    task = dataclasses.replace(task, x=task.x.to(dtype), _cache={})
+    configs = [fixed_config(hidden_layers=4, width=16, lr=0.1, seed=s, activation="relu") for s in (0, 1)]
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        runs = []
+        for floor in (True, False):
+            if not floor:
+                monkeypatch.setattr(stacked, "sqrt_floor", lambda eps: None)
+            t = StackedTrainer(configs, task)
+            assert (t.optimizer._floor is not None) == floor
+            t.run()
+            runs.append(t)
+    finally:
+        torch.set_default_dtype(old)
+    assert bool((runs[1].optimizer.exp_avg_sq == 0).any())  # there were exact zeros to clamp
+    for i in range(len(configs)):
+        a, b = runs[0].state_dict(i), runs[1].state_dict(i)
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [h["train_loss"] for h in runs[0].result(0).history] == [h["train_loss"] for h in runs[1].result(0).history]
+
+
+def test_the_floor_is_below_what_eps_rounds_away():
+    from awnn.stacked import sqrt_floor
+
+    for dtype in (torch.float32, torch.float64):
+        for eps in (1e-8, 1e-6, 1e-3):
+            f = sqrt_floor(torch.tensor([[eps], [1e-2]], dtype=dtype))
+            e = torch.tensor(eps, dtype=dtype)
+            # the worst case, the first step's bias correction: the clamped root vanishes in + eps
+            assert float(torch.sqrt(torch.tensor(f, dtype=dtype)) / (1 - 0.999) ** 0.5 + e) == float(e)
+    assert sqrt_floor(torch.tensor([[1e-30]])) is None  # its floor would be subnormal: no clamp
