@@ -103,3 +103,15 @@ def test_trainer_trains_on_the_capped_set():
     assert result.summary()["n_train"] == 64
     with pytest.raises(Exception, match="max_train_examples"):
         TrainConfig.from_dict({"task": "doublemoon", "max_train_examples": -3})
+
+
+@pytest.mark.parametrize("task", ["spiralhard", "spiral", "doublemoon"])
+def test_the_standard_budget_trains_every_tabular_config_150_epochs_with_three_retrainings(task):
+    """`standard` is the converged budget of every tabular task (issue #30): 150
+    epochs a trial whatever the paper's 500-10,000 (per depth on SpiralHard)."""
+    budget = BUDGETS["standard"]
+    for model in ("fixed", "awnn"):
+        arm = make_arms(task, [model], StrategyOptions(), budget)[0]
+        specs = arm.selection_specs(budget)
+        assert specs and {s.config["epochs"] for s in specs} == {150}, task
+        assert budget.runs(arm.grid) == 3
