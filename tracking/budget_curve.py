@@ -36,10 +36,11 @@ from .contract import SELECTABLE, Metric, fold_of_key
 from .reader import ComparisonData, load_histories
 from .savings import fx, rounded
 
-__all__ = ["FRACTIONS", "MOVING_RATIO_CHANGE", "HISTORY_KEYS", "BudgetRecords", "readable_store", "load_budget_records", "budget_curve", "still_moving"]
+__all__ = ["FRACTIONS", "MOVING_RATIO_CHANGE", "MOVING_ACC_GAIN", "HISTORY_KEYS", "BudgetRecords", "readable_store", "load_budget_records", "budget_curve", "still_moving"]
 
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)  # shares of each trial's epochs
 MOVING_RATIO_CHANGE = 0.10  # an arm's savings "move" when full / half differs from 1 by more than this
+MOVING_ACC_GAIN = 0.01  # an arm's selection "moves" when its best inner-validation accuracy rises by more (1 point: the verdict's tolerance)
 HISTORY_KEYS = (Metric.VAL_ACC, Metric.VAL_LOSS, Metric.TRAIN_SECONDS)
 CURVE_POINTS = 200  # at most this many epochs per arm in summary.json's curve (every epoch below it)
 MAX_HISTORY_POINTS = 2500  # MLflow's bulk read returns at most this many evenly spaced epochs per run
@@ -269,9 +270,11 @@ def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) ->
     `full` of the epochs: moving when an arm's selected config changes to one
     with a better best inner-validation accuracy (a change among configs tied
     at the same accuracy, re-broken by validation loss, as when the task
-    saturates at 100%, is not), the arms' ranking by best inner-validation accuracy changes, or an arm's
-    savings against the baseline change by more than
-    MOVING_RATIO_CHANGE (relative)."""
+    saturates at 100%, is not), or its selected config's best
+    inner-validation accuracy rises by more than MOVING_ACC_GAIN (the same
+    config still learning: SpiralHard's AWNN at 75 of 150 epochs), the arms'
+    ranking by best inner-validation accuracy changes, or an arm's savings
+    against the baseline change by more than MOVING_RATIO_CHANGE (relative)."""
     at = {f: {arm: next(r for r in rows if r["fraction"] == f) for arm, rows in curve["arms"].items()} for f in (half, full)}
     if not at[full]:
         return None, "No verdict against the budget: no arm has selection trials with per-epoch records.", []
@@ -282,6 +285,9 @@ def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) ->
         tie = math.isfinite(acc_a) and math.isfinite(acc_b) and acc_b <= acc_a
         if a != b and not tie:
             reasons.append(f"{arm}'s selected config changed ({a or 'none'} -> {b or 'none'})")
+        elif math.isfinite(acc_a) and math.isfinite(acc_b) and acc_b - acc_a > MOVING_ACC_GAIN:
+            reasons.append(f"{arm}'s best inner-validation accuracy rose {100 * (acc_b - acc_a):.1f} points "
+                           f"({100 * acc_a:.2f}% -> {100 * acc_b:.2f}%)")
     if len(at[full]) > 1 and _ranks(at[half]) != _ranks(at[full]):
         reasons.append(f"the arms' ranking by best inner-validation accuracy changed ({_order(at[half])} -> {_order(at[full])})")
     baseline = curve.get("baseline")
@@ -296,5 +302,5 @@ def still_moving(curve: dict[str, Any], half: float = 0.5, full: float = 1.0) ->
     if reasons:
         return True, f"Still moving: {span}, " + "; ".join(reasons) + ": a larger budget may change the verdict.", reasons
     moved = (f", and no arm's savings vs {baseline} moved by more than {100 * MOVING_RATIO_CHANGE:.0f}%" if curve.get("savings") else "")
-    return False, (f"Stable between half and full budget: {span}, no arm's selection improved, "
-                   f"the arms' ranking by best inner-validation accuracy held{moved}."), []
+    return False, (f"Stable between half and full budget: {span}, no arm's selection improved by more than "
+                   f"{100 * MOVING_ACC_GAIN:.0f} point, the arms' ranking by best inner-validation accuracy held{moved}."), []

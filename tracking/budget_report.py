@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .budget_curve import FRACTIONS, MOVING_RATIO_CHANGE
+from .budget_curve import FRACTIONS, MOVING_ACC_GAIN, MOVING_RATIO_CHANGE
 from .fmt import _finite, fh, fnum, fpct, fsec
 from .savings import fx
 
@@ -48,7 +48,8 @@ def budget_section(summary: dict[str, Any]) -> list[tuple]:
                      for f in fractions]))
     doc.append(("img", "budget_curve", "Best inner-validation accuracy of each arm's selected config against the epochs every trial trained"))
     doc.append(("p", f"**{summary.get('budget_verdict', '')}**"))
-    notes = [f"Still moving means: between half and all of the epochs an arm's selected config changed to a better one (not among configs tied at one accuracy), the arms' ranking by inner-validation "
+    notes = [f"Still moving means: between half and all of the epochs an arm's selected config changed to a better one (not among configs tied at one accuracy) "
+             f"or its best inner-validation accuracy rose by more than {100 * MOVING_ACC_GAIN:.0f} point, the arms' ranking by inner-validation "
              + (f"accuracy changed, or an arm's savings vs {base} (at the cut, against {base}'s) changed by more than "
                 f"{100 * MOVING_RATIO_CHANGE:.0f}%." if sv else "accuracy changed.")]
     if bc.get("cv_fold0"):

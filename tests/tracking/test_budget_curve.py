@@ -141,7 +141,8 @@ def test_ranking_of_the_arms_changing_is_still_moving(tmp_path):
     s.trial("awnn", "sel-0000", STEADY, dh=0.04)
     out = s.summary()
     assert out["budget_still_moving"] is True
-    assert out["budget_curve"]["still_moving_reasons"] == ["the arms' ranking by best inner-validation accuracy changed (awnn > fixed -> fixed > awnn)"]
+    assert out["budget_curve"]["still_moving_reasons"] == ["fixed's best inner-validation accuracy rose 45.0 points (50.00% -> 95.00%)",
+                                                           "the arms' ranking by best inner-validation accuracy changed (awnn > fixed -> fixed > awnn)"]
 
 
 def test_device_hours_at_a_cut_follow_the_training_seconds_recorded_per_epoch(tmp_path):
@@ -306,9 +307,22 @@ def test_a_selection_changing_among_tied_configs_is_not_moving():
 def test_a_ranking_change_between_tie_and_order_reads_as_one():
     """Two arms tied at half the budget and ordered at the full budget (a tie
     broken): the reason shows the tie, so its two rankings never read the same."""
-    moving, line, reasons = still_moving(_curve(("sel-0001", 0.9), ("sel-0001", 0.95)))
+    moving, line, reasons = still_moving(_curve(("sel-0001", 0.9), ("sel-0001", 0.905)))  # (half a point: not a rise that moves)
     assert moving is True
     assert reasons == ["the arms' ranking by best inner-validation accuracy changed (fixed = awnn -> fixed > awnn)"]
     for reason in reasons:  # a ranking change names two different rankings
         before, after = reason.split("(", 1)[1].rstrip(")").split(" -> ")
         assert before != after
+
+
+def test_the_same_config_still_learning_is_still_moving():
+    """SpiralHard's or Spiral's AWNN at the standard budget: the same config
+    selected at half and all of the epochs, its best inner-validation
+    accuracy rising 93.25% -> 99.75%, the ranking held and the savings moved
+    7%: still moving (the report had called it stable, "no arm's selection
+    improved").  A rise of up to 1 point is not."""
+    moving, line, reasons = still_moving(_curve(("sel-0001", 1.0), ("sel-0001", 1.0), ("sel-0002", 0.9325), ("sel-0002", 0.9975)))
+    assert moving is True and reasons == ["awnn's best inner-validation accuracy rose 6.5 points (93.25% -> 99.75%)"]
+    assert line.startswith("Still moving") and "a larger budget may change the verdict" in line
+    moving, line, reasons = still_moving(_curve(("sel-0001", 1.0), ("sel-0001", 1.0), ("sel-0002", 0.99), ("sel-0002", 0.995)))
+    assert moving is False and reasons == [] and "improved by more than 1 point" in line
