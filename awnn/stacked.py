@@ -455,7 +455,8 @@ class StackedTrainer:
         perms = torch.stack([torch.randperm(n, generator=self.generators[i]) for i in self.alive]).to(self.device)
         xs, ys = x[perms], y[perms]  # (slices, n, in), (slices, n): every slice's epoch in its order
         loss_sum, correct = torch.zeros(model.n, device=self.device), torch.zeros(model.n, device=self.device, dtype=torch.long)
-        manual = self.manual_gradients and supported(model.activations)
+        # (CPUs only: measured and tested there; a GPU keeps autograd's step, issue #33's measured path)
+        manual = self.manual_gradients and self.device.type == "cpu" and supported(model.activations)
         for s in range(0, n, c.batch_size):
             yb = ys[:, s : s + c.batch_size]
             if manual:  # the gradient written out (awnn/stacked_grad.py)

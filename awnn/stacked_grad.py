@@ -14,10 +14,10 @@ cross-entropy is a handful of products:
 computed here with the ops autograd's own formulas call (bmm, sum,
 threshold_backward & co., awnn/fused.py's activation table), so the
 gradients are autograd's up to the order of a few roundings in the
-cross-entropy's gradient.  `StackedTrainer` uses it unless
+cross-entropy's gradient.  `StackedTrainer` uses it on CPUs unless
 `StackedTrainer.manual_gradients` is False (the autograd path, the
 reference: tests/awnn/test_stacked_grad.py compares the two in float64 and
-float32).  Measured: `python benchmarks/lean_trials.py` (docs/design.md,
+float32); on GPUs, where it has not been measured, autograd's step stays.  Measured: `python benchmarks/lean_trials.py` (docs/design.md,
 "The lean loop").
 """
 from __future__ import annotations
