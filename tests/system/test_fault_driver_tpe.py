@@ -17,7 +17,9 @@ from fault_helpers import Driver, checkpoints, sweep_args, trial_runs, wait_for,
 
 pytestmark = pytest.mark.slow
 
-EPOCHS = 100
+# ~8 s a trial on one core (fixed 1 x 8..32 nets in the lean loop, ~10 ms an epoch since its steps went
+# autograd-free, issue #30; at 100 epochs the whole sweep ended before the kill could land mid-trial)
+EPOCHS = 800
 FIXED_GRID = """\
 task: doublemoon
 strategy: fixed
