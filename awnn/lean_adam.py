@@ -44,7 +44,7 @@ import torch
 from torch.optim import adam as _adam
 from torch.optim import optimizer as _optimizer
 
-__all__ = ["LeanAdam", "SWITCH", "TESTED_TORCH", "enabled", "make_adam"]
+__all__ = ["LeanAdam", "SWITCH", "TESTED_TORCH", "enabled", "fused_adam", "kernel_applies", "make_adam"]
 
 SWITCH = "AWNN_LEAN_ADAM"
 TESTED_TORCH = ("2.14.",)  # version prefixes the kernel's signature and CPU behaviour were checked against
@@ -84,6 +84,27 @@ def _dense_cpu(tensors: list[torch.Tensor], dtype: torch.dtype) -> bool:
         if t.device.type != "cpu" or t.dtype != dtype or not t.is_contiguous():
             return False
     return True
+
+
+def kernel_applies(tensors: list[torch.Tensor]) -> bool:
+    """Whether `fused_adam` may update these tensors: the switch is on and
+    they are plain dense CPU tensors of one floating dtype (the kernel
+    misreads strided views; see the module docstring)."""
+    if not tensors or not enabled():
+        return False
+    dtype = tensors[0].dtype
+    return dtype.is_floating_point and not dtype.is_complex and _dense_cpu(tensors, dtype)
+
+
+def fused_adam(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor], exp_avg_sqs: list[torch.Tensor],
+               steps: list[torch.Tensor], lr: float, betas: tuple[float, float], weight_decay: float, eps: float) -> None:
+    """One Adam update (coupled L2 `weight_decay`, bias corrections from each
+    tensor's `steps` entry, already incremented) of every tensor, by torch's
+    fused CPU kernel: what torch.optim.Adam computes, rounded in another order.
+    Only where `kernel_applies`.  The stacked trainer's Adam (awnn/stacked.py)
+    uses it too."""
+    torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=lr, beta1=betas[0],
+                       beta2=betas[1], weight_decay=weight_decay, eps=eps, maximize=False)
 
 
 def _adam_step(optimizer: torch.optim.Adam, closure=None):
@@ -140,10 +161,8 @@ class LeanAdam(torch.optim.Adam):
                     return self._reference_step()
             work.append((group, params, grads, exp_avgs, exp_avg_sqs, steps))
         for group, params, grads, exp_avgs, exp_avg_sqs, steps in work:
-            beta1, beta2 = group["betas"]
             torch._foreach_add_(steps, _ONE, alpha=1.0)  # (as torch's: a tensor operand, 1/3 the time of a Python 1.0 on CPU steps)
-            torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=group["lr"], beta1=beta1,
-                               beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"], maximize=False)
+            fused_adam(params, grads, exp_avgs, exp_avg_sqs, steps, group["lr"], group["betas"], group["weight_decay"], group["eps"])
         self.lean_steps += 1
         return None
 

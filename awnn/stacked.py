@@ -59,6 +59,7 @@ from .data import Task, load_task
 from .data.tabular import GENERATORS
 from .fixed import FixedMLP
 from .models import build_model
+from .stacked_adam import BETAS, StackedAdam, sqrt_floor  # noqa: F401 (re-exported)
 from .stacked_grad import forward_backward, supported
 from .train import DIVERGED, OK, BatchCallback, RunResult, resolve_device
 
@@ -74,7 +75,6 @@ GROUP_KEYS = tuple(k for k in TrainConfig.keys() if k not in SLICE_KEYS)
 PAD_WIDTH = 32  # uniform hidden widths up to this share a stack padded to its widest (docs/design.md "Fused trials": measured)
 PADDED = f"<={PAD_WIDTH}"  # group_key's width value for such configs
 EVAL_BATCH = 4096  # awnn.train.evaluate's chunk
-BETAS = (0.9, 0.999)  # torch.optim.Adam's defaults, which the Trainer uses
 _LAYOUT_WARNING = "grad and param do not obey the gradient layout contract"  # grads are rows of one flat buffer, on purpose
 
 # in place (values and backward as awnn.layers.ACTIVATIONS'; baddbmm saves no output): one (N, B, width) tensor fewer
@@ -234,78 +234,6 @@ class StackedMLP:
             out[f"layers.{l}.weight"] = w.detach()[row, :fan_in, :fan_out].t().clone(memory_format=torch.contiguous_format).cpu()
             out[f"layers.{l}.bias"] = b.detach()[row, 0, :fan_out].clone().cpu()
         return out
-
-
-class StackedAdam:
-    """torch.optim.Adam (foreach, default betas, coupled L2, no amsgrad) over
-    a StackedMLP's flat buffer, with per-slice lr, weight decay and eps.
-    Every slice steps together, so one step counter serves them all."""
-
-    def __init__(self, model: StackedMLP, lrs: Sequence[float], weight_decays: Sequence[float], eps: Sequence[float]):
-        if not len(lrs) == len(weight_decays) == len(eps) == model.n:
-            raise ValueError(f"StackedAdam: expected {model.n} values of lr, weight_decay and eps, found {len(lrs)}, {len(weight_decays)}, {len(eps)}")
-        self.model, dev, dtype = model, model.flat.device, model.flat.dtype
-
-        def column(values, dt=dtype):
-            return torch.tensor(list(values), dtype=dt, device=dev).view(-1, 1)
-
-        self.lr = column(lrs, torch.float64)  # step sizes are formed in double, as torch does
-        self.weight_decay, self.eps = column(weight_decays), column(eps)
-        self.exp_avg, self.exp_avg_sq = torch.zeros_like(model.flat), torch.zeros_like(model.flat)
-        self.steps = 0
-        self._buffers()
-
-    def _buffers(self) -> None:
-        # reused scratch space: fresh (N, P) temporaries every step cost ~40% more on a CPU
-        self._denom, self._update = torch.empty_like(self.exp_avg), torch.empty_like(self.exp_avg)
-        self._decayed = torch.empty_like(self.exp_avg) if bool(self.weight_decay.any()) else None
-        self._floor = sqrt_floor(self.eps)
-
-    @torch.no_grad()
-    def step(self) -> None:
-        """One update of every slice.  Each float32 rounding is the one torch's
-        foreach Adam makes (addcdiv with value 1 computes self + t1 / t2)."""
-        p, g = self.model.flat, self.model.grad
-        beta1, beta2 = BETAS
-        self.steps += 1
-        if self._decayed is not None:
-            g = torch.addcmul(g, self.weight_decay, p, out=self._decayed)  # torch: g.add(p, alpha=wd)
-        self.exp_avg.lerp_(g, 1 - beta1)
-        self.exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        bias_correction1 = 1 - beta1 ** self.steps
-        bias_correction2 = 1 - beta2 ** self.steps
-        step_size = ((self.lr / bias_correction1) * -1).to(p.dtype)  # torch: (lr / bc1) * -1 in double, cast in the kernel
-        if self._floor is None:
-            denom = torch.sqrt(self.exp_avg_sq, out=self._denom)
-        else:  # the same numbers (sqrt_floor), without the root of exact zeros
-            denom = torch.clamp_min(self.exp_avg_sq, self._floor, out=self._denom).sqrt_()
-        denom = denom.div_(bias_correction2 ** 0.5).add_(self.eps)
-        p.addcdiv_(torch.mul(self.exp_avg, step_size, out=self._update), denom)  # p + (step_size * m) / denom
-
-    def keep(self, rows: Sequence[int]) -> None:
-        """Keep only these slices' state, after `StackedMLP.keep(rows)`."""
-        rows = list(rows)
-        self.lr, self.weight_decay, self.eps = self.lr[rows], self.weight_decay[rows], self.eps[rows]
-        self.exp_avg, self.exp_avg_sq = self.exp_avg[rows].contiguous(), self.exp_avg_sq[rows].contiguous()
-        self._buffers()
-
-
-def sqrt_floor(eps: torch.Tensor) -> float | None:
-    """A floor for Adam's second moments below which clamping changes no
-    number: the root of any value up to it, divided by the bias correction
-    sqrt(1 - 0.999^t) (>= 0.0316, its value at the first step), is under a
-    quarter of an ulp of the smallest eps, so `+ eps` rounds it away, as it
-    rounds away the root of the value it replaces.  It spares the root of
-    exact zeros (the moments of units whose gradient has always been zero:
-    dead ReLUs, padded units), which torch's CPU kernel computes ~12x slower
-    than any other root (docs/design.md).  None when that floor would not be
-    a normal float of eps's dtype (a very small eps)."""
-    smallest = float(eps.min()) if eps.numel() else 0.0
-    info = torch.finfo(eps.dtype)
-    if not smallest > 0.0:
-        return None
-    floor = (smallest * info.eps / 128.0) ** 2  # root <= eps * ulp(1) / 128; x 31.7 < eps * ulp(1) / 4 <= half an ulp of eps
-    return floor if floor >= info.tiny else None
 
 
 @dataclass

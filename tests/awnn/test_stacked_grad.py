@@ -118,8 +118,9 @@ def test_the_second_moments_floor_changes_no_number(dtype, monkeypatch):
     """StackedAdam clamps its second moments at `sqrt_floor` before the root
     (the root of exact zeros is slow on some CPUs): the run is the one without
     the clamp, bit for bit, in a net whose dead units keep exact zeros there."""
-    import awnn.stacked as stacked
+    import awnn.stacked_adam as stacked
 
+    monkeypatch.setenv("AWNN_LEAN_ADAM", "0")  # the reference step (the fused kernel takes no floor)
     task = tiny_task("doublemoon", 400)
     task = dataclasses.replace(task, x=task.x.to(dtype), _cache={})
     configs = [fixed_config(hidden_layers=4, width=16, lr=0.1, seed=s, activation="relu") for s in (0, 1)]
