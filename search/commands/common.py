@@ -21,7 +21,8 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--fuse", type=fuse_flag, default="auto", metavar="N|auto",
                    help="train up to N fixed-grid selection configs of one shape as one stacked model in one Ray trial "
                         "(each keeps its own MLflow run; docs/design.md 'Fused trials'); 1 = one config per trial; "
-                        f"auto (default): {AUTO_FUSE_GPU} on GPU trials (--gpus-per-trial > 0), where fusion pays most, 1 on CPUs")
+                        f"auto (default): {AUTO_FUSE_GPU} on GPU trials (--gpus-per-trial > 0), {AUTO_FUSE_CPU} on CPUs "
+                        "(measured: docs/design.md 'The --fuse default')")
     p.add_argument("--keep-denormals", action="store_true",
                    help="let trials compute on float denormals (slow on x86 CPUs; by default they are flushed to zero: docs/data.md 'Real datasets')")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all); ignored with --address")
@@ -47,6 +48,10 @@ def add_run_flags(p, task: bool = True) -> None:
 
 
 AUTO_FUSE_GPU = 32  # --fuse auto on GPU trials (docs/design.md "Fused trials": where fusion pays, measured)
+# --fuse auto on CPUs: since the stacked trainer's Adam is one fused kernel pass (issue #30), a group of
+# the SpiralHard grid's 6 same-shape configs trains 1.3x (2x256@128) to 4.3x (1x8@32) the configs per
+# core-hour of one config per trial, 1.5x at its dearest shape, 4x256@32 (docs/design.md "The --fuse default")
+AUTO_FUSE_CPU = 32
 
 
 def fuse_flag(text: str) -> "int | str":
@@ -62,9 +67,9 @@ def fuse_flag(text: str) -> "int | str":
 
 
 def resolve_fuse(fuse: "int | str", gpus_per_trial: float) -> int:
-    """The configs per fused Ray trial: --fuse's integer, or for 'auto' AUTO_FUSE_GPU on GPU trials and 1 on CPUs."""
+    """The configs per fused Ray trial: --fuse's integer, or for 'auto' AUTO_FUSE_GPU on GPU trials and AUTO_FUSE_CPU on CPUs."""
     if fuse == "auto":
-        return AUTO_FUSE_GPU if gpus_per_trial > 0 else 1
+        return AUTO_FUSE_GPU if gpus_per_trial > 0 else AUTO_FUSE_CPU
     return int(fuse)
 
 

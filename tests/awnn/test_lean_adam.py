@@ -252,3 +252,34 @@ def test_the_trainer_takes_the_quick_step_unless_a_scheduler_counts_steps():
     t = Trainer(config(lr_schedule="multistep"), task)
     assert t._opt_step == t.optimizer.step
     t.run()  # (no scheduler warning about the order of optimizer.step and scheduler.step)
+
+
+def test_steps_reuse_the_last_walk_until_the_state_or_the_gradients_change(monkeypatch):
+    """After one full walk (Adam's `_init_group`) the kernel's lists are reused
+    while nothing in them changes; a missing gradient, a state dict loaded
+    into the same optimiser or a parameter that turns strided sends the step
+    back through the walk, and the trajectory stays torch.optim.Adam's."""
+    dtype = torch.float64
+    walks = []
+    real = LeanAdam._init_group
+    monkeypatch.setattr(LeanAdam, "_init_group", lambda self, *a: (walks.append(1), real(self, *a))[1])
+    ref_p, lean_p = make_params(dtype), make_params(dtype)
+    ref = torch.optim.Adam(groups(ref_p), lr=0.01, foreach=True)
+    lean = LeanAdam(groups(lean_p), lr=0.01, foreach=True)
+    for opt, ps in ((ref, ref_p), (lean, lean_p)):
+        drive(opt, ps, 20, dtype, seed=1)
+    assert len(walks) == 2  # the first step's, one per group: then the memo
+    saved = [lean.state_dict(), ref.state_dict()]
+    for opt, ps in ((ref, ref_p), (lean, lean_p)):
+        drive(opt, ps, 10, dtype, seed=2, skip_every=4)  # steps 4 and 8 walk (and the steps after them)
+    assert 2 < len(walks) <= 2 + 2 * 4
+    before = len(walks)
+    lean.load_state_dict(saved[0])  # new state tensors: the memo must not write into the old ones
+    ref.load_state_dict(saved[1])
+    for opt, ps in ((ref, ref_p), (lean, lean_p)):
+        drive(opt, ps, 10, dtype, seed=3)
+    assert len(walks) == before + 2
+    assert lean.lean_steps == 40
+    assert max_diff(lean_p, ref_p) <= 1e-12
+    for p, q in zip(lean_p, ref_p):
+        assert max_diff([lean.state[p]["exp_avg_sq"]], [ref.state[q]["exp_avg_sq"]]) <= 1e-12
