@@ -2,8 +2,9 @@
 
 `paper` is the paper's protocol (each grid's epochs, R = retrain_runs from
 the grid, 10 in the paper).  `quick` scales epochs to a CPU budget: at most
-60 epochs a trial (`make demo`, SpiralHard's seven strategies: its comparison
-took 10 min 16 s on 2 cores; docs/results.md "Measured").  `standard`
+30 epochs a trial, a demonstration rather than a verdict (`make demo`,
+SpiralHard's seven strategies: its comparison took under 5 minutes on 2
+cores; docs/results.md).  `standard`
 (150 epochs a trial on every tabular task, R = 3: 0.3 of the paper's
 epochs, at most 150) is the smallest budget at which both SpiralHard arms'
 selections plateaued, and at which AWNN came within a point of the grid on
@@ -92,8 +93,9 @@ class Budget:
 
 BUDGETS = {
     "smoke": Budget("smoke", epoch_scale=0.0, min_epochs=2, max_epochs=2, retrain_runs=2, patience_scale=0.0, folds=1, cpu=True),
-    # max 60 epochs (was 120): the authors' SpiralHard has twice the training rows, so an epoch costs twice as much
-    "quick": Budget("quick", epoch_scale=0.06, min_epochs=20, max_epochs=60, retrain_runs=3, patience_scale=0.06, folds=1, cpu=True),
+    # max 30 epochs (was 120, then 60): `make demo`'s seven strategies in under 5 minutes on 2 cores (issue #30;
+    # measured 4 min 56 s, docs/results.md); the verdict at a converged budget is `standard`'s
+    "quick": Budget("quick", epoch_scale=0.06, min_epochs=20, max_epochs=30, retrain_runs=3, patience_scale=0.06, folds=1, cpu=True),
     # the smallest per-trial budget at which both SpiralHard arms' selections plateau (issue #30): measured
     # with 300 epochs a trial, AWNN's best inner-validation accuracy was 83% at 38 epochs, 95.5% at 75 and
     # 100% at 150 and 300; the fixed grid's 99.6% at 38 and 100% from 75 (docs/results.md, "A converged budget").

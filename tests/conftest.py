@@ -40,8 +40,10 @@ def smoke_comparison(tmp_path_factory):
 
 # one report per epoch: the last epoch's report must be the final one, or ASHA
 # (which stops every trial at max_t) records finished trials as stopped
+# one config per trial (--fuse 1): the execution whose costs the report tests recompute by hand, and
+# under which the smoke budget's 30 fixed trials cost more than AWNN's 6 (fused, they cost less)
 ALL_STRATEGIES = ["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "fixed,awnn,tpe,asha,random", "--repeats", "2",
-                  "--num-cpus", "2", "--report-interval", "0"]
+                  "--num-cpus", "2", "--report-interval", "0", "--fuse", "1"]
 
 
 @pytest.fixture(scope="session")

@@ -64,7 +64,7 @@ def test_train_defaults_to_the_quick_budget_and_says_so(capsys):
     from search.commands.train import resolve_defaults
 
     values, source = resolve_defaults(args, {"task": "spiralhard", "model": "awnn"})
-    assert values["epochs"] == 60 and "budget quick" in source  # not the paper's 5000
+    assert values["epochs"] == 30 and "budget quick" in source  # not the paper's 5000
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "(default: quick" in " ".join(capsys.readouterr().out.split())

@@ -90,7 +90,7 @@ def test_budget_builtin_and_file(tmp_path):
     g = find_grid("spiralhard", "fixed")
     assert BUDGETS["paper"].epochs(g) == 5000 and BUDGETS["paper"].runs(g) == 10
     assert BUDGETS["smoke"].epochs(g) == 2
-    assert BUDGETS["quick"].epochs(g) == 60  # capped at 60 since SpiralHard became the authors' (twice the rows)
+    assert BUDGETS["quick"].epochs(g) == 30  # capped at 30 (60 until issue #30: make demo in under 5 minutes)
     p = tmp_path / "b.yaml"
     p.write_text("epoch_scale: 0.01\nmin_epochs: 5\nretrain_runs: 4\n")
     b = resolve_budget(str(p))

@@ -1,0 +1,94 @@
+"""The MLflow writer's metric batches (tracking/store.py, issue #30): one run's
+epochs queued between other runs' epochs go to MLflow in one `log_batch`,
+never ahead of a write of their own run that is not a metric, and every
+value lands, in order.  A real TrackingWriter on a real MLflow SQLite file;
+the client's calls are counted by wrapping the real method."""
+from __future__ import annotations
+
+import pytest
+
+from tracking.contract import client
+from tracking.store import TrackingWriter, init_tracking
+
+RUNS = ["sel/0", "sel/1", "sel/2"]
+EPOCHS = 12
+
+
+@pytest.fixture
+def writer(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    init_tracking(uri)
+    w = TrackingWriter(uri, "awnn-batching", linger=0.0)
+    for key in RUNS:
+        w.start_run(key, name=key)
+    assert w.flush(timeout=30)
+    calls = []
+    real = w.client.log_batch
+
+    def counted(run_id, metrics=(), params=(), tags=(), **kw):
+        calls.append((run_id, "metrics" if metrics else "tags" if tags else "params", len(metrics)))
+        return real(run_id, metrics=metrics, params=params, tags=tags, **kw)
+
+    w.client.log_batch = counted
+    yield w, calls, uri
+    w.close(timeout=30)
+
+
+def test_interleaved_epochs_of_several_runs_go_in_one_batch_per_run(writer, monkeypatch):
+    w, calls, uri = writer
+    gate = threading_gate(w, monkeypatch)
+    for epoch in range(1, EPOCHS + 1):  # concurrent trials: one epoch of each run in turn
+        for i, key in enumerate(RUNS):
+            w.log_metrics(key, [("val_acc", i + epoch / 100, epoch), ("train_loss", 1.0 / epoch, epoch)])
+    gate.set()
+    assert w.flush(timeout=30)
+    metric_calls = [c for c in calls if c[1] == "metrics"]
+    assert len(metric_calls) == len(RUNS), metric_calls  # one per run, where one per epoch was 36
+    assert all(n == 2 * EPOCHS for _, _, n in metric_calls)
+    mc = client(uri)
+    for i, key in enumerate(RUNS):
+        history = mc.get_metric_history(w.run_id(key), "val_acc")
+        assert [(m.step, m.value) for m in sorted(history, key=lambda m: m.step)] == [(e, i + e / 100) for e in range(1, EPOCHS + 1)]
+
+
+def test_a_runs_metrics_never_pass_its_own_other_writes(writer, monkeypatch):
+    w, calls, uri = writer
+    gate = threading_gate(w, monkeypatch)
+    a, b = w.run_id("sel/0"), w.run_id("sel/1")
+    w.log_metrics("sel/0", [("val_acc", 0.1, 1)])
+    w.log_metrics("sel/1", [("val_acc", 0.2, 1)])
+    w.set_tags("sel/0", {"awnn.status": "stopping"})  # a's own write: its later metrics stay behind it
+    w.log_metrics("sel/1", [("val_acc", 0.3, 2)])
+    w.log_metrics("sel/0", [("val_acc", 0.4, 2)])
+    gate.set()
+    assert w.flush(timeout=30)
+    order = [(run, kind) for run, kind, _ in calls]
+    assert order == [(a, "metrics"), (b, "metrics"), (a, "tags"), (a, "metrics")], order
+    assert [n for run, kind, n in calls if run == b] == [2]  # b's two epochs merged across a's tag write
+
+
+def threading_gate(w: TrackingWriter, monkeypatch):
+    """Make the writer's next flush wait for the returned event, with every op
+    queued meanwhile pending at once (what a busy writer sees)."""
+    import threading
+
+    gate = threading.Event()
+    real = w._apply_pending
+
+    def gated():
+        gate.wait(30)
+        monkeypatch.setattr(w, "_apply_pending", real)
+        # the ops queued while the gate was closed
+        while True:
+            try:
+                op = w._queue.get_nowait()
+            except Exception:  # noqa: BLE001 - queue.Empty
+                break
+            if op is None:
+                w._stop = True
+                break
+            w._pending.append(op)
+        real()
+
+    monkeypatch.setattr(w, "_apply_pending", gated)
+    return gate
