@@ -14,6 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import run_awnn
+from search.commands.common import AUTO_FUSE_CPU
 from tracking.contract import Tag
 
 pytestmark = pytest.mark.slow
@@ -149,7 +150,7 @@ def test_group_time_is_shared_equally_among_its_configs(fused):
         assert all(len(v) == 1 for v in by_epochs.values()), (g, dict(by_epochs))
 
 
-def test_report_states_the_execution(fused, smoke_comparison):
+def test_report_states_the_execution(fused, smoke_comparison, all_strategies_comparison):
     text = (fused["report"] / "report.md").read_text()
     assert f"fused trials** (`--fuse {FUSE}`)" in text
     summary = json.loads((fused["report"] / "summary.json").read_text())
@@ -158,7 +159,11 @@ def test_report_states_the_execution(fused, smoke_comparison):
     n_fixed = len([k for k in _trials(_runs(fused["uri"])) if k[:2] == ("fixed", "selection")])
     assert e["fuse"] == FUSE and e["fused_configs"] == n_fixed and e["by_arm"]["fixed"]["configs"] == n_fixed
     assert 1 <= e["groups"] < n_fixed
-    reports = smoke_comparison["dir"] / "awnn-results" / "reports"
-    (plain,) = [d for d in reports.iterdir() if d.is_dir()]
-    assert "Execution: one config per Ray trial" in (plain / "report.md").read_text()
-    assert json.loads((plain / "summary.json").read_text())["execution"]["fused_configs"] == 0
+    def report_of(comparison):
+        (d,) = [d for d in (comparison["dir"] / "awnn-results" / "reports").iterdir() if d.is_dir()]
+        return (d / "report.md").read_text(), json.loads((d / "summary.json").read_text())["execution"]
+
+    text, execution = report_of(all_strategies_comparison)  # --fuse 1
+    assert "Execution: one config per Ray trial" in text and execution["fused_configs"] == 0 and execution["fuse"] == 1
+    text, execution = report_of(smoke_comparison)  # the default on CPUs: fused (search/commands/common.py AUTO_FUSE_CPU)
+    assert execution["fuse"] == AUTO_FUSE_CPU and execution["fused_configs"] > 0 and f"(`--fuse {AUTO_FUSE_CPU}`)" in text

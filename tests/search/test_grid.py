@@ -159,7 +159,7 @@ def test_grid_epochs_by_hidden_layers_give_each_config_its_paper_epochs():
     assert by_layers == {1: {5000}, 2: {10000}, 4: {10000}}
     two = next(s for s in specs if s.config["hidden_layers"] == 2)
     assert {a.config["epochs"] for a in assessment_specs(two.config, g, BUDGETS["paper"])} == {10000}
-    assert {s.config["epochs"] for s in selection_specs(g, BUDGETS["quick"])} == {60}  # quick caps every config
+    assert {s.config["epochs"] for s in selection_specs(g, BUDGETS["quick"])} == {30}  # quick caps every config
     assert find_grid("spiralhard", "fixed").size == 180
 
 

@@ -75,7 +75,10 @@ def _args(tmp_path: Path, strategies: str, extra: tuple[str, ...] = ()) -> list[
     grids, budget = _inputs(tmp_path)
     return ["compare", "--task", "doublemoon", "--strategies", strategies, "--budget", str(budget), "--grid-dir", str(grids),
             "--storage", str(tmp_path / "results"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-            "--num-cpus", "2", "--checkpoint-interval", "0.3", "--report-interval", "0.2", *extra]
+            "--num-cpus", "2", "--checkpoint-interval", "0.3", "--report-interval", "0.2",
+            # one config per trial: the matrix's points are single trials' ends (fused groups, the CPU default,
+            # end all their configs at once; their faults: tests/system/test_fault_fused.py)
+            "--fuse", "1", *extra]
 
 
 def _runs(tmp_path: Path) -> list:

@@ -28,9 +28,10 @@ VERDICT_KEYS = {"width_from", "width_to", "width_change_pct", "test_acc_change_p
 
 def test_schedule_scales_with_the_budgets_epochs(tmp_path):
     # the paper's budget keeps the paper's epochs; the others scale 1000 / 2500 of 5000 like the epochs
-    assert [budget_epochs(BUDGETS[b]) for b in ("paper", "quick", "smoke")] == [5000, 60, 2]
+    assert [budget_epochs(BUDGETS[b]) for b in ("paper", "quick", "smoke")] == [5000, 30, 2]
     assert scaled_schedule(5000) == (1000, 2500)
     assert scaled_schedule(60) == (12, 30)
+    assert scaled_schedule(30) == (6, 15)
     assert scaled_schedule(2) == (1, 1)  # never before epoch 1
     assert scaled_schedule(1000) == (200, 500)
     (tmp_path / "tiny.yaml").write_text(TINY_BUDGET)
