@@ -16,9 +16,11 @@ What a slice keeps of `awnn.train.Trainer` (tests/awnn/test_stacked.py checks it
 * Weights: built as the Trainer builds them (`torch.manual_seed(seed)`, then
   `build_model`), stacked bit for bit.  Batch order: the slice's own
   `torch.Generator(seed)` draws a `randperm` per epoch, as the Trainer's.
-* Adam: `StackedAdam` makes the float32 roundings of torch's foreach Adam
-  (default betas, coupled L2 weight decay, no schedule) on one flat (N, P)
-  buffer, a slice per row, with per-slice lr, weight decay and eps columns.
+* Adam: `StackedAdam` (awnn/stacked_adam.py) updates one flat (N, P)
+  buffer, a slice per row, with per-slice lr, weight decay and eps (default
+  betas, coupled L2 weight decay, no schedule): on CPUs by torch's fused
+  Adam kernel, elsewhere (the reference) with the float32 roundings of
+  torch's foreach Adam.
   The step's gradient is written out (awnn/stacked_grad.py; autograd, the
   reference, with `StackedTrainer.manual_gradients = False`): it rounds a
   few operations of the cross-entropy's gradient in another order, so
