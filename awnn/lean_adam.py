@@ -135,8 +135,7 @@ class LeanAdam(torch.optim.Adam):
         step hook is registered, on this optimiser or globally; else `step()`.
         (Not for an optimiser an LR scheduler drives: the scheduler counts the
         wrapped calls.)"""
-        if (self._optimizer_step_pre_hooks or self._optimizer_step_post_hooks or _optimizer._global_optimizer_pre_hooks
-                or _optimizer._global_optimizer_post_hooks or any(g["differentiable"] for g in self.param_groups)):
+        if self._hooked():
             self.step()
             return
         with torch.no_grad():
@@ -153,6 +152,91 @@ class LeanAdam(torch.optim.Adam):
             fused_adam(params, grads, exp_avgs, exp_avg_sqs, steps, group["lr"], group["betas"], group["weight_decay"], group["eps"])
         self.lean_steps += 1
         return None
+
+    def step_with(self, params: list[torch.Tensor], grads: list[torch.Tensor]) -> bool:
+        """One kernel step with `grads`, the gradients of `params` (the single
+        param group's parameters, in its order), without setting `.grad`: the
+        Trainer's written-out step (awnn/train_step.py) hands its gradients
+        over directly (setting five `.grad`s and walking them back took ~35 us
+        of a 1-layer SpiralHard step on a CPU).  Also one increment of the
+        step counters a step: they are made 0-d views of one buffer (still a
+        tensor per parameter, torch.optim.Adam's state layout).
+
+        Returns False, having done nothing, where this step does not apply
+        (more than one group, a parameter without state yet, a step hook, a
+        flag the kernel does not carry, a tensor it misreads, the switch off);
+        the caller then sets the gradients and calls `step()`."""
+        direct = self.__dict__.get("_direct")
+        if direct is None or not self._direct_valid(direct, params):
+            direct = self._direct_build(params)
+            if direct is None:
+                return False
+        _, held, exp_avgs, exp_avg_sqs, steps, counter = direct
+        for g, p in zip(grads, held):
+            if g.dtype != p.dtype or not g.is_contiguous() or g.shape != p.shape:
+                return False
+        group = self.param_groups[0]
+        counter.add_(_ONE)
+        fused_adam(held, grads, exp_avgs, exp_avg_sqs, steps, group["lr"], group["betas"], group["weight_decay"], group["eps"])
+        self.lean_steps += 1
+        return True
+
+    def _direct_valid(self, direct: tuple, params: list[torch.Tensor]) -> bool:
+        """`direct` (see `_direct_build`) still describes the optimiser: the same
+        group, parameters and state tensors (a resize or load_state_dict
+        replaces them), no hook registered since."""
+        group, held, exp_avgs, exp_avg_sqs, steps, _ = direct
+        groups = self.param_groups
+        if len(groups) != 1 or groups[0] is not group or len(params) != len(held) or self._hooked():
+            return False
+        state = self.state
+        for p, q, m, v, t in zip(params, held, exp_avgs, exp_avg_sqs, steps):
+            st = state.get(p)
+            if (p is not q or st is None or st.get("exp_avg") is not m or st.get("exp_avg_sq") is not v
+                    or st.get("step") is not t or not p.is_contiguous()):
+                return False
+        return True
+
+    def _direct_build(self, params: list[torch.Tensor]) -> tuple | None:
+        """(group, params, exp_avgs, exp_avg_sqs, steps, counter) for `step_with`,
+        the step counters made views of `counter`; None where it does not apply."""
+        self.__dict__["_direct"] = None
+        groups = self.param_groups
+        if len(groups) != 1 or not enabled() or self._hooked():
+            return None
+        group = groups[0]
+        held = group["params"]
+        if len(held) != len(params) or any(p is not q for p, q in zip(params, held)) or not _plain(group):
+            return None
+        entries = [self.state.get(p) for p in params]
+        if not all(st and torch.is_tensor(st.get("exp_avg")) and torch.is_tensor(st.get("exp_avg_sq")) and torch.is_tensor(st.get("step"))
+                   for st in entries):
+            return None  # (the first step makes the state: the caller's `step()`)
+        exp_avgs = [st["exp_avg"] for st in entries]
+        exp_avg_sqs = [st["exp_avg_sq"] for st in entries]
+        dtype = params[0].dtype
+        if not (dtype.is_floating_point and not dtype.is_complex and _dense_cpu(list(params), dtype)
+                and _dense_cpu(exp_avgs, dtype) and _dense_cpu(exp_avg_sqs, dtype)):
+            return None
+        old = [st["step"] for st in entries]
+        last = self.__dict__.get("_direct_steps")  # (a resize replaces the moments, not the counters: kept)
+        if last is not None and len(last[0]) == len(old) and all(t is u for t, u in zip(old, last[0])):
+            steps, counter = last
+        else:
+            if any(t.dim() != 0 or t.device.type != "cpu" for t in old):
+                return None
+            counter = torch.stack([t.detach() for t in old])  # each parameter's own count (a reset layer's differs)
+            steps = list(counter.unbind())
+            for st, t in zip(entries, steps):
+                st["step"] = t
+            self.__dict__["_direct_steps"] = (steps, counter)
+        direct = (group, list(params), exp_avgs, exp_avg_sqs, steps, counter)
+        self.__dict__["_direct"] = direct
+        return direct
+
+    def _hooked(self) -> bool:
+        return bool(self._optimizer_step_pre_hooks or self._optimizer_step_post_hooks or _optimizer._global_optimizer_pre_hooks
+                    or _optimizer._global_optimizer_post_hooks or any(g["differentiable"] for g in self.param_groups))
 
     def _memo_work(self) -> list | None:
         """The last kernel step's lists with this step's gradients, when nothing

@@ -70,11 +70,17 @@ class ClosedFormPriors:
         self._prior_grads_cache = (prior, closed_form, grads)
         return grads
 
-    def rate_prior_value(self, prior: RatePrior) -> float:
-        """-sum_l log p(rate_l) / N for a Gaussian p(rate) = N(mean, std^2)."""
+    def rate_prior_value(self, prior: RatePrior, rates: "list[float] | None" = None) -> float:
+        """-sum_l log p(rate_l) / N for a Gaussian p(rate) = N(mean, std^2);
+        `rates`: every adaptive layer's softplus(rho) where the caller has
+        them already (the written-out step's), else read from the blocks."""
         mean, var, n = prior.mean, prior.std * prior.std, self.n_obs
         const = math.log(prior.std) + 0.5 * math.log(2.0 * math.pi)
         value = 0.0
+        if rates is not None:
+            for rate in rates:
+                value += ((rate - mean) ** 2 / (2.0 * var) + const) / n
+            return value
         for b in self.blocks:
             for v in b.rho_values():
                 rate = math.log1p(math.exp(v)) if v < 20.0 else v  # softplus

@@ -34,7 +34,7 @@ from .config import TrainConfig
 from .data import Task, load_task
 from .fused import one_like
 from .lean_adam import LeanAdam, make_adam
-from .train_step import applies, step_gradients
+from .train_step import applies, step_grads
 from .layers import MaxWidthReached, adaptive_modules, model_widths, named_model_widths
 from .loss import RatePrior, elbo_loss
 from .priors import ClosedFormPriors
@@ -149,7 +149,11 @@ class Trainer(ClosedFormPriors):
         self._written_out = lean and self.written_out_step and self.device.type == "cpu" and applies(self.model)
         self.scheduler = self._make_scheduler()
         # the lean Adam's step without torch's wrapper (awnn/lean_adam.py), unless a scheduler counts its calls
-        self._opt_step = self.optimizer.quick_step if isinstance(self.optimizer, LeanAdam) and self.scheduler is None else self.optimizer.step
+        quick = isinstance(self.optimizer, LeanAdam) and self.scheduler is None
+        self._opt_step = self.optimizer.quick_step if quick else self.optimizer.step
+        # the written-out step hands its gradients to the lean Adam directly (no .grad set; LeanAdam.step_with)
+        self._step_with = self.optimizer.step_with if quick and self._written_out else None
+        self._grads_set = False
         self.generator = torch.Generator().manual_seed(config.seed)
         # progress
         self.epoch = 0
@@ -233,8 +237,26 @@ class Trainer(ClosedFormPriors):
         opt = self.optimizer
         if self._written_out and (closed_form or not prior.informative):
             # the loss is the mean cross-entropy alone: the step with no autograd graph (awnn/train_step.py)
-            loss, out = step_gradients(self.model, x, y, in_node)  # (sets every parameter's gradient)
-            self.last_nll, padded = loss, False
+            step = step_grads(self.model, x, y, in_node)
+            # every prior gradient there is was added by the node: Adam may take the gradients directly
+            if self._step_with is not None and (in_node is not None or not (self._prior_decay or closed_form)):
+                loss = self.last_nll = step.nll
+                if closed_form:
+                    loss = torch.add(loss, one_like(loss), alpha=self.rate_prior_value(prior, step.rates))
+                if self._step_with(step.params, step.grads):
+                    if self._grads_set:  # (no stale .grad is left behind)
+                        for p in step.params:
+                            p.grad = None
+                        self._grads_set = False
+                else:
+                    self._set_grads_and_step(step)
+                self.step += 1
+                return loss, step.out, y, False
+            for p, g in zip(step.params, step.grads):
+                p.grad = g
+            self._grads_set = True
+            loss, out, padded = step.nll, step.out, False
+            self.last_nll = loss
         else:  # the reference: autograd
             out = self.model(x) if in_node is None else self.model(x, prior_grads=in_node)
             padded = out.dim() > 2  # sequence outputs: padding targets are not scored
@@ -252,6 +274,13 @@ class Trainer(ClosedFormPriors):
         self._opt_step()
         self.step += 1
         return loss, out, y, padded
+
+    def _set_grads_and_step(self, step) -> None:
+        """The optimiser's own step on the written-out step's gradients, set as `.grad`."""
+        for p, g in zip(step.params, step.grads):
+            p.grad = g
+        self._grads_set = True
+        self._opt_step()
 
     def run(self, on_epoch: EpochCallback | None = None, on_batch: BatchCallback | None = None) -> RunResult:
         """Train to the end; `on_epoch(record)` after each epoch, `on_batch(epoch, done, total, seconds)`

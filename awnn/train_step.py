@@ -21,13 +21,30 @@ measured.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from .fused import _AdaptiveMLPFunction
 from .layers import AdaptiveMLP, PriorGrads
 from .loss import mean_cross_entropy_grad
 
-__all__ = ["applies", "step_gradients"]
+__all__ = ["Step", "applies", "step_gradients", "step_grads"]
+
+
+class Step(NamedTuple):
+    """What `step_grads` computed: the mean cross-entropy (0-d), the logits,
+    the parameters the gradients belong to (rho, then every weight and bias,
+    the model's parameter order) and those gradients (each dense, in its
+    parameter's layout), and each adaptive layer's rate softplus(rho) as the
+    host computed it for the step (None where it did not: a rate out of
+    float range)."""
+
+    nll: torch.Tensor
+    out: torch.Tensor
+    params: list
+    grads: list
+    rates: "list[float] | None"
 
 
 class _Ctx:
@@ -46,17 +63,27 @@ def applies(model: torch.nn.Module) -> bool:
 
 
 @torch.no_grad()
-def step_gradients(model: AdaptiveMLP, x: torch.Tensor, y: torch.Tensor, prior_grads: PriorGrads | None) -> tuple[torch.Tensor, torch.Tensor]:
+def step_grads(model: AdaptiveMLP, x: torch.Tensor, y: torch.Tensor, prior_grads: PriorGrads | None) -> Step:
     """Forward and backward of `model` (see `applies`) under the mean
     cross-entropy of (B, in) inputs and (B,) class targets, the priors'
-    gradients `prior_grads` added by the node.  Sets every parameter's
-    `.grad` (replacing it) and returns (the mean cross-entropy, 0-d; the logits)."""
+    gradients `prior_grads` added by the node; no `.grad` is set (the
+    Trainer hands the gradients to its Adam directly: LeanAdam.step_with)."""
     inputs = model.fused_inputs(x, prior_grads)
     ctx = _Ctx()
     out = _AdaptiveMLPFunction.forward(ctx, *inputs)
     nll, grad_out = mean_cross_entropy_grad(out, y)
     grads = _AdaptiveMLPFunction.backward(ctx, grad_out)
-    for p, g in zip(inputs[5:], grads[5:]):  # rho, then every weight and bias (the index vectors have none)
-        if g is not None:
-            p.grad = g if g.is_contiguous() else g.contiguous()  # (autograd's accumulation: the parameter's dense layout)
-    return nll, out
+    n = 2 * ((len(inputs) - 8) // 3) + 3  # rho, then every weight and bias (inputs: 6 + 2 (L + 1) + L; the index vectors have no gradient)
+    params = list(inputs[5 : 5 + n])
+    dense = [g if g.is_contiguous() else g.contiguous() for g in grads[5 : 5 + n]]  # (autograd's accumulation: the parameter's layout)
+    consts = inputs[2]
+    return Step(nll, out, params, dense, None if consts is None else [-c[0] for c in consts])
+
+
+def step_gradients(model: AdaptiveMLP, x: torch.Tensor, y: torch.Tensor, prior_grads: PriorGrads | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`step_grads`, setting every parameter's `.grad` (replacing it); returns
+    (the mean cross-entropy, 0-d; the logits)."""
+    step = step_grads(model, x, y, prior_grads)
+    for p, g in zip(step.params, step.grads):
+        p.grad = g
+    return step.nll, step.out

@@ -117,6 +117,7 @@ def test_trainer_priors_in_the_fused_backward_match_adding_them_after(hidden_lay
                                  "sigma_theta": 1.0, "split": "inner", "rate": 0.02, "device": "cpu"})
     assert cfg.rate_prior == "gaussian" and cfg.prior_on_readout
     fast = Trainer(cfg)
+    fast._step_with = None  # the gradients set as .grad, to compare them (Adam taking them directly: tests/awnn/test_lean_adam.py)
     prior = fast.rate_prior(1)
     assert fast._prior_grads(prior, True) is not None  # the model is one AdaptiveMLP: its backward adds the priors
     after = Trainer(cfg, fast.task)

@@ -7,6 +7,7 @@ runs are compared in float64 (1e-12 per optimiser step sequence, 1e-9 for
 whole training runs whose widths depend on the rates), and in float32 at the
 few-ulp level a few hundred steps give."""
 import dataclasses
+import io
 import os
 import subprocess
 import sys
@@ -283,3 +284,117 @@ def test_steps_reuse_the_last_walk_until_the_state_or_the_gradients_change(monke
     assert max_diff(lean_p, ref_p) <= 1e-12
     for p, q in zip(lean_p, ref_p):
         assert max_diff([lean.state[p]["exp_avg_sq"]], [ref.state[q]["exp_avg_sq"]]) <= 1e-12
+
+
+# ------------------------------------------------ gradients handed over directly
+def one_group(params):
+    return [{"params": params, "weight_decay": 0.0}]
+
+
+def seeded_grads(params, g):
+    return [torch.randn(p.shape, generator=g, dtype=p.dtype) for p in params]
+
+
+def test_step_with_gives_torch_adams_trajectory_through_resets_state_dicts_and_replaced_moments():
+    """`step_with(params, grads)` (the written-out step's handover: no .grad
+    set) is torch.optim.Adam's step on those gradients, to float64 rounding:
+    with step counters made views of one buffer, a layer's state reset (its
+    count restarts, the others' go on), moments replaced by new tensors (what
+    a resize does) and a state dict loaded either way."""
+    dtype = torch.float64
+    ref_p, lean_p = make_params(dtype), make_params(dtype)
+    ref = torch.optim.Adam(one_group(ref_p), lr=0.01, foreach=True)
+    lean = LeanAdam(one_group(lean_p), lr=0.01, foreach=True)
+    g = torch.Generator().manual_seed(7)
+
+    def both(steps):
+        for _ in range(steps):
+            grads = seeded_grads(ref_p, g)
+            for p, gr in zip(ref_p, grads):
+                p.grad = gr.clone()
+            ref.step()
+            if not lean.step_with(lean_p, [gr.clone() for gr in grads]):
+                for p, gr in zip(lean_p, grads):
+                    p.grad = gr.clone()
+                lean.step()
+
+    both(1)  # no state yet: step_with declines, step() makes it
+    assert lean.lean_steps == 1 and lean.__dict__.get("_direct") is None
+    both(10)
+    assert lean.lean_steps == 11
+    counter = lean.__dict__["_direct"][5]
+    assert all(lean.state[p]["step"]._base is counter for p in lean_p)  # one increment a step for every counter
+    for opt, ps in ((ref, ref_p), (lean, lean_p)):  # what the authors' profile does to a resized layer
+        torch._foreach_zero_([v for v in opt.state[ps[2]].values()])
+    both(5)
+    assert float(lean.state[lean_p[2]]["step"]) == 5.0 and float(lean.state[lean_p[0]]["step"]) == 16.0
+    for opt, ps in ((ref, ref_p), (lean, lean_p)):  # a resize hands the moments over as new tensors
+        st = opt.state[ps[3]]
+        st["exp_avg"], st["exp_avg_sq"] = st["exp_avg"].clone(), st["exp_avg_sq"].clone()
+    both(5)
+    saved = lean.state_dict()
+    ref.load_state_dict(ref.state_dict())
+    lean.load_state_dict(saved)  # (new state tensors: the handover must not write into the old ones)
+    both(5)
+    assert lean.lean_steps == 26
+    assert max_diff(lean_p, ref_p) <= 1e-12
+    for p, q in zip(lean_p, ref_p):
+        assert max_diff([lean.state[p]["exp_avg_sq"]], [ref.state[q]["exp_avg_sq"]]) <= 1e-12
+        assert float(lean.state[p]["step"]) == float(ref.state[q]["step"])
+    # the state dict written with the counters as views loads into torch.optim.Adam and continues alike
+    other_p = [torch.nn.Parameter(p.detach().clone()) for p in lean_p]
+    other = torch.optim.Adam(one_group(other_p), lr=0.01, foreach=True)
+    buf = io.BytesIO()
+    torch.save(lean.state_dict(), buf)  # (a checkpoint's way; a live state dict would share its tensors with `other`)
+    buf.seek(0)
+    other.load_state_dict(torch.load(buf))
+    grads = seeded_grads(other_p, g)
+    for p, gr in zip(other_p, grads):
+        p.grad = gr.clone()
+    other.step()
+    assert lean.step_with(lean_p, [gr.clone() for gr in grads])
+    assert max_diff(lean_p, other_p) <= 1e-12
+
+
+def test_step_with_declines_where_it_does_not_apply_and_changes_nothing():
+    """Two param groups, a parameter list other than the group's, a step hook,
+    a gradient of another shape or a strided one, the switch off: False, and
+    neither the parameters nor the state moved (the caller takes `step()`)."""
+    dtype = torch.float32
+    ps = make_params(dtype)
+    g = torch.Generator().manual_seed(3)
+    two = LeanAdam(groups(ps), lr=0.01, foreach=True)
+    for p, gr in zip(ps, seeded_grads(ps, g)):
+        p.grad = gr
+    two.step()
+    assert not two.step_with(ps, seeded_grads(ps, g))
+    one = LeanAdam(one_group(ps), lr=0.01, foreach=True)
+    one.step()  # (makes the state)
+    before = [p.detach().clone() for p in ps]
+    assert not one.step_with(ps[::-1], seeded_grads(ps[::-1], g))  # not the group's order
+    handle = one.register_step_pre_hook(lambda o, args, kwargs: None)
+    assert not one.step_with(ps, seeded_grads(ps, g))
+    handle.remove()
+    wrong = seeded_grads(ps, g)
+    wrong[1] = torch.randn(3, 7, generator=g).t()  # strided
+    assert not one.step_with(ps, wrong)
+    wrong[1] = torch.randn(2, generator=g)  # another shape
+    assert not one.step_with(ps, wrong)
+    assert all(torch.equal(p, q) for p, q in zip(ps, before)) and one.lean_steps == 1
+    assert one.step_with(ps, seeded_grads(ps, g)) and one.lean_steps == 2
+
+
+def test_the_trainer_hands_an_adaptive_mlps_gradients_over_without_setting_grad():
+    """The Trainer's written-out step (an AdaptiveMLP on a CPU) gives Adam its
+    gradients directly: every step after the first is the kernel's through
+    `step_with`, no stale .grad is left; the run's equality with the reference
+    is test_the_trainer_with_lean_adam_gives_the_reference_run_in_float64."""
+    t = Trainer(config(epochs=2), tiny_task())
+    assert t._step_with is not None
+    calls = []
+    real = t._step_with
+    t._step_with = lambda params, grads: (calls.append(real(params, grads)), calls[-1])[1]
+    t.run()
+    assert calls and calls[0] is False and all(calls[1:]) and t.optimizer.lean_steps == t.step
+    assert all(p.grad is None for p in t.model.parameters())
+    assert Trainer(config(), tiny_task(), lean=False)._step_with is None
