@@ -20,6 +20,7 @@ from .document import build_document  # noqa: F401 - part of this module's API
 from .plots import (PLOTS, plot_accuracy_cost, plot_accuracy_width, plot_anytime, plot_budget_curve, plot_cost, plot_projection, plot_truncation,
                     plot_widths)
 from .budget_curve import load_budget_records, readable_store
+from .files import staged_folder
 from .render import render_html, render_markdown
 from .summary import SUMMARY_KEYS, STRATEGY_KEYS, headline_metrics, summarize, validate_summary  # noqa: F401 - part of this module's API
 
@@ -38,23 +39,26 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
         raise A.AnalysisError(f"--out {out}: exists and is not a folder")
     data = A.load_comparison(tracking_uri, comparison=comparison, experiment=experiment)
     a = A.analyze(data, margin=margin, n_boot=n_boot, n_orders=n_orders)
-    out.mkdir(parents=True, exist_ok=True)
+    # every file is built in a staging folder and moved into `out` once all are complete:
+    # an interrupted or failed write leaves the previous report whole (tracking/files.py)
+    with staged_folder(out) as stage:
+        paths = {name: stage / fname for name, fname in PLOTS.items()}
+        plot_anytime(a, paths["anytime"])
+        plot_cost(a, paths["cost"])
+        plot_widths(a, paths["widths"])
+        plot_accuracy_width(a, paths["accuracy_width"])
+        plot_projection(a, paths["projection"])
+        plot_accuracy_cost(a, paths["accuracy_cost"])
+        plot_truncation(a, paths["truncation"])
+        summary = summarize(a, load_budget_records(data))  # + the selection runs' per-epoch records (the verdict against the budget)
+        plot_budget_curve(summary["budget_curve"], paths["budget_curve"])
+        summary["files"] = {"report_md": "report.md", "report_html": "report.html", "summary_json": "summary.json", "plots": dict(PLOTS)}
+        doc = build_document(a, summary, tracking_hint=C.redact_uri(tracking_uri))
+        (stage / "report.md").write_text(render_markdown(doc, PLOTS))
+        images = {name: p.read_bytes() for name, p in paths.items()}
+        (stage / "report.html").write_text(render_html(doc, images, title=f"AWNN search-cost report: {data.comparison['id']}"))
+        (stage / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     paths = {name: out / fname for name, fname in PLOTS.items()}
-    plot_anytime(a, paths["anytime"])
-    plot_cost(a, paths["cost"])
-    plot_widths(a, paths["widths"])
-    plot_accuracy_width(a, paths["accuracy_width"])
-    plot_projection(a, paths["projection"])
-    plot_accuracy_cost(a, paths["accuracy_cost"])
-    plot_truncation(a, paths["truncation"])
-    summary = summarize(a, load_budget_records(data))  # + the selection runs' per-epoch records (the verdict against the budget)
-    plot_budget_curve(summary["budget_curve"], paths["budget_curve"])
-    summary["files"] = {"report_md": "report.md", "report_html": "report.html", "summary_json": "summary.json", "plots": dict(PLOTS)}
-    doc = build_document(a, summary, tracking_hint=C.redact_uri(tracking_uri))
-    (out / "report.md").write_text(render_markdown(doc, PLOTS))
-    images = {name: p.read_bytes() for name, p in paths.items()}
-    (out / "report.html").write_text(render_html(doc, images, title=f"AWNN search-cost report: {data.comparison['id']}"))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     return {"out_dir": str(out), "report_md": str(out / "report.md"), "report_html": str(out / "report.html"),
             "summary_json": str(out / "summary.json"), "plots": {k: str(v) for k, v in paths.items()}, "summary": summary}
 

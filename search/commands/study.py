@@ -53,6 +53,7 @@ from typing import Any
 import yaml
 
 from tracking.contract import SELECTABLE
+from tracking.files import write_atomic
 
 from .common import add_run_flags, check_run_flags, options_from, settings_from
 
@@ -92,7 +93,7 @@ def add_parser(sub) -> None:
 def _grid_file(directory: Path, source: dict[str, Any], profile: str) -> dict[str, Any]:
     grid = {**source, "fixed": {**(source.get("fixed") or {}), "awnn_profile": profile}}
     grid["description"] = f"{source.get('description', '')} [awnn study, profile {profile}]".strip()
-    (directory / f"{grid['task']}-awnn.yaml").write_text(yaml.safe_dump(grid, sort_keys=False))
+    write_atomic(directory / f"{grid['task']}-awnn.yaml", yaml.safe_dump(grid, sort_keys=False))
     return grid
 
 

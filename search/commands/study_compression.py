@@ -58,6 +58,8 @@ from typing import Any
 
 import yaml
 
+from tracking.files import write_atomic
+
 TASK = "spiralhard"
 VARIANTS = ("uncompressed", "compressed")
 PAPER_EPOCHS, PAPER_START, PAPER_END = 5000, 1000, 2500  # paper 5.3's epochs, read against Table 3's 5000 for SpiralHard
@@ -105,7 +107,7 @@ def write_grid(root: Path, profile: str, variant: str, start: int, end: int) -> 
     """A folder holding the variant's grid file, for `--grid-dir`-style lookup."""
     directory = root / f"compression-{profile}-{variant}"
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / f"{TASK}-awnn.yaml").write_text(yaml.safe_dump(variant_grid(variant, profile, start, end), sort_keys=False))
+    write_atomic(directory / f"{TASK}-awnn.yaml", yaml.safe_dump(variant_grid(variant, profile, start, end), sort_keys=False))
     return directory
 
 
