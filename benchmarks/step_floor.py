@@ -3,7 +3,8 @@
 <= 1.15).
 
 Times three steps on one trainer, in interleaved windows (the AWNN's width
-moves while it trains; every window compares the three at that width):
+moves while it trains: each window times the floor and the product steps, then
+a lean fixed step at the mean width those steps had):
 
     product  the Trainer's step as trials take it (awnn/train.py: width update,
              awnn/train_step.py's written-out forward and backward, the lean
@@ -23,10 +24,13 @@ steps and must agree to float32 rounding (`check_max_abs_diff`), else the
 script fails: a fast step that computes something else would be no floor.
 The floor is a measurement device, not a training path: nothing imports it.
 
-Prints one JSON object as its last line: the medians and means (us) of each
-step, ratio_*_vs_lean (median and mean), the final width and the check.
+Runs as a trial's process does: one torch thread, float denormals flushed
+(`--keep-denormals` keeps them).
 
-Usage:  python benchmarks/step_floor.py [--windows 10] [--per-window 120] [--check 20]
+Prints one JSON object as its last line: the medians and means (us) of each
+step, ratio_*_vs_lean (median and mean), the final and mean widths and the check.
+
+Usage:  python benchmarks/step_floor.py [--windows 10] [--per-window 120] [--check 20] [--keep-denormals]
 """
 from __future__ import annotations
 
@@ -36,12 +40,14 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any, Callable, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
+from awnn.arith import set_denormals  # noqa: E402
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
 from awnn.fused import _scratch_like, importance_constants, one_like  # noqa: E402
@@ -56,38 +62,65 @@ BASE = {"task": "spiralhard", "split": "inner", "hidden_layers": 1, "activation"
 AWNN = {**BASE, "model": "awnn", "rate": 0.01, "quantile_k": 0.9, "sigma_theta": 1.0, "awnn_profile": "authors"}
 
 
-def make_floor_step(trainer: Trainer):
-    """The inline step (see the module docstring) on `trainer`'s model and Adam state."""
+class FloorParts(NamedTuple):
+    """What an inline 1-layer `authors` step needs of a Trainer (see make_floor_step)."""
+
+    model: Any
+    opt: Any
+    ctrl: Any
+    params: list  # rho, w0, b0, w1, b1: the Adam group's order
+    decay: float  # the weight prior's coupled decay
+    rate_mean: float
+    rate_scale: float  # the rate prior's 1 / (std^2 n_obs)
+    lr: float
+    betas: tuple
+    eps: float
+    state: Callable[[], tuple]  # () -> (width, w0^T, b1 as a column, j + 1, the lean Adam's direct lists)
+
+
+def floor_parts(trainer: Trainer) -> FloorParts:
+    """The parameters, prior constants and cached views of `trainer`'s 1-layer
+    `authors` AWNN for an inline step (this script's floor, benchmarks/compiled_step.py)."""
     model, opt = trainer.model, trainer.optimizer
     c = trainer.config
     assert c.awnn_profile == "authors" and model.renormalise_importances and model.prior_on_readout and len(model.widths) == 1
     l0, l1 = model.layers[0], model.layers[1]
-    w0, b0, w1, b1, rho = l0.weight, l0.bias, l1.weight, l1.bias, model.rho
+    w0, b1, rho = l0.weight, l1.bias, model.rho
     ctrl = model.widths_ctrl[0]
-    params = [rho, w0, b0, w1, b1]
-    decay = trainer._prior_decay
+    params = [rho, w0, l0.bias, l1.weight, b1]
     prior = trainer.rate_prior(1)
-    rate_mean, rate_scale = prior.mean, 1.0 / (prior.std ** 2 * trainer.n_obs)
-    lr, betas, eps = c.lr, opt.param_groups[0]["betas"], opt.param_groups[0]["eps"]
-    one, c0_t = one_like(rho), _scratch_like(rho)
     cache: dict = {}
 
     def state():
-        """(w0^T, b1 as a column, j + 1, the Adam lists), rebuilt when a width
+        """(width, w0^T, b1 as a column, j + 1, the Adam lists), rebuilt when a width
         update or a load replaced what they hold (LeanAdam's own checks)."""
         v = cache.get("v")
-        if v is None or v[0] != ctrl.width or not opt._direct_valid(v[5], params):
+        if v is None or v[0] != ctrl.width or not opt._direct_valid(v[4], params):
             direct = opt.__dict__.get("_direct")
             if direct is None or not opt._direct_valid(direct, params):
                 direct = opt._direct_build(params)
             if direct is None:
                 raise RuntimeError("the lean Adam's state is not there yet: take one product step first")
-            v = cache["v"] = (ctrl.width, None, w0.t(), b1.unsqueeze(1), ctrl.index_views()[1], direct)
+            v = cache["v"] = (ctrl.width, w0.t(), b1.unsqueeze(1), ctrl.index_views()[1], direct)
         return v
 
+    group = opt.param_groups[0]
+    return FloorParts(model, opt, ctrl, params, trainer._prior_decay, prior.mean, 1.0 / (prior.std ** 2 * trainer.n_obs),
+                      c.lr, group["betas"], group["eps"], state)
+
+
+def make_floor_step(trainer: Trainer):
+    """The inline step (see the module docstring) on `trainer`'s model and Adam state."""
+    fp = floor_parts(trainer)
+    model, opt, ctrl, state = fp.model, fp.opt, fp.ctrl, fp.state
+    rho, w0, b0, w1, b1 = fp.params
+    decay, rate_mean, rate_scale, lr, betas, eps = fp.decay, fp.rate_mean, fp.rate_scale, fp.lr, fp.betas, fp.eps
+    one, c0_t = one_like(rho), _scratch_like(rho)
+
+    @torch.no_grad()  # (as the product's step_grads: no autograd graph)
     def step(x, y):
         model.update_width(opt)  # Algorithm 1, as the product step
-        _, _, w0t, b1c, j1, direct = state()
+        _, w0t, b1c, j1, direct = state()
         r = rho.item()
         neg_rate, c0, e, s, sigma = importance_constants(r, ctrl.width, True)
         a = torch.addmm(b0, x, w0t).relu_()
@@ -141,8 +174,10 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=10)
     ap.add_argument("--per-window", type=int, default=120)
     ap.add_argument("--check", type=int, default=20, help="steps of the floor-vs-product check (0: skip)")
+    ap.add_argument("--keep-denormals", action="store_true", help="keep float denormals (trials flush them by default)")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    flushed = set_denormals(not args.keep_denormals)  # as a trial's process (search/trial_common.worker_setup)
     cpu = torch.device("cpu")
     task = load_task("spiralhard")
     x, y = task.tensors("inner", "train", cpu)
@@ -156,16 +191,24 @@ def main() -> None:
         print(json.dumps({"error": f"the floor step disagrees with the product step: max |diff| {diff}"}))
         sys.exit(1)
     res: dict[str, list[float]] = {"product": [], "floor": [], "lean": []}
+    widths: list[int] = []
     for _ in range(args.windows):
-        lean = LeanTrainer(TrainConfig.from_dict({**BASE, "model": "fixed", "width": trainer.model.widths[0]}))
-        lean_step = make_lean_stepper(lean)
-        timed(lean_step, it, 30, cpu)
-        for name, step in (("floor", floor), ("product", product), ("lean", lean_step)):
+        seen: list[int] = []
+        for name, step in (("floor", floor), ("product", product)):
             timed(step, it, 5, cpu)
-            res[name] += timed(step, it, args.per_window, cpu)
+            for _ in range(args.per_window):
+                res[name] += timed(step, it, 1, cpu)
+                seen.append(trainer.model.widths[0])
+        # the width moves while the AWNN trains: the lean step at the width the AWNN steps had (their mean)
+        width = max(1, round(statistics.fmean(seen)))
+        widths.append(width)
+        lean_step = make_lean_stepper(LeanTrainer(TrainConfig.from_dict({**BASE, "model": "fixed", "width": width})))
+        timed(lean_step, it, 35, cpu)
+        res["lean"] += timed(lean_step, it, args.per_window, cpu)
     med = {k: statistics.median(v) * 1e6 for k, v in res.items()}
     mean = {k: statistics.fmean(v) * 1e6 for k, v in res.items()}
-    out = {"width": trainer.model.widths[0], "check_steps": args.check, "check_max_abs_diff": diff}
+    out = {"width": trainer.model.widths[0], "mean_width": round(statistics.fmean(widths), 1), "flush_denormal": flushed,
+           "check_steps": args.check, "check_max_abs_diff": diff}
     for k in res:
         out[f"{k}_us_median"] = round(med[k], 1)
         out[f"{k}_us_mean"] = round(mean[k], 1)

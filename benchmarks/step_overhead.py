@@ -35,8 +35,12 @@ AWNN_LEAN_ADAM=0 both use torch.optim.Adam.  The JSON's `adam` says which.
 A lighter optimiser lowers both steps by about the same time, so it raises the
 ratio: what is left is the AWNN's own work (width update, importances, rho).
 
+Both run as a trial's process does: one torch thread, and on the CPU float
+denormals flushed to zero (search/trial_common.worker_setup; `--keep-denormals`
+keeps them, the JSON's `flush_denormal` says which).
+
 Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all] [--batch 128,1024] [--profile]
-                                          [--awnn-profile authors|paper-text]
+                                          [--awnn-profile authors|paper-text] [--keep-denormals]
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from awnn.arith import set_denormals  # noqa: E402
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
 from awnn.lean import LeanTrainer  # noqa: E402
@@ -286,15 +291,18 @@ def main() -> None:
     ap.add_argument("--batch", default="128", help="comma-separated batch sizes (default 128)")
     ap.add_argument("--profile", action="store_true", help="CUDA: count kernel launches and host syncs per step (torch profiler)")
     ap.add_argument("--awnn-profile", choices=["authors", "paper-text"], default="authors", help="the AWNN's awnn_profile (default authors)")
+    ap.add_argument("--keep-denormals", action="store_true", help="keep float denormals on the CPU (trials flush them by default)")
     args = ap.parse_args()
     global PROFILE
     PROFILE = args.awnn_profile
     batches_ = tuple(int(b) for b in args.batch.split(","))
     torch.set_num_threads(1)
+    flushed = set_denormals(not args.keep_denormals)  # as a trial's process (search/trial_common.worker_setup)
     from awnn import lean_adam
 
     out: dict = {"batch": batches_[0] if len(batches_) == 1 else list(batches_), "threads": 1, "steps": args.steps, "torch": torch.__version__,
-                 "awnn_profile": args.awnn_profile, "adam": "lean (CPU)" if lean_adam.enabled() else "torch.optim.Adam"}
+                 "awnn_profile": args.awnn_profile, "adam": "lean (CPU)" if lean_adam.enabled() else "torch.optim.Adam",
+                 "flush_denormal": flushed}
     if args.device in ("cpu", "all"):
         out.update(measure_device(torch.device("cpu"), args.steps, batches_))
     if args.device in ("cuda", "all") and torch.cuda.is_available():
