@@ -40,6 +40,8 @@ class Phase:
     state: str = "waiting"  # waiting | open | closed
     result: PhaseResult | None = None
     keys: set[str] = field(default_factory=set)  # writer keys of its trials
+    # writer key -> the epochs it trains at most and the epochs a scheduler may stop it at (ASHA's rungs), for etas
+    ends: dict[str, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     queue: list[TrialSpec] = field(default_factory=list)  # trials not handed to Ray yet
     t0: float = 0.0  # when this driver opened it
     runs_here: bool = False  # has this driver anything to run in it?

@@ -229,6 +229,8 @@ class PhasedSearcher(_SearcherBase):
         todo = len(ph.keys - set(self.record.earlier))
         elapsed = now - ph.t0
         eta = elapsed / new * (todo - new) if new else math.nan
+        if eta == eta:  # never less than its slowest running trial needs at that trial's own pace
+            eta = max(eta, self._running_left(ph, done))
         best = self.record.best_val_acc.get(r.sweep, math.nan)
         stopped = sum(1 for k in ph.keys & done if (self.record.here.get(k) or self.record.earlier.get(k) or {}).get("status") == "stopped")
         text = (f"{r.strategy} {r.phase}: {n}/{len(ph.keys)} trials" + (f" ({stopped} stopped)" if stopped else "")
@@ -254,8 +256,29 @@ class PhasedSearcher(_SearcherBase):
         here = len(self.record.here)
         if not here or self.started_at is None or phase_eta != phase_eta:
             return math.nan
-        later = max(0, self.max_trials() - len(self.record.done()) - len(ph.keys - self.record.done()))
-        return phase_eta + (now - self.started_at) / here * later
+        done = self.record.done()
+        later = max(0, self.max_trials() - len(done) - len(ph.keys - done))
+        running = max((self._running_left(p, done) for p in self.plan.open() if p is not ph), default=0.0)
+        return max(phase_eta + (now - self.started_at) / here * later, running)
+
+    def _running_left(self, ph: Phase, done: set[str]) -> float:
+        """The longest time a running trial of `ph` still needs at its own pace
+        (search/record.py `time_left`): to its last epoch, or to its next rung
+        where a scheduler may stop it; 0 when none shows a pace yet.  A phase's
+        mean time per finished trial alone reads too low when the trials
+        differ in cost and the cheap ones finish first (a fused group's small
+        nets): the eta then stood at ~15 s for two minutes."""
+        left = 0.0
+        for key in ph.keys - done:
+            pace = self.record.paces.get(key)
+            if pace is None:
+                continue
+            last, rungs = ph.ends.get(key, (0, ()))
+            until = next((r for r in rungs if r > pace[3]), last)
+            t = self.record.time_left(key, until)
+            if t == t:
+                left = max(left, t)
+        return left
 
     # --- phases
     def _open(self, ph: Phase) -> None:
@@ -274,6 +297,7 @@ class PhasedSearcher(_SearcherBase):
         else:
             sr.selection = ph.result
         ph.keys = {f"{ph.sweep}/{sp.key}" for sp in specs}
+        ph.ends = {f"{ph.sweep}/{sp.key}": _ends(sp, self.budget.epochs(arm.grid)) for sp in specs}
         ph.result.outcomes = [self.record.earlier[k] for k in sorted(ph.keys & set(self.record.earlier))]
         done = {sp.key for sp in specs if f"{ph.sweep}/{sp.key}" in self.record.earlier}
         fuse = self.fuse if phase == "selection" and REGISTRY[arm.family].fuses else 1
@@ -377,3 +401,12 @@ def _final_of(result: dict | None) -> dict | None:
         return result["final"]
     flat = {k.split("/", 1)[1]: v for k, v in result.items() if k.startswith("final/")}
     return flat or None
+
+
+def _ends(spec: TrialSpec, default: int) -> tuple[int, tuple[int, ...]]:
+    """(the epochs `spec` trains at most, the epochs a scheduler may stop it at)
+    for the etas; `default`, the budget's epochs for the grid, where the config
+    is not known yet (a TPE trial's, chosen when Ray asks for it)."""
+    epochs = spec.config.get("epochs")
+    last = epochs if isinstance(epochs, int) and not isinstance(epochs, bool) and epochs > 0 else default
+    return last, tuple(sorted(r for r in spec.report_at if isinstance(r, int) and 0 < r < last))

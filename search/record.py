@@ -20,6 +20,7 @@ test_acc, compute_seconds, device_hours, ...) and widths / widths_at_best.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -43,11 +44,14 @@ class OutcomeRecord:
         self.here: dict[str, dict[str, Any]] = {}  # finished by this driver
         self.best_val_acc: dict[str, float] = {}  # sweep -> best reported so far by this driver's trials
         self.in_epoch: dict[str, dict[str, int]] = {}  # running trial -> {epoch, batch, batches} inside a long epoch
+        # running trial -> (when it first reported an epoch, that epoch, when it last did, that epoch): its own pace
+        self.paces: dict[str, tuple[float, int, float, int]] = {}
         self.listener = listener
 
     # --- what the tracking callback announces
     def reported(self, key: str, result: Mapping[str, Any]) -> None:
         """A trial's report (one or more epochs)."""
+        self._pace(key, result.get("epochs"))
         progress = result.get("progress")
         if isinstance(progress, dict):
             self.in_epoch[key] = progress
@@ -64,8 +68,30 @@ class OutcomeRecord:
         if key in self.here or key in self.earlier:
             return
         self.in_epoch.pop(key, None)
+        self.paces.pop(key, None)
         self.here[key] = outcome
         self._changed(key)
+
+    def _pace(self, key: str, epochs: Any) -> None:
+        """Note the last epoch a report of `key` carries, and when (a retry that
+        went back to an earlier checkpoint starts the trial's pace afresh)."""
+        if not isinstance(epochs, list) or key in self.here or key in self.earlier:
+            return
+        numbers = [r["epoch"] for r in epochs if isinstance(r, Mapping) and isinstance(r.get("epoch"), int) and not isinstance(r.get("epoch"), bool)]
+        if not numbers:
+            return
+        last, now = max(numbers), time.monotonic()
+        pace = self.paces.get(key)
+        self.paces[key] = (now, last, now, last) if pace is None or last < pace[3] else (pace[0], pace[1], now, last)
+
+    def time_left(self, key: str, until_epoch: int) -> float:
+        """Seconds `key`, running, needs to reach `until_epoch` at its own pace so
+        far (its seconds per epoch between its first and its last report), or
+        nan before two reports show a pace."""
+        pace = self.paces.get(key)
+        if pace is None or pace[3] <= pace[1] or pace[2] <= pace[0]:
+            return math.nan
+        return max(0, until_epoch - pace[3]) * (pace[2] - pace[0]) / (pace[3] - pace[1])
 
     # --- what the searcher reads
     def done(self) -> set[str]:

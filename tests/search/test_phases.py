@@ -261,3 +261,67 @@ def test_summary_warns_about_smoke_budgets_and_saturated_tasks():
     assert len(lines) == 2 and "smoke budget" in lines[0] and "saturated" in lines[1]
     assert caveats("quick", [SimpleNamespace(summary={"test_acc_mean": 1.0}), SimpleNamespace(summary={"test_acc_mean": 0.9})]) == []
     assert caveats("quick", [SimpleNamespace(summary={})]) == []
+
+
+class _Clock:
+    """time.monotonic for the searcher and the record, moved by the test."""
+
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _seconds(text: str) -> int:
+    h, m, s = (re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text).groups(default="0"))
+    return 3600 * int(h) + 60 * int(m) + int(s)
+
+
+@pytest.mark.parametrize("family", ["fixed", "asha"])
+def test_the_eta_is_never_less_than_a_running_trial_needs_at_its_own_pace(tmp_path, monkeypatch, family):
+    """The etas once read only the mean time per finished trial: with cheap
+    trials finishing first (a fused group's small nets), the line said
+    `eta 15s` for two minutes while a slow trial had minutes left.  Now a
+    running trial's own pace bounds them: to its last epoch, or for ASHA to
+    its next rung (where the scheduler may stop it), never beyond."""
+    import search.phases
+    import search.record
+
+    clock = _Clock()
+    monkeypatch.setattr(search.phases.time, "monotonic", clock)
+    monkeypatch.setattr(search.record.time, "monotonic", clock)
+    _, record, hooks, searcher = make([family, "awnn"], resolve_budget("quick"), tmp_path)
+    searcher.progress.min_interval = 0.0
+    specs = [searcher.suggest(f"t{i}")["spec"] for i in range(27)]
+    assert not any(sp.get("members") for sp in specs)
+    keys = [f"{family}/selection/{sp['key']}" for sp in specs]
+    slow, cheap = 26, range(25)
+    epochs = specs[slow]["config"]["epochs"]
+    rungs = [r for r in specs[slow].get("report_at") or () if 2 < r < epochs]
+    until = rungs[0] if family == "asha" and rungs else epochs
+    assert epochs >= 4 and until > 2 and (family != "asha" or until < epochs)
+    clock.t += 5
+    record.reported(keys[slow], {"best_val_acc": 0.5, "epochs": [{"epoch": 1}]})
+    clock.t += 5
+    for i in cheap:  # cheap trials: 10 s
+        record.finished(keys[i], score(specs[i]))
+    clock.t += 100
+    record.reported(keys[slow], {"best_val_acc": 0.6, "epochs": [{"epoch": 2}]})  # 105 s for its second epoch
+    line = searcher.stream.getvalue().splitlines()[-1]
+    phase_eta = _seconds(re.search(r"  eta (\S+)  phase", line).group(1))
+    overall = _seconds(re.search(r"all phases eta ~(\S+?)(?:  |$)", line).group(1))
+    total = len(searcher.plan.open()[0].keys)
+    mean_based = 110 / len(cheap) * (total - len(cheap))  # what the line said before
+    needs = (until - 2) * 105  # the slow trial at its own pace
+    assert needs > mean_based and phase_eta == pytest.approx(needs, abs=1) and overall >= phase_eta, line
+    # a retry that went back to an earlier checkpoint starts its pace afresh (no pace: the mean alone)
+    record.reported(keys[slow], {"best_val_acc": 0.6, "epochs": [{"epoch": 1}]})
+    assert record.time_left(keys[slow], epochs) != record.time_left(keys[slow], epochs)  # nan
+    clock.t += 10
+    record.reported(keys[slow], {"best_val_acc": 0.6, "epochs": [{"epoch": 2}]})
+    assert record.time_left(keys[slow], until) == pytest.approx((until - 2) * 10)
+    record.finished(keys[slow], score(specs[slow]))
+    assert keys[slow] not in record.paces
+    record.reported(keys[slow], {"epochs": [{"epoch": 3}]})  # a late report of a finished trial adds no pace
+    assert keys[slow] not in record.paces
