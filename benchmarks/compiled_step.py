@@ -49,7 +49,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from awnn.arith import set_denormals  # noqa: E402
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
 from awnn.fused import importance_constants  # noqa: E402
@@ -57,6 +56,7 @@ from awnn.lean import LeanTrainer  # noqa: E402
 from awnn.lean_adam import fused_adam  # noqa: E402
 from awnn.stacked_grad import forward_backward  # noqa: E402
 from awnn.train import Trainer  # noqa: E402
+from search.trial_common import worker_setup  # noqa: E402
 from step_floor import AWNN, BASE, check, floor_parts, make_floor_step  # noqa: E402
 from step_overhead import batches, make_stepper, timed  # noqa: E402
 
@@ -150,9 +150,8 @@ def main() -> None:
     ap.add_argument("--per-window", type=int, default=150)
     ap.add_argument("--check", type=int, default=20, help="steps of each compiled-vs-eager check")
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    flushed = worker_setup({"cpus_per_trial": 1, "flush_denormal": True})  # as a trial's process
     torch._dynamo.config.force_parameter_static_shapes = False  # a width update changes the parameters' shapes
-    flushed = set_denormals(True)  # as a trial's process (search/trial_common.worker_setup)
     cpu = torch.device("cpu")
     x, y = load_task("spiralhard").tensors("inner", "train", cpu)
     trainer = Trainer(TrainConfig.from_dict(AWNN))

@@ -49,12 +49,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from awnn.arith import set_denormals  # noqa: E402
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
 from awnn.lean import LeanTrainer  # noqa: E402
 from awnn.train import Trainer  # noqa: E402
 from search.grid import load_grid  # noqa: E402
+from search.trial_common import worker_setup  # noqa: E402
 from fused_trials import cpu_model, parse_shape  # noqa: E402  (benchmarks/fused_trials.py)
 
 GRID = ROOT / "search" / "grids" / "spiralhard-fixed.yaml"
@@ -127,8 +127,7 @@ def main() -> None:
     if min(args.epochs, args.repeats, args.threads, args.configs) < 1:
         raise SystemExit("--epochs, --repeats, --threads and --configs must be >= 1")
     shapes = [parse_shape(s.strip()) for s in args.shapes.split(",") if s.strip()]
-    torch.set_num_threads(args.threads)
-    set_denormals(not args.keep_denormals)
+    worker_setup({"cpus_per_trial": args.threads, "flush_denormal": not args.keep_denormals})  # as a trial's process
     task = load_task("spiralhard")
     configs = {sh: shape_configs(sh, args.configs, args.epochs, args.threads) for sh in shapes}
     log(f"torch {torch.__version__}, {args.threads} thread(s), shapes {args.shapes}, {args.configs} configs each, {args.epochs} epochs")

@@ -5,8 +5,8 @@ be downloaded here; an epoch's cost depends on sizes and shapes, not on the
 pixel or token values).
 
 For each task and model (the grid's first and last configs, resolved as `awnn train --budget quick` resolves them: the grid's
-`cpu` values included), one training epoch with torch threads 1 (as in a
-trial).  `--paper` also times the paper's setup (no `cpu` values; slow).
+`cpu` values included), one training epoch set up as a trial's process is
+(search/trial_common.worker_setup: torch threads 1, float denormals flushed).  `--paper` also times the paper's setup (no `cpu` values; slow).
 From the quick epoch time it projects a quick comparison's duration on 2
 cores (every selection and re-training trial of fixed + awnn at the quick
 budget's epochs, two trials at a time): a PROJECTION, not a measurement.
@@ -60,7 +60,9 @@ def epoch_seconds(task: str, model: str, root: str, cpu: bool, last: bool = Fals
     from search.grid import find_grid
     from search.protocol import single_run_config
 
-    torch.set_num_threads(1)
+    from search.trial_common import worker_setup
+
+    worker_setup({"cpus_per_trial": 1, "flush_denormal": True})  # as a trial's process: 1 thread, denormals flushed
     grid = find_grid(task, model)
     budget = BUDGETS["quick"] if cpu else BUDGETS["paper"]
     point = {k: v for k, v in grid.configs()[-1].items() if k in grid.grid} if last else {}

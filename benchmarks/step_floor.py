@@ -47,7 +47,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from awnn.arith import set_denormals  # noqa: E402
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
 from awnn.fused import _scratch_like, importance_constants, one_like  # noqa: E402
@@ -55,6 +54,7 @@ from awnn.lean import LeanTrainer  # noqa: E402
 from awnn.lean_adam import fused_adam  # noqa: E402
 from awnn.loss import mean_cross_entropy_grad  # noqa: E402
 from awnn.train import Trainer  # noqa: E402
+from search.trial_common import worker_setup  # noqa: E402
 from step_overhead import batches, make_lean_stepper, make_stepper, timed  # noqa: E402
 
 BASE = {"task": "spiralhard", "split": "inner", "hidden_layers": 1, "activation": "relu", "batch_size": 128,
@@ -176,8 +176,7 @@ def main() -> None:
     ap.add_argument("--check", type=int, default=20, help="steps of the floor-vs-product check (0: skip)")
     ap.add_argument("--keep-denormals", action="store_true", help="keep float denormals (trials flush them by default)")
     args = ap.parse_args()
-    torch.set_num_threads(1)
-    flushed = set_denormals(not args.keep_denormals)  # as a trial's process (search/trial_common.worker_setup)
+    flushed = worker_setup({"cpus_per_trial": 1, "flush_denormal": not args.keep_denormals})  # as a trial's process
     cpu = torch.device("cpu")
     task = load_task("spiralhard")
     x, y = task.tensors("inner", "train", cpu)

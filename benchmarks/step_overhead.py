@@ -55,12 +55,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from awnn.arith import set_denormals  # noqa: E402
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
 from awnn.lean import LeanTrainer  # noqa: E402
 from awnn.stacked_grad import forward_backward  # noqa: E402
 from awnn.train import Trainer  # noqa: E402
+from search.trial_common import worker_setup  # noqa: E402
 
 
 def make_stepper(trainer: Trainer):
@@ -296,8 +296,7 @@ def main() -> None:
     global PROFILE
     PROFILE = args.awnn_profile
     batches_ = tuple(int(b) for b in args.batch.split(","))
-    torch.set_num_threads(1)
-    flushed = set_denormals(not args.keep_denormals)  # as a trial's process (search/trial_common.worker_setup)
+    flushed = worker_setup({"cpus_per_trial": 1, "flush_denormal": not args.keep_denormals})  # as a trial's process
     from awnn import lean_adam
 
     out: dict = {"batch": batches_[0] if len(batches_) == 1 else list(batches_), "threads": 1, "steps": args.steps, "torch": torch.__version__,

@@ -90,15 +90,17 @@ def attempt_info() -> dict[str, Any]:
             "hostname": os.uname().nodename, "pid": os.getpid()}
 
 
-def worker_setup(settings: dict[str, Any]) -> None:
+def worker_setup(settings: dict[str, Any]) -> bool:
     """The trial process's torch settings: threads = its CPUs, and on the CPU
-    denormals flushed unless the command kept them (awnn/arith.py)."""
+    denormals flushed unless the command kept them (awnn/arith.py).  Returns
+    whether denormals are flushed.  The benchmarks that time steps or epochs
+    "as a trial" call it too, so they measure what trials run."""
     import torch
 
     from awnn.arith import set_denormals
 
     torch.set_num_threads(max(1, int(settings["cpus_per_trial"])))
-    set_denormals(bool(settings.get("flush_denormal", True)))
+    return set_denormals(bool(settings.get("flush_denormal", True)))
 
 
 def lean_trials(settings: dict[str, Any]) -> bool:
