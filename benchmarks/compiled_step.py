@@ -51,7 +51,6 @@ import torch  # noqa: E402
 
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
-from awnn.fused import importance_constants  # noqa: E402
 from awnn.lean import LeanTrainer  # noqa: E402
 from awnn.lean_adam import fused_adam  # noqa: E402
 from awnn.stacked_grad import forward_backward  # noqa: E402
@@ -92,16 +91,12 @@ def awnn_math(x, y, w0t, b0, w1, b1c, j1, k):
 def make_compiled_awnn_step(trainer: Trainer, math):
     """The floor step with its arithmetic `math` (awnn_math, compiled or not)."""
     fp = floor_parts(trainer)
-    model, opt, ctrl, state = fp.model, fp.opt, fp.ctrl, fp.state
-    rho, _, b0, w1, _ = fp.params
+    _, _, b0, w1, _ = fp.params
     consts = torch.zeros(6)
 
     @torch.no_grad()  # (as the product's step_grads: no autograd graph)
     def step(x, y):
-        model.update_width(opt)  # Algorithm 1, as the product step
-        _, w0t, b1c, j1, direct = state()
-        r = rho.item()
-        neg_rate, c0, e, s, sigma = importance_constants(r, ctrl.width, True)
+        w0t, b1c, j1, direct, r, (neg_rate, c0, e, s, sigma) = fp.begin()
         gconst = (-neg_rate - fp.rate_mean) * s * fp.rate_scale - fp.decay * r
         consts.copy_(torch.tensor((neg_rate, c0, e, s, sigma, gconst)))
         loss, *grads = math(x, y, w0t, b0, w1, b1c, j1, consts)

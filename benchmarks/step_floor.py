@@ -75,7 +75,7 @@ class FloorParts(NamedTuple):
     lr: float
     betas: tuple
     eps: float
-    state: Callable[[], tuple]  # () -> (width, w0^T, b1 as a column, j + 1, the lean Adam's direct lists)
+    begin: Callable[[], tuple]  # () -> (w0^T, b1 as a column, j + 1, the lean Adam's direct lists, rho, importance constants)
 
 
 def floor_parts(trainer: Trainer) -> FloorParts:
@@ -104,25 +104,30 @@ def floor_parts(trainer: Trainer) -> FloorParts:
             v = cache["v"] = (ctrl.width, w0.t(), b1.unsqueeze(1), ctrl.index_views()[1], direct)
         return v
 
+    def begin():
+        """A step's start: Algorithm 1's width update (as the product step), the
+        cached views and Adam lists, rho's host value and the importances' scalars."""
+        model.update_width(opt)
+        _, w0t, b1c, j1, direct = state()
+        r = rho.item()
+        return w0t, b1c, j1, direct, r, importance_constants(r, ctrl.width, True)
+
     group = opt.param_groups[0]
     return FloorParts(model, opt, ctrl, params, trainer._prior_decay, prior.mean, 1.0 / (prior.std ** 2 * trainer.n_obs),
-                      c.lr, group["betas"], group["eps"], state)
+                      c.lr, group["betas"], group["eps"], begin)
 
 
 def make_floor_step(trainer: Trainer):
     """The inline step (see the module docstring) on `trainer`'s model and Adam state."""
     fp = floor_parts(trainer)
-    model, opt, ctrl, state = fp.model, fp.opt, fp.ctrl, fp.state
+    begin = fp.begin
     rho, w0, b0, w1, b1 = fp.params
     decay, rate_mean, rate_scale, lr, betas, eps = fp.decay, fp.rate_mean, fp.rate_scale, fp.lr, fp.betas, fp.eps
     one, c0_t = one_like(rho), _scratch_like(rho)
 
     @torch.no_grad()  # (as the product's step_grads: no autograd graph)
     def step(x, y):
-        model.update_width(opt)  # Algorithm 1, as the product step
-        _, w0t, b1c, j1, direct = state()
-        r = rho.item()
-        neg_rate, c0, e, s, sigma = importance_constants(r, ctrl.width, True)
+        w0t, b1c, j1, direct, r, (neg_rate, c0, e, s, sigma) = begin()
         a = torch.addmm(b0, x, w0t).relu_()
         big_e = torch.add(c0_t.fill_(c0), j1, alpha=neg_rate).exp_()  # f / S
         p = torch.add(big_e, one, alpha=e)  # renormalised importances
