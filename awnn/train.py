@@ -32,6 +32,7 @@ import torch.nn as nn
 
 from .config import TrainConfig
 from .data import Task, load_task
+from .fast_step import FastStep
 from .fused import one_like
 from .lean_adam import LeanAdam, make_adam
 from .train_step import applies, step_grads
@@ -126,6 +127,7 @@ class Trainer(ClosedFormPriors):
     torch.optim.Adam and autograd."""
 
     written_out_step = True  # (a class switch for tests: False keeps autograd's step with the lean Adam)
+    fast_step = True  # (a class switch for tests: False keeps the general written-out step; awnn/fast_step.py)
 
     def __init__(self, config: TrainConfig, task: Task | None = None, lean: bool = True):
         self.config = config
@@ -154,6 +156,8 @@ class Trainer(ClosedFormPriors):
         # the written-out step hands its gradients to the lean Adam directly (no .grad set; LeanAdam.step_with)
         self._step_with = self.optimizer.step_with if quick and self._written_out else None
         self._grads_set = False
+        # the `authors` profile's adaptive MLP: its step in one straight-line function (awnn/fast_step.py)
+        self._fast = FastStep.build(self) if self.fast_step else None
         self.generator = torch.Generator().manual_seed(config.seed)
         # progress
         self.epoch = 0
@@ -233,6 +237,17 @@ class Trainer(ClosedFormPriors):
         Returns (detached loss, flat outputs, flat targets, whether the outputs
         were sequences)."""
         closed_form = self._rate_prior_closed_form and prior.informative and self.blocks
+        fast = self._fast
+        if fast is not None:
+            done = fast(x, y, prior, bool(closed_form))
+            if done is not None:
+                if self._grads_set:  # (no stale .grad is left behind)
+                    for p in fast.params:
+                        p.grad = None
+                    self._grads_set = False
+                self.last_nll = done.nll
+                self.step += 1
+                return done.loss, done.out, y, False
         in_node = self._prior_grads(prior, closed_form)  # the priors' gradients added by the model's own backward
         opt = self.optimizer
         if self._written_out and (closed_form or not prior.informative):

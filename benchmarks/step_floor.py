@@ -7,8 +7,12 @@ moves while it trains: each window times the floor and the product steps, then
 a lean fixed step at the mean width those steps had):
 
     product  the Trainer's step as trials take it (awnn/train.py: width update,
-             awnn/train_step.py's written-out forward and backward, the lean
-             Adam handed the gradients, LeanAdam.step_with)
+             then awnn/fast_step.py's straight-line step, the `authors`
+             profile's since 2026-11-26)
+    general  the Trainer's general written-out step (awnn/train_step.py's
+             forward and backward through the fused node, the lean Adam
+             handed the gradients, LeanAdam.step_with): the product step
+             before awnn/fast_step.py, and still its reference
     floor    the same arithmetic written out inline for this one shape
              (`authors` profile: renormalised importances, relu, 1 hidden
              layer, both priors), with everything that can be cached cached
@@ -24,13 +28,16 @@ steps and must agree to float32 rounding (`check_max_abs_diff`), else the
 script fails: a fast step that computes something else would be no floor.
 The floor is a measurement device, not a training path: nothing imports it.
 
+`--frozen` freezes the widths after the warm-up (no width update, no resize):
+what is then left between the steps is the step's own arithmetic and Python.
+
 Runs as a trial's process does: one torch thread, float denormals flushed
 (`--keep-denormals` keeps them).
 
 Prints one JSON object as its last line: the medians and means (us) of each
 step, ratio_*_vs_lean (median and mean), the final and mean widths and the check.
 
-Usage:  python benchmarks/step_floor.py [--windows 10] [--per-window 120] [--check 20] [--keep-denormals]
+Usage:  python benchmarks/step_floor.py [--windows 10] [--per-window 120] [--check 20] [--keep-denormals] [--frozen]
 """
 from __future__ import annotations
 
@@ -180,6 +187,7 @@ def main() -> None:
     ap.add_argument("--per-window", type=int, default=120)
     ap.add_argument("--check", type=int, default=20, help="steps of the floor-vs-product check (0: skip)")
     ap.add_argument("--keep-denormals", action="store_true", help="keep float denormals (trials flush them by default)")
+    ap.add_argument("--frozen", action="store_true", help="freeze the widths after the warm-up (no width updates)")
     args = ap.parse_args()
     flushed = worker_setup({"cpus_per_trial": 1, "flush_denormal": not args.keep_denormals})  # as a trial's process
     cpu = torch.device("cpu")
@@ -189,16 +197,28 @@ def main() -> None:
     it = batches(x, y, 128, cpu, torch.Generator().manual_seed(0))
     product = make_stepper(trainer)
     timed(product, it, 300, cpu)  # warm-up: the widths grow, the Adam state is made
+    assert trainer._fast is not None, "the product step is awnn/fast_step.py's here (AWNN_FAST_STEP=0?)"
+    fast = trainer._fast
+
+    def general(x, y):
+        trainer._fast = None
+        try:
+            product(x, y)
+        finally:
+            trainer._fast = fast
+
+    if args.frozen:
+        trainer.model.frozen = True
     floor = make_floor_step(trainer)
     diff = check(trainer, floor, product, it, args.check) if args.check else None
     if diff is not None and not diff <= 1e-4:
         print(json.dumps({"error": f"the floor step disagrees with the product step: max |diff| {diff}"}))
         sys.exit(1)
-    res: dict[str, list[float]] = {"product": [], "floor": [], "lean": []}
+    res: dict[str, list[float]] = {"product": [], "general": [], "floor": [], "lean": []}
     widths: list[int] = []
     for _ in range(args.windows):
         seen: list[int] = []
-        for name, step in (("floor", floor), ("product", product)):
+        for name, step in (("floor", floor), ("product", product), ("general", general)):
             timed(step, it, 5, cpu)
             for _ in range(args.per_window):
                 res[name] += timed(step, it, 1, cpu)
@@ -211,12 +231,12 @@ def main() -> None:
         res["lean"] += timed(lean_step, it, args.per_window, cpu)
     med = {k: statistics.median(v) * 1e6 for k, v in res.items()}
     mean = {k: statistics.fmean(v) * 1e6 for k, v in res.items()}
-    out = {"width": trainer.model.widths[0], "mean_width": round(statistics.fmean(widths), 1), "flush_denormal": flushed,
+    out = {"width": trainer.model.widths[0], "mean_width": round(statistics.fmean(widths), 1), "flush_denormal": flushed, "frozen": args.frozen,
            "check_steps": args.check, "check_max_abs_diff": diff}
     for k in res:
         out[f"{k}_us_median"] = round(med[k], 1)
         out[f"{k}_us_mean"] = round(mean[k], 1)
-    for k in ("product", "floor"):
+    for k in ("product", "general", "floor"):
         out[f"ratio_{k}_vs_lean"] = round(med[k] / med["lean"], 3)
         out[f"ratio_{k}_vs_lean_mean"] = round(mean[k] / mean["lean"], 3)
     print(json.dumps(out))

@@ -118,11 +118,13 @@ def test_trainer_priors_in_the_fused_backward_match_adding_them_after(hidden_lay
     assert cfg.rate_prior == "gaussian" and cfg.prior_on_readout
     fast = Trainer(cfg)
     fast._step_with = None  # the gradients set as .grad, to compare them (Adam taking them directly: tests/awnn/test_lean_adam.py)
+    fast._fast = None  # (the general step; the straight-line one: tests/awnn/test_fast_step.py)
     prior = fast.rate_prior(1)
     assert fast._prior_grads(prior, True) is not None  # the model is one AdaptiveMLP: its backward adds the priors
     after = Trainer(cfg, fast.task)
     after.model.load_state_dict(fast.model.state_dict())
     after._model_is_block = False  # the route for blocks inside other models
+    after._fast = None
     assert after._prior_grads(prior, True) is None
     batches = list(fast.task.batches("inner", "train", 64, torch.device("cpu"), torch.Generator().manual_seed(1)))[:4]
     losses = {}

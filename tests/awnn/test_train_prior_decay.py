@@ -74,6 +74,7 @@ def test_trainer_rate_prior_in_closed_form_matches_the_elbos_autograd(hidden_lay
     assert (cfg.rate_prior, cfg.rate_prior_mean, cfg.rate_prior_std) == ("gaussian", 0.01, 0.01)
     fast = Trainer(cfg)
     fast._step_with = None  # the gradients set as .grad, to read rho's (Adam taking them directly: tests/awnn/test_lean_adam.py)
+    fast._fast = None  # (the general step; the straight-line one: tests/awnn/test_fast_step.py)
     assert fast._rate_prior_closed_form
     ref_model = copy.deepcopy(fast.model)
     ref_opt = torch.optim.Adam(ref_model.parameters(), lr=0.01)

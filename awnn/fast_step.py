@@ -1,0 +1,219 @@
+"""The adaptive MLP's training step in the `authors` profile on a CPU, in one
+straight-line function (issue #30).
+
+awnn/train_step.py's written-out step is general: any depth, activation,
+profile, priors on or off, importances from host scalars or from the rho
+tensor; it calls the fused node's forward and backward (awnn/fused.py)
+through a stand-in ctx, builds the node's input tuple, copies gradients to
+the parameters' layout and hands them to the lean Adam, which validates
+them.  At SpiralHard's sizes (1 hidden layer of ~600, batch 128, one core)
+that Python was a quarter of an AWNN step: `benchmarks/step_floor.py`
+measured the same arithmetic written inline at ~0.8x the product's step.
+
+`FastStep` is that inline step made a product path, for the case trials
+run by default:
+
+* one AdaptiveMLP, importances renormalised (`authors`), the weight prior on
+  every layer (read-out included), its weights used as they are (not
+  scale_free), an activation with a written-out backward;
+* the rate prior in closed form (or none); the Trainer's LeanAdam, one
+  param group without a decay of its own, no step hooks, no scheduler;
+* rho's host value finite (`importance_constants`).
+
+It computes what `step_grads` + `LeanAdam.step_with` compute, in the same
+order of operations, with two differences of rounding:
+
+* the weight prior's decay w / (sigma^2 N) is added by Adam's kernel (its
+  coupled `weight_decay`) instead of as the beta of each weight gradient's
+  matrix product and three `add_`s; rho has no decay, so its gradient gets
+  -decay rho added first (the rate prior's scalar carries it: no extra op);
+* nothing else: the same ops on the same tensors.
+
+`benchmarks/step_floor.py` checks that the two steps agree for 20 steps
+from one state; tests/awnn/test_fast_step.py compares them in float64 and
+float32 over width moves, and the Trainer with the switch off.
+
+Where the case does not hold the Trainer keeps its general step; a step the
+fast path cannot take (the first, before Adam has state; a rate out of float
+range) returns None having changed nothing.  Switch: `Trainer.fast_step`
+(class attribute) and the environment, AWNN_FAST_STEP=0 turns it off.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+from .fused import _FUSED_ACTIVATIONS, _affine, _scratch_like, _weight_grad, importance_constants, one_like
+from .layers import AdaptiveMLP
+from .lean_adam import _ONE, LeanAdam, enabled as lean_adam_enabled, fused_adam
+from .loss import mean_cross_entropy_grad
+
+if TYPE_CHECKING:
+    from .train import Trainer
+
+__all__ = ["FastStep", "SWITCH", "enabled"]
+
+SWITCH = "AWNN_FAST_STEP"
+
+
+def enabled() -> bool:
+    """The environment's switch: on unless AWNN_FAST_STEP=0."""
+    return os.environ.get(SWITCH, "1") != "0"
+
+
+class Done(NamedTuple):
+    """A fast step's results: the mean cross-entropy (0-d), the ELBO's per-batch
+    objective (the cross-entropy plus the rate prior's term, 0-d) and the logits."""
+
+    nll: torch.Tensor
+    loss: torch.Tensor
+    out: torch.Tensor
+
+
+class FastStep:
+    """The step (see the module docstring) of one Trainer; `FastStep.build(trainer)`
+    is None where its case does not hold."""
+
+    @staticmethod
+    def build(trainer: "Trainer") -> "FastStep | None":
+        model, opt = trainer.model, trainer.optimizer
+        if not (enabled() and lean_adam_enabled() and isinstance(model, AdaptiveMLP) and isinstance(opt, LeanAdam)):
+            return None
+        if trainer._step_with is None or trainer.device.type != "cpu":  # (the written-out step and the quick lean Adam)
+            return None
+        groups = opt.param_groups
+        if (not model.renormalise_importances or not model.prior_on_readout or model.scale_free or not model.fused_forward()
+                or not trainer._rate_prior_closed_form or len(groups) != 1 or groups[0]["weight_decay"] != 0.0):
+            return None
+        return FastStep(trainer)
+
+    def __init__(self, trainer: "Trainer"):
+        self.trainer = trainer
+        self.model: AdaptiveMLP = trainer.model
+        self.opt: LeanAdam = trainer.optimizer
+        self.decay = float(trainer._prior_decay)
+        act, self.act_backward, self.keep_z = _FUSED_ACTIVATIONS[self.model.activation]
+        self.act = act
+        modules = self.model._modules
+        self.layers = [layer._parameters for layer in modules["layers"]._modules.values()]
+        self.ctrls = list(modules["widths_ctrl"]._modules.values())
+        self.params = [self.model._parameters["rho"]]
+        for p in self.layers:
+            self.params += (p["weight"], p["bias"])
+        rho = self.params[0]
+        self.one, self.scratch = one_like(rho), _scratch_like(rho)
+        self._prior_key: tuple | None = None
+        self._direct: tuple | None = None
+        self.steps = 0  # steps taken (tests and benchmarks read it)
+
+    def _rate_terms(self, prior, closed_form: bool) -> tuple[float, float]:
+        """(mean, 1 / (std^2 N)) of the rate prior's gradient; scale 0: none."""
+        key = self._prior_key
+        if key is None or key[0] is not prior or key[1] != closed_form:
+            scale = 1.0 / (prior.std * prior.std * self.trainer.n_obs) if closed_form else 0.0
+            key = self._prior_key = (prior, closed_form, prior.mean if closed_form else 0.0, scale)
+        return key[2], key[3]
+
+    def _adam_lists(self) -> tuple | None:
+        """The lean Adam's (group, params, exp_avgs, exp_avg_sqs, steps, counter),
+        rebuilt when a resize or a load replaced what they hold; None before
+        Adam has state (the first step is the general one)."""
+        opt, params = self.opt, self.params
+        direct = self._direct
+        if direct is None or not opt._direct_valid(direct, params):
+            direct = opt.__dict__.get("_direct")
+            if direct is None or not opt._direct_valid(direct, params):
+                direct = opt._direct_build(params)
+            self._direct = direct
+        return direct
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor, y: torch.Tensor, prior, closed_form: bool) -> Done | None:
+        """One step on a (B, in) batch with (B,) class targets under the rate
+        prior `prior` (its gradient in closed form when `closed_form`), or None
+        (nothing changed) where this step cannot be taken here."""
+        if x.dim() != 2:
+            return None
+        rho = self.params[0]
+        rhos = rho.tolist()
+        ctrls = self.ctrls
+        consts = [importance_constants(r, c.width, True) for r, c in zip(rhos, ctrls)]
+        if None in consts:
+            return None
+        direct = self._adam_lists()
+        if direct is None:
+            return None
+        held = direct[1]
+        dtype = held[0].dtype
+        if x.dtype != dtype:
+            return None
+        rate_mean, rate_scale = self._rate_terms(prior, closed_form)
+        decay = self.decay
+        one, c0_t = self.one, self.scratch
+        act, act_backward, keep_z = self.act, self.act_backward, self.keep_z
+        layers = self.layers
+        n = len(ctrls)
+        # forward (Eq. 14): z_0 = x W_0^T + b_0, a_l = act(z_l), z_{l+1} = (a_l * p_l) W_{l+1}^T + b_{l+1}
+        first = layers[0]
+        z = _affine(x, first["weight"], first["bias"])
+        saved = []
+        for l in range(n):
+            a = act(z)  # (may reuse z's memory)
+            neg_rate, c0, e = consts[l][:3]
+            big_e = torch.add(c0_t.fill_(c0), ctrls[l].index_views()[1], alpha=neg_rate).exp_()  # f / S
+            p = torch.add(big_e, one, alpha=e)  # renormalised importances
+            nxt = layers[l + 1]
+            weight = nxt["weight"]
+            scale_h = a.shape[0] * a.shape[1] <= weight.numel()
+            if scale_h:
+                scaled = a * p
+                z_next = _affine(scaled, weight, nxt["bias"])
+            else:
+                scaled = weight * p
+                z_next = _affine(a, scaled, nxt["bias"])
+            saved.append((big_e, p, scaled, a, z if keep_z else None, scale_h))
+            z = z_next
+        out = z
+        nll, g = mean_cross_entropy_grad(out, y)
+        # backward; the weight prior's decay is Adam's (coupled L2, every weight and bias)
+        grads: list = [None] * (2 * n + 3)  # rho, then W_0, b_0, ..., W_n, b_n
+        grad_rhos: list = [None] * n
+        rates: list = [0.0] * n
+        for l in range(n - 1, -1, -1):
+            big_e, p, scaled, a, z_l, scale_h = saved[l]
+            weight = layers[l + 1]["weight"]
+            grads[2 * l + 4] = g.sum(0)
+            if scale_h:  # scaled = a * p
+                grad_scaled = torch.mm(g, weight)  # (B, D)
+                grads[2 * l + 3] = _dense(_weight_grad(g, scaled, weight, 0.0))
+                grad_a = grad_scaled * p
+            else:  # scaled = W * p
+                grad_scaled = torch.mm(g.t(), a)  # (out, D)
+                grad_a = torch.mm(g, scaled)
+                grads[2 * l + 3] = grad_scaled * p
+            neg_rate, _, _, s, sigma = consts[l]
+            rates[l] = -neg_rate
+            dp = torch.add(one, ctrls[l].index_views()[1], alpha=-s).mul_(big_e).add_(p, alpha=-sigma)  # dp/drho
+            grad_rho = torch.mv(grad_scaled * (a if scale_h else weight), dp).sum(0, keepdim=True)
+            # the rate prior's gradient (a host scalar), less the decay the kernel adds to rho
+            grad_rho.add_(one, alpha=(-neg_rate - rate_mean) * s * rate_scale - decay * rhos[l])
+            grad_rhos[l] = grad_rho
+            g = act_backward(grad_a, z_l, a)
+        grads[2] = g.sum(0)
+        grads[1] = _dense(_weight_grad(g, x, first["weight"], 0.0))
+        grads[0] = torch.cat(grad_rhos) if n > 1 else grad_rhos[0]
+        _, held, exp_avgs, exp_avg_sqs, steps, counter = direct
+        group = direct[0]
+        counter.add_(_ONE)
+        fused_adam(held, grads, exp_avgs, exp_avg_sqs, steps, group["lr"], group["betas"], decay, group["eps"])
+        self.opt.lean_steps += 1
+        self.steps += 1
+        loss = torch.add(nll, one, alpha=self.trainer.rate_prior_value(prior, rates)) if closed_form else nll
+        return Done(nll, loss, out)
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t in its parameter's layout (the kernel reads its tensors as dense)."""
+    return t if t.is_contiguous() else t.contiguous()
