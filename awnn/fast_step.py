@@ -105,7 +105,6 @@ class FastStep:
         rho = self.params[0]
         self.one, self.scratch = one_like(rho), _scratch_like(rho)
         self._prior_key: tuple | None = None
-        self._direct: tuple | None = None
         self.steps = 0  # steps taken (tests and benchmarks read it)
 
     def _rate_terms(self, prior, closed_form: bool) -> tuple[float, float]:
@@ -115,19 +114,6 @@ class FastStep:
             scale = 1.0 / (prior.std * prior.std * self.trainer.n_obs) if closed_form else 0.0
             key = self._prior_key = (prior, closed_form, prior.mean if closed_form else 0.0, scale)
         return key[2], key[3]
-
-    def _adam_lists(self) -> tuple | None:
-        """The lean Adam's (group, params, exp_avgs, exp_avg_sqs, steps, counter),
-        rebuilt when a resize or a load replaced what they hold; None before
-        Adam has state (the first step is the general one)."""
-        opt, params = self.opt, self.params
-        direct = self._direct
-        if direct is None or not opt._direct_valid(direct, params):
-            direct = opt.__dict__.get("_direct")
-            if direct is None or not opt._direct_valid(direct, params):
-                direct = opt._direct_build(params)
-            self._direct = direct
-        return direct
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor, y: torch.Tensor, prior, closed_form: bool) -> Done | None:
@@ -142,7 +128,7 @@ class FastStep:
         consts = [importance_constants(r, c.width, True) for r, c in zip(rhos, ctrls)]
         if None in consts:
             return None
-        direct = self._adam_lists()
+        direct = self.opt.direct(self.params)  # (None before Adam has state: the first step is the general one)
         if direct is None:
             return None
         held = direct[1]

@@ -86,6 +86,12 @@ def _dense_cpu(tensors: list[torch.Tensor], dtype: torch.dtype) -> bool:
     return True
 
 
+def _moment_fits(m: Any, p: torch.Tensor, dtype: torch.dtype) -> bool:
+    """`m` may be handed to the kernel as a moment of `p`: a dense CPU tensor
+    of `dtype` and of p's shape."""
+    return torch.is_tensor(m) and m.shape == p.shape and m.device.type == "cpu" and m.dtype == dtype and m.is_contiguous()
+
+
 def kernel_applies(tensors: list[torch.Tensor]) -> bool:
     """Whether `fused_adam` may update these tensors: the switch is on and
     they are plain dense CPU tensors of one floating dtype (the kernel
@@ -166,11 +172,9 @@ class LeanAdam(torch.optim.Adam):
         (more than one group, a parameter without state yet, a step hook, a
         flag the kernel does not carry, a tensor it misreads, the switch off);
         the caller then sets the gradients and calls `step()`."""
-        direct = self.__dict__.get("_direct")
-        if direct is None or not self._direct_valid(direct, params):
-            direct = self._direct_build(params)
-            if direct is None:
-                return False
+        direct = self.direct(params)
+        if direct is None:
+            return False
         _, held, exp_avgs, exp_avg_sqs, steps, counter = direct
         for g, p in zip(grads, held):
             if g.dtype != p.dtype or not g.is_contiguous() or g.shape != p.shape:
@@ -181,21 +185,41 @@ class LeanAdam(torch.optim.Adam):
         self.lean_steps += 1
         return True
 
-    def _direct_valid(self, direct: tuple, params: list[torch.Tensor]) -> bool:
-        """`direct` (see `_direct_build`) still describes the optimiser: the same
-        group, parameters and state tensors (a resize or load_state_dict
-        replaces them), no hook registered since."""
-        group, held, exp_avgs, exp_avg_sqs, steps, _ = direct
-        groups = self.param_groups
-        if len(groups) != 1 or groups[0] is not group or len(params) != len(held) or self._hooked():
-            return False
-        state = self.state
-        for p, q, m, v, t in zip(params, held, exp_avgs, exp_avg_sqs, steps):
-            st = state.get(p)
-            if (p is not q or st is None or st.get("exp_avg") is not m or st.get("exp_avg_sq") is not v
-                    or st.get("step") is not t or not p.is_contiguous()):
-                return False
-        return True
+    def direct(self, params: list[torch.Tensor]) -> tuple | None:
+        """(group, params, exp_avgs, exp_avg_sqs, steps, counter): what the kernel
+        is handed for `params` (the single group's parameters, in its order),
+        valid now, or None where the kernel step does not apply (`_direct_build`).
+
+        Checked every step: the group, the parameters and their step counters
+        are the ones held, no hook is registered, every parameter is dense and
+        its moments have its shape (the kernel checks no shape: a parameter
+        resized without its state would have it write out of bounds).  A
+        width update replaces the moments of the parameters it resizes
+        (awnn/optim.py); those entries are refreshed in place, after the
+        checks `_direct_build` makes (a dense CPU tensor of the parameters'
+        dtype), instead of rebuilding everything (~45 us of a step that
+        follows a resize, on a CPU).  Anything else rebuilds."""
+        direct = self.__dict__.get("_direct")
+        if direct is not None:
+            group, held, exp_avgs, exp_avg_sqs, steps, _ = direct
+            groups = self.param_groups
+            if len(groups) == 1 and groups[0] is group and len(params) == len(held) and not self._hooked():
+                state = self.state
+                dtype = held[0].dtype
+                for i, (p, q, t) in enumerate(zip(params, held, steps)):
+                    st = state.get(p)
+                    if p is not q or st is None or st.get("step") is not t or not p.is_contiguous():
+                        break
+                    m, v = st.get("exp_avg"), st.get("exp_avg_sq")
+                    if m is not exp_avgs[i] or v is not exp_avg_sqs[i]:
+                        if not (_moment_fits(m, p, dtype) and _moment_fits(v, p, dtype)):
+                            break
+                        exp_avgs[i], exp_avg_sqs[i] = m, v
+                    elif m.shape != p.shape or v.shape != p.shape:
+                        break
+                else:
+                    return direct
+        return self._direct_build(params)
 
     def _direct_build(self, params: list[torch.Tensor]) -> tuple | None:
         """(group, params, exp_avgs, exp_avg_sqs, steps, counter) for `step_with`,
@@ -218,6 +242,8 @@ class LeanAdam(torch.optim.Adam):
         if not (dtype.is_floating_point and not dtype.is_complex and _dense_cpu(list(params), dtype)
                 and _dense_cpu(exp_avgs, dtype) and _dense_cpu(exp_avg_sqs, dtype)):
             return None
+        if any(m.shape != p.shape or v.shape != p.shape for p, m, v in zip(params, exp_avgs, exp_avg_sqs)):
+            return None  # (a parameter resized without its state: the kernel, which checks no shape, would write out of bounds)
         old = [st["step"] for st in entries]
         last = self.__dict__.get("_direct_steps")  # (a resize replaces the moments, not the counters: kept)
         if last is not None and len(last[0]) == len(old) and all(t is u for t, u in zip(old, last[0])):

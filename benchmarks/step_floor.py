@@ -100,14 +100,12 @@ def floor_parts(trainer: Trainer) -> FloorParts:
 
     def state():
         """(width, w0^T, b1 as a column, j + 1, the Adam lists), rebuilt when a width
-        update or a load replaced what they hold (LeanAdam's own checks)."""
+        update or a load replaced what they hold (the lean Adam's own checks)."""
+        direct = opt.direct(params)
+        if direct is None:
+            raise RuntimeError("the lean Adam's state is not there yet: take one product step first")
         v = cache.get("v")
-        if v is None or v[0] != ctrl.width or not opt._direct_valid(v[4], params):
-            direct = opt.__dict__.get("_direct")
-            if direct is None or not opt._direct_valid(direct, params):
-                direct = opt._direct_build(params)
-            if direct is None:
-                raise RuntimeError("the lean Adam's state is not there yet: take one product step first")
+        if v is None or v[0] != ctrl.width or v[4] is not direct:
             v = cache["v"] = (ctrl.width, w0.t(), b1.unsqueeze(1), ctrl.index_views()[1], direct)
         return v
 

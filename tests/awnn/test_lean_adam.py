@@ -295,6 +295,37 @@ def seeded_grads(params, g):
     return [torch.randn(p.shape, generator=g, dtype=p.dtype) for p in params]
 
 
+def test_direct_refreshes_replaced_moments_in_place_and_refuses_a_shape_the_state_does_not_have():
+    """`direct(params)`: the lists held while nothing changed; moments replaced
+    by new tensors of the parameter's shape (a resize) refreshed in place, the
+    same lists; a moment of another shape than its parameter (a parameter
+    resized without its state), a strided moment or a step hook: no kernel
+    step (the kernel checks no shape), and step_with declines."""
+    params = make_params(torch.float32)
+    lean = LeanAdam(one_group(params), lr=0.01, foreach=True)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    lean.step()
+    direct = lean.direct(params)
+    assert direct is not None and lean.direct(params) is direct
+    st = lean.state[params[1]]
+    st["exp_avg"], st["exp_avg_sq"] = st["exp_avg"].clone(), st["exp_avg_sq"].clone()
+    again = lean.direct(params)
+    assert again is direct and again[2][1] is st["exp_avg"] and again[3][1] is st["exp_avg_sq"]
+    grads = [torch.ones_like(p) for p in params]
+    assert lean.step_with(params, grads)
+    st["exp_avg"] = torch.zeros(params[1].numel() + 3)  # another shape
+    assert lean.direct(params) is None and not lean.step_with(params, grads)
+    st["exp_avg"] = torch.zeros(params[1].shape[::-1]).t() if params[1].dim() == 2 else torch.zeros(2 * params[1].numel())[::2]
+    assert not st["exp_avg"].is_contiguous() and lean.direct(params) is None
+    st["exp_avg"] = torch.zeros_like(params[1])
+    assert lean.direct(params) is not None
+    handle = lean.register_step_pre_hook(lambda *a: None)
+    assert lean.direct(params) is None
+    handle.remove()
+    assert lean.direct(params) is not None
+
+
 def test_step_with_gives_torch_adams_trajectory_through_resets_state_dicts_and_replaced_moments():
     """`step_with(params, grads)` (the written-out step's handover: no .grad
     set) is torch.optim.Adam's step on those gradients, to float64 rounding:
