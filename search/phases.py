@@ -235,7 +235,7 @@ class PhasedSearcher(_SearcherBase):
         stopped = sum(1 for k in ph.keys & done if (self.record.here.get(k) or self.record.earlier.get(k) or {}).get("status") == "stopped")
         text = (f"{r.strategy} {r.phase}: {n}/{len(ph.keys)} trials" + (f" ({stopped} stopped)" if stopped else "")
                 + f", {self._flight(ph, done)}  elapsed {fmt_seconds(elapsed)}  eta {fmt_seconds(eta)}  phase {self.plan.number(ph)}/{len(self.plan)}"
-                + f"  all phases eta ~{fmt_seconds(self._overall_eta(now, eta, ph))}")
+                + f"  all phases eta {self._overall_text(now, eta, ph)}")
         if best == best:
             text += f"  best val_acc {best:.4f}"
         inside = [p for k, p in sorted(self.record.in_epoch.items()) if k in ph.keys and p.get("batches")]
@@ -249,17 +249,96 @@ class PhasedSearcher(_SearcherBase):
         queued = {f"{ph.sweep}/{k}" for sp in ph.queue for k in member_keys(sp)}
         return flight(ph.keys - done - queued, self.started)  # handed to Ray, not finished: running, or waiting for a slot
 
-    def _overall_eta(self, now: float, phase_eta: float, ph: Phase) -> float:
-        """The whole comparison's remaining time: the phase's own eta, plus the
-        other trials left at this driver's mean time per finished trial (trials
-        of all arms alike, phases overlapping or not: a rough figure, `~` on the line)."""
+    def _overall_text(self, now: float, phase_eta: float, ph: Phase) -> str:
+        """`~<eta>` of the whole comparison, or `><eta>` (a lower bound) while a
+        phase still to run has no measured cost per epoch."""
+        seconds, measured = self._overall_eta(now, phase_eta, ph)
+        return ("~" if measured or seconds != seconds else ">") + fmt_seconds(seconds)
+
+    def _overall_eta(self, now: float, phase_eta: float, ph: Phase) -> tuple[float, bool]:
+        """The whole comparison's remaining time, and whether every phase in it
+        was estimated from a measured cost.
+
+        Every unfinished phase's config-epochs still to train (open phases:
+        their trials' epochs not yet reported; phases still waiting: their
+        planned trials at their epochs) at its measured device-seconds per
+        config-epoch (`_cost_per_epoch`), spread over the devices this driver
+        has kept busy (device-seconds of its finished trials per wall second
+        since its first phase opened); never less than a running trial still
+        needs at its own pace.  The phase on the line without a measured cost
+        counts at its own eta; any other at this driver's mean wall time per
+        finished trial, and the result is then a lower bound.  The mean alone, as this once was, read
+        2-4x too low: the fused grid's cheap configs finish first and an AWNN
+        epoch costs several times a small fixed net's (a standard SpiralHard
+        run said ~52 s with 4 min left)."""
         here = len(self.record.here)
         if not here or self.started_at is None or phase_eta != phase_eta:
-            return math.nan
+            return math.nan, True
         done = self.record.done()
-        later = max(0, self.max_trials() - len(done) - len(ph.keys - done))
-        running = max((self._running_left(p, done) for p in self.plan.open() if p is not ph), default=0.0)
-        return max(phase_eta + (now - self.started_at) / here * later, running)
+        elapsed = max(1e-9, now - self.started_at)
+        busy = sum(_device_seconds(o) for o in self.record.here.values()) / elapsed  # devices kept busy
+        left, unmeasured = 0.0, 0
+        for p in self.plan:
+            if p.state == "closed":
+                continue
+            epochs, trials = self._epochs_left(p, done)
+            cost = self._cost_per_epoch(p)
+            if cost is not None and busy > 0:
+                left += epochs * cost / busy
+            elif p is ph:
+                left += phase_eta
+            else:
+                unmeasured += trials
+        measured = unmeasured == 0
+        left += elapsed / here * unmeasured
+        running = max((self._running_left(p, done) for p in self.plan.open()), default=0.0)
+        return max(left, running), measured
+
+    def _cost_per_epoch(self, ph: Phase) -> float | None:
+        """Device-seconds per config-epoch of `ph`'s finished trials (this
+        driver's and earlier ones'; an assessment phase without any: its arm's
+        selection's), or None where none has finished with a cost."""
+        for sweep in (ph.sweep, f"{ph.arm.name}/selection"):
+            seconds = epochs = 0.0
+            for outcomes in (self.record.here, self.record.earlier):
+                for key, o in outcomes.items():
+                    if sweep_of(key) != sweep:
+                        continue
+                    e, d = o.get("epochs_run"), _device_seconds(o)
+                    if isinstance(e, (int, float)) and not isinstance(e, bool) and e > 0 and d > 0:
+                        seconds += d
+                        epochs += e
+            if epochs > 0:
+                return seconds / epochs
+        return None
+
+    def _epochs_left(self, ph: Phase, done: set[str]) -> tuple[float, int]:
+        """(config-epochs `ph` has still to train, its trials not finished): an
+        open phase's unfinished trials less the epochs they reported; a waiting
+        phase's planned trials at their epochs (re-training runs at the mean
+        epochs of the arm's selection trials)."""
+        if ph.state == "open":
+            keys = ph.keys - done
+            paces = self.record.paces
+            return float(sum(max(0, ph.ends.get(k, (0,))[0] - (paces[k][3] if k in paces else 0)) for k in keys)), len(keys)
+        planned = self._planned_epochs(ph.arm)
+        if ph.name == "selection":
+            left = [e for k, e in planned.items() if f"{ph.sweep}/{k}" not in done]
+            return float(sum(left)), len(left)
+        grid = ph.arm.grid
+        runs = self.budget.runs(grid) * self.budget.folds_for(grid) - sum(1 for k in done if sweep_of(k) == ph.sweep)
+        mean = sum(planned.values()) / len(planned) if planned else float(self.budget.epochs(grid))
+        return max(0, runs) * mean, max(0, runs)
+
+    def _planned_epochs(self, arm: Arm) -> dict[str, int]:
+        """The epochs of each of `arm`'s selection trials, by trial key (none for
+        an arm without a selection of its own); computed once per arm."""
+        cache = self.__dict__.setdefault("_planned", {})
+        if arm.name not in cache:
+            specs = [] if REGISTRY[arm.family].derived_from else arm.selection_specs(self.budget)
+            default = self.budget.epochs(arm.grid)
+            cache[arm.name] = {sp.key: _ends(sp, default)[0] for sp in specs}
+        return cache[arm.name]
 
     def _running_left(self, ph: Phase, done: set[str]) -> float:
         """The longest time a running trial of `ph` still needs at its own pace
@@ -401,6 +480,12 @@ def _final_of(result: dict | None) -> dict | None:
         return result["final"]
     flat = {k.split("/", 1)[1]: v for k, v in result.items() if k.startswith("final/")}
     return flat or None
+
+
+def _device_seconds(outcome: Mapping[str, Any]) -> float:
+    """A finished trial's device-seconds (its device_hours x 3600), 0 where not finite."""
+    d = outcome.get("device_hours")
+    return 3600.0 * d if isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) and d > 0 else 0.0
 
 
 def _ends(spec: TrialSpec, default: int) -> tuple[int, tuple[int, ...]]:

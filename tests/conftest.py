@@ -57,3 +57,17 @@ def all_strategies_comparison(tmp_path_factory):
     p = run_awnn(ALL_STRATEGIES, cwd=work, check=True)
     return {"dir": work, "tracking_uri": f"sqlite:///{work / 'mlflow.db'}", "optuna_storage": f"sqlite:///{work / 'optuna.db'}",
             "stdout": p.stdout, "stderr": p.stderr}
+
+
+
+@pytest.fixture(autouse=True)
+def _denormals_kept_after_each_test():
+    """Float denormal flushing is per process state (awnn/arith.py): a test that
+    runs a trial or `awnn train` in this process turns it on, and it stayed on
+    for every later test (hypothesis, for one, then refuses to draw floats:
+    tests/search/test_fuzz_grid.py failed after such a test).  After each test
+    it is off again, as in a fresh process."""
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_flush_denormal(False)

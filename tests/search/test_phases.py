@@ -240,14 +240,14 @@ def test_progress_line_counts_running_and_stopped_trials_and_estimates_the_whole
     assert "1/" in line and "(1 stopped), 1 running, 1 pending" in line, line
     record.finished(keys[1], score(specs[1]))
     line = searcher.stream.getvalue().splitlines()[-1]
-    assert "(1 stopped), 0 running, 1 pending" in line and re.search(r"all phases eta ~(\d+s|\d+m\d\ds|\d+h\d\dm)$", line), line
+    assert "(1 stopped), 0 running, 1 pending" in line and re.search(r"all phases eta [~>](\d+s|\d+m\d\ds|\d+h\d\dm)$", line), line
 
     def seconds(text: str) -> int:
         h, m, s = (re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text).groups(default="0"))
         return 3600 * int(h) + 60 * int(m) + int(s)
 
     phase_eta = re.search(r"  eta (\S+)  phase", line).group(1)
-    overall = re.search(r"all phases eta ~(\S+)$", line).group(1)
+    overall = re.search(r"all phases eta [~>](\S+)$", line).group(1)
     assert seconds(overall) >= seconds(phase_eta), line  # the phase's own remainder, then the later phases
 
 
@@ -310,7 +310,7 @@ def test_the_eta_is_never_less_than_a_running_trial_needs_at_its_own_pace(tmp_pa
     record.reported(keys[slow], {"best_val_acc": 0.6, "epochs": [{"epoch": 2}]})  # 105 s for its second epoch
     line = searcher.stream.getvalue().splitlines()[-1]
     phase_eta = _seconds(re.search(r"  eta (\S+)  phase", line).group(1))
-    overall = _seconds(re.search(r"all phases eta ~(\S+?)(?:  |$)", line).group(1))
+    overall = _seconds(re.search(r"all phases eta [~>](\S+?)(?:  |$)", line).group(1))
     total = len(searcher.plan.open()[0].keys)
     mean_based = 110 / len(cheap) * (total - len(cheap))  # what the line said before
     needs = (until - 2) * 105  # the slow trial at its own pace
@@ -325,3 +325,68 @@ def test_the_eta_is_never_less_than_a_running_trial_needs_at_its_own_pace(tmp_pa
     assert keys[slow] not in record.paces
     record.reported(keys[slow], {"epochs": [{"epoch": 3}]})  # a late report of a finished trial adds no pace
     assert keys[slow] not in record.paces
+
+
+def test_the_whole_comparisons_eta_follows_each_arms_measured_cost(tmp_path, monkeypatch):
+    """A simulated run on 2 slots: fixed trials cost 1 s an epoch, AWNN trials
+    8 s.  The whole comparison's eta once was this driver's mean time per
+    finished trial times the trials left: the cheap fixed trials finish first,
+    and it read 2-4x too low (a standard SpiralHard run: `~52s` with four
+    minutes left).  Now each unfinished phase counts at its own arm's
+    measured device-seconds per config-epoch; before an arm has a finished
+    trial the line says `>` (a lower bound), and once every arm has one, the
+    eta stays within a factor of 1.5 of the time the run really had left."""
+    import search.phases
+    import search.record
+
+    clock = _Clock(0.0)
+    monkeypatch.setattr(search.phases.time, "monotonic", clock)
+    monkeypatch.setattr(search.record.time, "monotonic", clock)
+    _, record, hooks, searcher = make(["fixed", "awnn"], resolve_budget("quick"), tmp_path)
+    searcher.progress.min_interval = 0.0
+    cost = {"fixed": 1.0, "awnn": 8.0}  # wall (= device) seconds per epoch, one device per trial
+    running: list[tuple[float, str, dict, float]] = []  # (when it ends, Ray trial id, spec, when it started)
+    seen: list[tuple[float, str, float]] = []  # (time, the line's sign, its whole-comparison eta)
+    mean_based: list[tuple[float, float]] = []  # (time, what the mean per finished trial alone gives)
+    n = 0
+    while True:
+        answer = None
+        while len(running) < 2:
+            answer = searcher.suggest(f"t{n}")
+            if not isinstance(answer, dict):
+                break
+            spec = answer["spec"]
+            assert not spec.get("members")
+            running.append((clock.t + cost[spec["family"]] * spec["config"]["epochs"], f"t{n}", spec, clock.t))
+            n += 1
+        if not running:
+            assert answer == FINISHED
+            break
+        running.sort(key=lambda r: r[0])
+        end, tid, spec, _ = running.pop(0)
+        clock.t = end
+        for _, _, other, start in running:  # the others report the epochs they have trained (their pace)
+            epoch = int((clock.t - start) // cost[other["family"]])
+            if epoch >= 1:
+                record.reported(f"{other['strategy']}/{other['phase']}/{other['key']}", {"best_val_acc": 0.5, "epochs": [{"epoch": epoch}]})
+        key = f"{spec['strategy']}/{spec['phase']}/{spec['key']}"
+        out = {**score(spec), "epochs_run": spec["config"]["epochs"], "device_hours": cost[spec["family"]] * spec["config"]["epochs"] / 3600}
+        record.finished(key, out)
+        searcher.on_trial_complete(tid, {"final": out})
+        line = searcher.stream.getvalue().splitlines()[-1]
+        m = re.search(r"all phases eta ([~>])(\S+?)(?:  |$)", line)
+        if m and m.group(2) != "?":
+            seen.append((clock.t, m.group(1), _seconds(m.group(2))))
+            finished = len(record.here)
+            left = searcher.max_trials() - finished
+            mean_based.append((clock.t, clock.t / finished * left))
+    searcher.finish_all()
+    total = clock.t
+    lower = [(t, eta) for t, sign, eta in seen if sign == ">"]
+    measured = [(t, eta) for t, sign, eta in seen if sign == "~" and total - t >= 0.2 * total]
+    assert lower and measured
+    assert all(eta <= 1.05 * (total - t) for t, eta in lower)  # a lower bound indeed
+    ratios = [eta / (total - t) for t, eta in measured]
+    assert all(1 / 1.5 <= r <= 1.5 for r in ratios), ratios
+    old = [est / (total - t) for t, est in mean_based if total - t >= 0.2 * total]
+    assert min(old) < 0.5  # what the line said before: far too low
