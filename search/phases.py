@@ -297,7 +297,28 @@ class PhasedSearcher(_SearcherBase):
     def _cost_per_epoch(self, ph: Phase) -> float | None:
         """Device-seconds per config-epoch of `ph`'s finished trials (this
         driver's and earlier ones'; an assessment phase without any: its arm's
-        selection's), or None where none has finished with a cost."""
+        selection's), or None where none has finished with a cost; never less
+        than its running one-config trials show at their own pace (the cheap
+        configs of a grid finish first: an AWNN grid's 1-layer nets)."""
+        finished = self._finished_cost(ph)
+        if finished is None:
+            return None
+        return max(finished, self._running_cost(ph))
+
+    def _running_cost(self, ph: Phase) -> float:
+        """The median device-seconds per epoch of `ph`'s running one-config
+        trials at their own pace (wall seconds per epoch x the devices a trial
+        holds), 0 where none shows a pace."""
+        fused = self.__dict__.get("_fused", set())
+        per = [self.record.time_left(k, self.record.paces[k][3] + 1) for k in ph.keys
+               if k in self.record.paces and k not in fused]
+        per = sorted(v for v in per if v == v and v > 0)
+        if not per:
+            return 0.0
+        devices = self.trial_settings.get("gpus_per_trial") or self.trial_settings.get("cpus_per_trial") or 1
+        return per[len(per) // 2] * float(devices)
+
+    def _finished_cost(self, ph: Phase) -> float | None:
         for sweep in (ph.sweep, f"{ph.arm.name}/selection"):
             seconds = epochs = 0.0
             for outcomes in (self.record.here, self.record.earlier):
@@ -382,6 +403,7 @@ class PhasedSearcher(_SearcherBase):
         fuse = self.fuse if phase == "selection" and REGISTRY[arm.family].fuses else 1
         ph.queue = [self._prepare(sp) for sp in fuse_specs(specs, fuse, done)]
         groups = [sp for sp in ph.queue if sp.members]
+        self.__dict__.setdefault("_fused", set()).update(f"{ph.sweep}/{k}" for g in groups for k in member_keys(g))  # (a group's pace is not a config's)
         if groups:
             self.hooks.log(f"{arm.name} {phase}: {sum(len(g.members) - len(g.done) for g in groups)} configs fused in {len(groups)} "
                            f"Ray trials (--fuse {fuse}), {len(ph.queue) - len(groups)} trials of one config")
