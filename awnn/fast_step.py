@@ -20,18 +20,18 @@ run by default:
   param group without a decay of its own, no step hooks, no scheduler;
 * rho's host value finite (`importance_constants`).
 
-It computes what `step_grads` + `LeanAdam.step_with` compute, in the same
-order of operations, with two differences of rounding:
+It computes what `step_grads` + `LeanAdam.step_with` compute, with the
+same ops on the same tensors but one difference of rounding: the weight
+prior's decay w / (sigma^2 N) is added by Adam's kernel (its coupled
+`weight_decay`) instead of as the beta of each weight gradient's matrix
+product and three `add_`s; rho has no decay, so its gradient gets
+-decay rho added first (the rate prior's scalar carries it: no extra op).
+In float32 that rounding can tip a width update, after which two runs part
+as two seeds would.
 
-* the weight prior's decay w / (sigma^2 N) is added by Adam's kernel (its
-  coupled `weight_decay`) instead of as the beta of each weight gradient's
-  matrix product and three `add_`s; rho has no decay, so its gradient gets
-  -decay rho added first (the rate prior's scalar carries it: no extra op);
-* nothing else: the same ops on the same tensors.
-
-`benchmarks/step_floor.py` checks that the two steps agree for 20 steps
-from one state; tests/awnn/test_fast_step.py compares them in float64 and
-float32 over width moves, and the Trainer with the switch off.
+tests/awnn/test_fast_step.py compares it with the general step (whole
+float64 runs over width moves, one float32 step, resumed checkpoints);
+`benchmarks/step_floor.py` checks its inline floor against it bit for bit.
 
 Where the case does not hold the Trainer keeps its general step; a step the
 fast path cannot take (the first, before Adam has state; a rate out of float
