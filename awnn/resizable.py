@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .init import fill_
-from .optim import CapacityBuffer, grow_capacity, resize_optimizer_state
+from .optim import CapacityBuffer, grow_capacity, reset_optimizer_state, resize_optimizer_state
 
 __all__ = ["ResizableLinear", "BIAS_INITS"]
 
@@ -56,7 +56,8 @@ class ResizableLinear(nn.Module):
         new bias entries by `fill_bias` (default zero), new optimiser state is
         zero.  `reset_state` zeroes the optimiser state of this layer's weight
         and bias instead, step count included (as if the layer were
-        re-created: Adam restarts both)."""
+        re-created: Adam restarts both; awnn/optim.py's
+        `reset_optimizer_state`, which copies none of the old state)."""
         old = (self.out_features, self.in_features)
         new = (int(out_features), int(in_features))
         if new == old:
@@ -83,27 +84,27 @@ class ResizableLinear(nn.Module):
             cap[1] if new[1] <= cap[1] else grow_capacity(new[1], cap[1], in_limit),
         )
         reset = reset_state and optimizer is not None
-        fill_state = _skip if reset else _zero  # (reset: all of it is zeroed below)
         _rebind(weight, wbuf.resize(new, cap, fill_rows, fill_cols))
-        resize_optimizer_state(optimizer, weight, old, new, cap, fill_state)
-        if bias is not None and new[0] != old[0]:
-            bbuf = self._bbuf
-            if not bbuf.owns(bias):
-                bbuf = self._bbuf = CapacityBuffer(bias.data, bias.shape)
-            _rebind(bias, bbuf.resize(new[:1], cap[:1], fill_bias or _zero))
-            resize_optimizer_state(optimizer, bias, old[:1], new[:1], cap[:1], fill_state)
         if reset:
             # the state a fresh optimiser would create (Adam: step 0, zero
-            # moments), written in place: no re-allocation, the capacity
-            # buffers stay (one fused kernel; a width moves at ~1/3 of steps)
-            state = optimizer.state
+            # moments), written in place over kept flat buffers, nothing copied
+            # (one fused zeroing kernel; a width moves at ~1/3 of steps)
             tensors = zero_later if zero_later is not None else []
-            for p in (weight, bias):
-                entries = state.get(p) if p is not None else None
-                if entries:
-                    tensors += [v for v in entries.values() if isinstance(v, torch.Tensor)]
-            if zero_later is None and tensors:
-                torch._foreach_zero_(tensors)
+            reset_optimizer_state(optimizer, weight, old, new, cap, tensors)
+        else:
+            resize_optimizer_state(optimizer, weight, old, new, cap)
+        if bias is not None:
+            if new[0] != old[0]:
+                bbuf = self._bbuf
+                if not bbuf.owns(bias):
+                    bbuf = self._bbuf = CapacityBuffer(bias.data, bias.shape)
+                _rebind(bias, bbuf.resize(new[:1], cap[:1], fill_bias or _zero))
+                if not reset:
+                    resize_optimizer_state(optimizer, bias, old[:1], new[:1], cap[:1])
+            if reset:
+                reset_optimizer_state(optimizer, bias, old[:1], new[:1], cap[:1], tensors)
+        if reset and zero_later is None and tensors:
+            torch._foreach_zero_(tensors)
         _set_plain(self, "out_features", new[0])
         _set_plain(self, "in_features", new[1])
 
@@ -119,10 +120,6 @@ class ResizableLinear(nn.Module):
 
 def _zero(t: torch.Tensor) -> None:
     t.zero_()
-
-
-def _skip(t: torch.Tensor) -> None:
-    """Leave new entries as they are (they are overwritten next)."""
 
 
 def _standard_normal(t: torch.Tensor) -> None:

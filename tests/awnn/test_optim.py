@@ -190,3 +190,81 @@ def test_dense_capacity_buffers_give_the_strided_layouts_trajectory(monkeypatch,
     for i in sa:
         for k in sa[i]:
             assert torch.equal(sa[i][k], sb[i][k]), (i, k)
+
+
+@pytest.mark.parametrize("fill", ["normal", "uniform"])
+@pytest.mark.parametrize(
+    "start, cap, steps",
+    [
+        ((4, 2), (64, 2), [(40, 2), (12, 2), (60, 2)]),  # rows of a first layer: contiguous regions in both layouts (>= 16 entries)
+        ((2, 30), (2, 64), [(2, 50), (2, 10), (2, 64)]),  # columns of a 2-row read-out: strided in both
+        ((1, 30), (1, 64), [(1, 50), (1, 20), (1, 60)]),  # one row: contiguous in both
+        ((5, 6), (40, 40), [(30, 6), (30, 25), (8, 3), (36, 38)]),  # rows and columns of a hidden layer: contiguous dense, strided reference
+    ],
+    ids=["first-layer-rows", "readout-columns", "one-row", "hidden-both"],
+)
+def test_dense_and_strided_buffers_draw_the_same_new_entries(monkeypatch, fill, start, cap, steps):
+    """A resize of a dense buffer draws its new entries straight into the region
+    when the strided layout's region has the same contiguity (the same kernel
+    path), through a scratch with the strided row stride otherwise: either way
+    bit for bit what the reference layout draws, for the fills new neurons get."""
+    import awnn.optim as optim
+
+    draw = (lambda t: t.normal_(0.0, 1.5)) if fill == "normal" else (lambda t: t.uniform_(-0.3, 0.3))
+    views = []
+    for dense in (False, True):
+        monkeypatch.setattr(optim, "DENSE_VIEWS", dense)
+        torch.manual_seed(0)
+        cb = CapacityBuffer(torch.randn(start), cap)
+        assert cb.dense == dense
+        seen = []
+        for shape in steps:
+            torch.manual_seed(len(seen) + 1)
+            seen.append(cb.resize(shape, cap, draw, draw).clone())
+        views.append(seen)
+    for ref, got in zip(*views):
+        assert torch.equal(ref, got)
+    assert any(v.numel() >= 16 for v in views[0])  # big enough for the vectorised normal_ path
+
+
+def test_reset_optimizer_state_gives_zero_dense_state_of_the_new_shape_in_kept_buffers():
+    """The reset path (`authors`: a resized layer's Adam state restarts): every
+    state tensor of the parameter's shape becomes a zeroed dense view of the new
+    shape, the step is zeroed, nothing of the old state shows through; within
+    the capacity the same flat buffer is reused (no allocation), beyond it a
+    larger one is made; after a load_state_dict the state's new tensors (here
+    float64) are followed."""
+    from awnn.optim import reset_optimizer_state
+
+    p = torch.nn.Parameter(torch.randn(3, 4))
+    opt = torch.optim.Adam([p], lr=0.1)
+    p.grad = torch.randn(3, 4)
+    opt.step()
+    zero: list = []
+    reset_optimizer_state(opt, p, (3, 4), (5, 6), (8, 8), zero)
+    st = opt.state[p]
+    assert {id(t) for t in zero} == {id(st["exp_avg"]), id(st["exp_avg_sq"]), id(st["step"])}
+    torch._foreach_zero_(zero)
+    assert st["exp_avg"].shape == (5, 6) and st["exp_avg"].is_contiguous() and not st["exp_avg"].any() and float(st["step"]) == 0
+    ptr = st["exp_avg"].data_ptr()
+    st["exp_avg"].fill_(3.0)  # state written by later steps
+    zero = []
+    reset_optimizer_state(opt, p, (5, 6), (8, 2), (8, 8), zero)
+    assert st["exp_avg"].data_ptr() == ptr and st["exp_avg"].shape == (8, 2)  # the kept buffer
+    torch._foreach_zero_(zero)
+    assert not st["exp_avg"].any()
+    zero = []
+    reset_optimizer_state(opt, p, (8, 2), (9, 9), (12, 9), zero)  # beyond the buffer: a larger one
+    torch._foreach_zero_(zero)
+    assert st["exp_avg"].shape == (9, 9) and st["exp_avg"].data_ptr() != ptr and not st["exp_avg_sq"].any()
+    same: list = []
+    reset_optimizer_state(opt, p, (9, 9), (9, 9), (12, 9), same)  # shape unchanged: zeroed where it is
+    assert len(same) == 3 and any(t is st["exp_avg"] for t in same)
+    st["exp_avg"], st["exp_avg_sq"] = torch.ones(9, 9, dtype=torch.float64), torch.ones(9, 9, dtype=torch.float64)
+    zero = []
+    reset_optimizer_state(opt, p, (9, 9), (4, 4), (12, 9), zero)
+    torch._foreach_zero_(zero)
+    assert st["exp_avg"].dtype == torch.float64 and st["exp_avg"].shape == (4, 4) and not st["exp_avg"].any()
+    before = torch.optim.Adam([torch.nn.Parameter(torch.ones(2))])
+    reset_optimizer_state(before, before.param_groups[0]["params"][0], (2,), (5,), (5,), zero)  # no step yet: nothing to reset
+    assert not before.state and reset_optimizer_state(None, p, (4, 4), (5, 5), (5, 5), zero) is None
