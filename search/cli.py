@@ -73,7 +73,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":  # python -m search.cli: run the package's module, not a copy
-    from search.cli import main as _main
+def entry() -> None:
+    """The `awnn` console script and `python -m search.cli`: `main` in the
+    command's own process, whose garbage collector skips the import-time heap
+    and the exit collections (search/heap.py)."""
+    from . import heap
 
-    sys.exit(_main())
+    heap.own_process()
+    code = main()
+    heap.at_exit()
+    sys.exit(code)
+
+
+if __name__ == "__main__":  # python -m search.cli: run the package's module, not a copy
+    from search.cli import entry as _entry
+
+    _entry()

@@ -202,6 +202,9 @@ def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str,
     tune_environment()
     from ray import tune
 
+    from . import heap
+
+    heap.settle()  # (the command's own process: the import-time heap leaves the collector's walks)
     resources = {"cpu": settings.cpus_per_trial, "gpu": settings.gpus_per_trial}
     # idle actors are kept from phase to phase, and every slot's actor starts
     # at once (Tune keeps one trial pending at a time for a custom searcher):
