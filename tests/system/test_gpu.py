@@ -177,3 +177,41 @@ def test_cuda_dense_buffers_give_the_reference_trajectory_and_fast_optimizer_rou
     for (k, a), b in zip(ref.model.state_dict().items(), fast.model.state_dict().values()):
         if torch.is_tensor(a):
             assert torch.equal(a, b), k
+
+
+@pytest.mark.parametrize("adam", [{}, {"fused": True}], ids=["adam-step-on-host", "adam-fused-step-on-device"])
+def test_cuda_optimizer_reset_in_place_equals_dropping_the_state(adam):
+    """The `authors` reset path on CUDA (awnn/optim.py, reset_optimizer_state):
+    the resized layers' Adam state becomes zeroed views of kept buffers, zeroed in
+    one call over tensors that may sit on two devices (Adam keeps its step on the
+    host unless fused); training on must equal popping the state, bit for bit."""
+    models, opts = [], []
+    for reset in (True, False):
+        torch.manual_seed(0)
+        m = AdaptiveMLP(2, 2, hidden_layers=2, rate=0.3, reset_optimizer_on_resize=reset).to(CUDA)
+        models.append(m)
+        opts.append(torch.optim.Adam(m.parameters(), lr=0.01, **adam))
+    gen = torch.Generator().manual_seed(1)
+    batches = [torch.randn(16, 2, generator=gen).to(CUDA) for _ in range(8)]
+    for i, widths in enumerate(([9, 5], [6, 7], [6, 7], [11, 3])):
+        for m, opt in zip(models, opts):
+            for x in batches[2 * i:2 * i + 2]:
+                opt.zero_grad()
+                m(x).pow(2).sum().backward()
+                opt.step()
+            dims = [2, *widths, 2]
+            changed = [l for l in range(3) if tuple(m.layers[l].weight.shape) != (dims[l + 1], dims[l])]
+            torch.manual_seed(3)  # (both models draw the same new neurons, on the host or the GPU)
+            m.set_widths(widths, opt)
+            if not m.reset_optimizer_on_resize:
+                for l in changed:
+                    opt.state.pop(m.layers[l].weight, None)
+                    opt.state.pop(m.layers[l].bias, None)
+            else:
+                for l in changed:
+                    st = opt.state[m.layers[l].weight]
+                    assert st["exp_avg"].is_cuda and st["exp_avg"].shape == m.layers[l].weight.shape
+                    assert not st["exp_avg"].any() and not st["exp_avg_sq"].any() and float(st["step"]) == 0.0
+    for (name, a), b in zip(models[0].named_parameters(), models[1].parameters()):
+        assert a.is_cuda and torch.equal(a, b), name
+    assert float(opts[1].state[models[1].rho]["step"]) == 8.0  # the rates' state is never reset
