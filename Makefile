@@ -28,7 +28,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash tests/system_deps.sh
-	$(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -m "not long"
+	AWNN_REQUIRE_CHECKED_TORCH=1 $(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -m "not long"
 
 # the long variants (about 5 min on 2 cores): run before landing a change to search/ or tracking/
 test-long: $(STAMP)

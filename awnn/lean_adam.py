@@ -32,7 +32,14 @@ Applied only when the switch is on (`AWNN_LEAN_ADAM` unset or `1`; `0`:
 torch.optim.Adam everywhere) and the installed torch is one it was checked
 against (`TESTED_TORCH`); on another version nothing changes, with one line
 on stderr.  `tests/awnn/test_lean_adam.py` fails if the kernel or
-`_init_group` changes shape, so an upgrade cannot silently break it.
+`_init_group` changes shape, so an upgrade cannot silently break it.  A
+version joins `TESTED_TORCH` once the lean paths' tests (test_lean_adam.py,
+test_stacked_adam.py, test_fast_step.py, test_step_floor.py, test_stacked.py,
+test_lean.py, test_train_step.py, test_optim.py, test_profiles.py) pass
+under it with the prefix added: 2.14 (the Makefile's pin), 2.13 (2026-11-26,
+torch 2.13.0+cpu: 166 passed), 2.11 (2026-11-26, torch 2.11.0+cu130 on the
+GPU machine's CPU, the image's torch: 165 passed).  On any other torch those tests skip, saying
+why, and tests/awnn/test_lean_adam_unchecked.py checks the fallback.
 """
 from __future__ import annotations
 
@@ -47,7 +54,7 @@ from torch.optim import optimizer as _optimizer
 __all__ = ["LeanAdam", "SWITCH", "TESTED_TORCH", "enabled", "fused_adam", "kernel_applies", "make_adam"]
 
 SWITCH = "AWNN_LEAN_ADAM"
-TESTED_TORCH = ("2.14.",)  # version prefixes the kernel's signature and CPU behaviour were checked against
+TESTED_TORCH = ("2.14.", "2.13.", "2.11.")  # version prefixes the kernel's signature and CPU behaviour were checked against (see above)
 _warned: list[str] = []
 _ONE = torch.tensor(1.0, dtype=torch.float32)  # never written: the step counters' increment
 

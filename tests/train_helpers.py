@@ -8,9 +8,25 @@ import numpy as np
 import pytest
 import torch
 
+import awnn.lean_adam as lean_adam
 from awnn.config import TrainConfig
 from awnn.data import TensorTask, outer_inner_splits
 from awnn.data.tabular import make_tabular
+
+
+CHECKED_TORCH = torch.__version__.startswith(lean_adam.TESTED_TORCH) and hasattr(torch, "_fused_adam_")
+
+# The lean paths (LeanAdam's kernel, the stacked Adam's kernel, the `authors`
+# fast step) use torch internals checked against the versions in
+# awnn/lean_adam.py's TESTED_TORCH; on any other torch the product trains with
+# torch.optim.Adam (the reference, which every other test exercises), so a test
+# of a lean path has nothing to test there and is skipped, saying why.  `make
+# test` installs a checked torch, and tests/awnn/test_lean_adam_unchecked.py
+# fails there if it is not one.
+needs_checked_torch = pytest.mark.skipif(
+    not CHECKED_TORCH,
+    reason=f"torch {torch.__version__} is not one awnn/lean_adam.py was checked against {lean_adam.TESTED_TORCH}: "
+           "the product takes torch.optim.Adam there, and this test is about the lean path")
 
 
 def tiny_task(name: str = "spiral", n: int = 240) -> TensorTask:

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from train_helpers import needs_checked_torch
+
+pytestmark = needs_checked_torch  # (its floor step is the fast step's)
 
 ROOT = Path(__file__).resolve().parents[2]
 

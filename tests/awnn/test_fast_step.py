@@ -13,9 +13,9 @@ import torch
 from awnn.fast_step import SWITCH, FastStep
 from awnn.loss import RatePrior
 from awnn.train import Trainer
-from train_helpers import F64_TOL, config, one_thread, tiny_task  # noqa: F401 - one_thread: a fixture
+from train_helpers import F64_TOL, config, needs_checked_torch, one_thread, tiny_task  # noqa: F401 - one_thread: a fixture
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), needs_checked_torch]
 
 RUNS = {
     # 1 hidden layer: the read-out rescales its weight's columns (W * p)

@@ -10,6 +10,9 @@ import awnn.stacked_adam as stacked_adam
 from awnn.layers import FixedMLP
 from awnn.stacked import StackedMLP
 from awnn.stacked_adam import StackedAdam
+from train_helpers import needs_checked_torch
+
+pytestmark = needs_checked_torch  # (every test here times or checks the kernel)
 
 # 4 slices: 0 and 3 share their hyperparameters (one kernel call for both), 1 and 2 differ in lr, decay and eps
 LRS, WDS, EPS = [0.01, 0.3, 1e-3, 0.01], [0.0, 0.0, 0.01, 0.0], [1e-8, 1e-6, 1e-8, 1e-8]

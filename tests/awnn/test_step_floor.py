@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from train_helpers import needs_checked_torch
+
+pytestmark = needs_checked_torch  # (the product step it checks against is the fast step)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
