@@ -100,7 +100,8 @@ def stop_on_data_error(first_error: Callable[[], str | None], on_stop: Callable[
 
 # -------------------------------------------------------------------- Ray
 def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
-    """Join a cluster (`--address` / RAY_ADDRESS) or start a local Ray sized to this machine."""
+    """Join a cluster (`--address` / RAY_ADDRESS) or start a local Ray sized to this machine
+    (a new one, also where `ray start` runs a cluster here: that one is joined with `--address auto`)."""
     tune_environment()  # before Ray's import: some of it is read then
     import ray
 
@@ -130,7 +131,10 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
         atexit.register(shutil.rmtree, warm_dir, True)  # also when no sweep gets to wait_for_warm_workers
         os.environ["AWNN_WARM_DIR"] = warm_dir  # the node and its workers inherit the driver's environment
         os.environ.setdefault("PL_DISABLE_FORK", "1")  # likewise: see _ray_speedups.use_prestarted_workers
-    ray.init(num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
+    # address "local": a new Ray of our own even where `ray start` left a cluster on this machine, which a bare
+    # ray.init() would join (refusing num_cpus: "When connecting to an existing cluster, num_cpus and num_gpus must
+    # not be provided"); that cluster is used when asked for: --address / RAY_ADDRESS (`auto` included)
+    ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
     signals.restore()  # ray.init replaced our SIGTERM handler
     if system_config:
         _ray_speedups.use_prestarted_workers()

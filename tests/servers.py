@@ -341,12 +341,15 @@ def _processes_with_marker(marker: str) -> list[int]:
 
 @contextmanager
 def ray_cluster(tmp_path: Path, *, nodes: int = 2, cpus_per_node: int = 1, object_store_bytes: int = 80 * 1024 * 1024,
-                timeout: float = 90.0) -> Iterator[RayCluster]:
+                timeout: float = 90.0, default_temp_dir: bool = False) -> Iterator[RayCluster]:
     """A Ray cluster of `nodes` nodes on this machine (`ray start --head` plus
     `ray start --address` per extra node), all on 127.0.0.1, with token
     authentication on.  Its temp dir is private, so `ray stop` and other
     users' clusters are never involved; on exit every process of this
-    cluster (and only those) is terminated."""
+    cluster (and only those) is terminated.  `default_temp_dir`: in Ray's
+    default temp dir instead, as a user's plain `ray start` is, which then
+    names it in /tmp/ray/ray_current_cluster for any bare `ray.init()` here
+    to join (removed on exit while it still names this cluster's port)."""
     ray_cli = VENV_BIN / "ray"
     if not ray_cli.exists():
         raise ServerUnavailable(f"the ray command is not installed next to {sys.executable}")
@@ -356,7 +359,8 @@ def ray_cluster(tmp_path: Path, *, nodes: int = 2, cpus_per_node: int = 1, objec
     env = _ray_env(token, marker)
     port = free_port()
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus_per_node), "--num-gpus", "0",
-              "--temp-dir", str(temp_dir), "--object-store-memory", str(object_store_bytes), "--disable-usage-stats"]
+              *([] if default_temp_dir else ["--temp-dir", str(temp_dir)]), "--object-store-memory", str(object_store_bytes),
+              "--disable-usage-stats"]
     cluster = RayCluster(f"127.0.0.1:{port}", token, temp_dir, nodes)
     logs = Path(tmp_path)
     try:
@@ -388,6 +392,13 @@ def ray_cluster(tmp_path: Path, *, nodes: int = 2, cpus_per_node: int = 1, objec
             except OSError:
                 pass
         shutil.rmtree(temp_dir, ignore_errors=True)
+        if default_temp_dir:
+            current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+            try:
+                if current.read_text().strip().rpartition(":")[2] == str(port):  # (Ray writes the machine's address there)
+                    current.unlink()
+            except OSError:
+                pass
 
 
 def _wait_for_nodes(cluster: RayCluster, env: dict, timeout: float) -> list[str]:

@@ -48,7 +48,7 @@ def local_ray(tmp_path, monkeypatch):
     tune_environment()
     import ray
 
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR", object_store_memory=96 * 1024 * 1024)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR", object_store_memory=96 * 1024 * 1024)
     try:
         yield tmp_path
     finally:
