@@ -27,15 +27,18 @@ demo: $(STAMP)
 	$(VENV)/bin/awnn compare --task spiralhard --budget quick --strategies fixed,awnn,tpe,asha,random,awnn-asha,fixedplus
 
 # two pytest-xdist workers: most of a test's time is a CLI process waiting on
-# Ray or MLflow, so two share 2 cores well (28:31 serial -> 19:53, 2026-11-26);
-# a module stays on one worker, the session comparisons' readers share one
-# (tests/conftest.py).  TEST_WORKERS=0: one process, as before.
+# Ray or MLflow, so two share 2 cores well (28:31 in one process -> 19:53,
+# 2026-11-26).  --dist loadfile: a module's tests on one worker, so its module
+# fixtures (a comparison, often) are built once; a session fixture is built
+# once per worker that needs it.  (xdist 3.8's loadgroup does not group under
+# pytest 9.2: it renames item._nodeid, which pytest 9.2 no longer reads.)
+# TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 
 test: $(STAMP)
 	bash tests/system_deps.sh
 	AWNN_REQUIRE_CHECKED_TORCH=1 $(PY) -m pytest tests -q -p no:cacheprovider --durations=25 -m "not long" \
-	  $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,)
+	  $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 
 # the long variants (about 5 min on 2 cores): run before landing a change to search/ or tracking/
 test-long: $(STAMP)

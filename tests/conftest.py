@@ -60,26 +60,6 @@ def all_strategies_comparison(tmp_path_factory):
 
 
 
-SESSION_COMPARISONS = ("smoke_comparison", "all_strategies_comparison")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist with `--dist loadgroup` (how `make test` runs, two
-    workers): every module's tests run on one worker, so its module fixtures
-    (a comparison each, often) are built once; and every module that reads one
-    of the session comparisons above shares one worker, which builds each once
-    (a session fixture is per worker)."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
-        return
-    modules: dict[str, list] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
-    for module, its in modules.items():
-        shared = any(f in getattr(i, "fixturenames", ()) for i in its for f in SESSION_COMPARISONS)
-        for item in its:
-            item.add_marker(pytest.mark.xdist_group("session-comparisons" if shared else module))
-
-
 @pytest.fixture(autouse=True)
 def _denormals_kept_after_each_test():
     """Float denormal flushing is per process state (awnn/arith.py): a test that
