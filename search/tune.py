@@ -17,6 +17,7 @@ from it: the epoch counter goes on, it does not start over.
 from __future__ import annotations
 
 import atexit
+import glob
 import os
 import shutil
 import tempfile
@@ -114,10 +115,11 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
 
         _check_reachable(address)
         try:
-            ray.init(address=address, **kwargs)
+            context = ray.init(address=address, **kwargs)
         except Exception as e:  # noqa: BLE001 - one readable line for any connection failure
             raise connect_error(address, e) from None
         signals.restore()  # ray.init replaced our SIGTERM handler
+        _SESSION["dir"] = context.address_info.get("session_dir")
         return
     num_cpus = settings.num_cpus or os.cpu_count() or 1
     # Ray starts one idle worker process per CPU with the node.  Have them
@@ -134,13 +136,15 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     # address "local": a new Ray of our own even where `ray start` left a cluster on this machine, which a bare
     # ray.init() would join (refusing num_cpus: "When connecting to an existing cluster, num_cpus and num_gpus must
     # not be provided"); that cluster is used when asked for: --address / RAY_ADDRESS (`auto` included)
-    ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
+    context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
     signals.restore()  # ray.init replaced our SIGTERM handler
+    _SESSION["dir"] = context.address_info.get("session_dir")
     if system_config:
         _ray_speedups.use_prestarted_workers()
         _WARMING.update(dir=warm_dir, workers=num_cpus)
 
 
+_SESSION: dict[str, Any] = {}  # the Ray session init_ray started or joined: its folder on this machine (init_ray -> run_plan)
 _WARMING: dict[str, Any] = {}  # the local node's workers still warming up (init_ray -> run_plan)
 
 
@@ -240,6 +244,33 @@ def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str,
             tuner.fit()
         finally:
             remove_empty_trial_folders(settings.storage_path(), experiment)
+        remove_driver_staging(_SESSION.get("dir"), experiment)
+
+
+def remove_driver_staging(session_dir: str | None, experiment: str) -> int:
+    """Remove Tune's driver-side staging copy of `experiment` from the Ray
+    session folder on this machine (`<session>/artifacts/<time>/<experiment>`)
+    once the Tuner has finished; returns how many folders were removed.
+
+    Tune writes its experiment state there (a whole comparison's trials: ~15 MB
+    for `make demo`) and syncs it to the storage path, where it stays.  Ray
+    never deletes session folders, so every comparison left its copy in
+    /tmp/ray (873 MB after a day of test runs; /tmp is RAM on some machines).
+    Called after a normal return only: a run that fails keeps it for a look.
+    Only this experiment's folder goes: a cluster's session (`--address`) is
+    shared with other drivers, and Ray's own logs stay."""
+    if not session_dir:
+        return 0
+    artifacts = Path(session_dir) / "artifacts"
+    removed = 0
+    for staged in artifacts.glob(f"*/{glob.escape(experiment)}") if artifacts.is_dir() else ():
+        shutil.rmtree(staged, ignore_errors=True)
+        removed += not staged.exists()
+        try:
+            staged.parent.rmdir()  # its Tuner's time folder, when nothing else is in it
+        except OSError:
+            pass
+    return removed
 
 
 def remove_empty_trial_folders(storage: str, experiment: str) -> int:

@@ -53,3 +53,25 @@ def test_budget_scales_lr_milestones_with_epochs():
     assert {s.config["lr_milestones"] for s in specs} == {"5,10,15"}
     assert {s.config["lr_milestones"] for s in assessment_specs(specs[0].config, g, quick)} == {"5,10,15"}
     assert {s.config["lr_milestones"] for s in selection_specs(g, BUDGETS["paper"])} == {"50,100,150"}
+
+
+def test_remove_driver_staging_takes_only_the_experiments_folder(tmp_path):
+    """search/tune.py: remove_driver_staging removes <session>/artifacts/*/<experiment>
+    (a name with glob characters matched literally), and the time folder only
+    when nothing else is in it; other experiments and Ray's logs stay."""
+    from search.tune import remove_driver_staging
+
+    session = tmp_path / "session_x"
+    mine = "spiral[1]-2026"
+    (session / "logs").mkdir(parents=True)
+    (session / "logs" / "raylet.out").write_text("log")
+    (session / "artifacts" / "t1" / mine / "driver_artifacts").mkdir(parents=True)
+    (session / "artifacts" / "t1" / mine / "driver_artifacts" / "experiment_state.json").write_text("{}")
+    (session / "artifacts" / "t2" / mine).mkdir(parents=True)
+    (session / "artifacts" / "t2" / "other").mkdir(parents=True)
+    (session / "artifacts" / "t3" / "spiral1-2026").mkdir(parents=True)  # what the unescaped pattern would match
+    assert remove_driver_staging(str(session), mine) == 2
+    left = sorted(str(p.relative_to(session)) for p in session.rglob("*"))
+    assert left == ["artifacts", "artifacts/t2", "artifacts/t2/other", "artifacts/t3", "artifacts/t3/spiral1-2026", "logs", "logs/raylet.out"]
+    assert remove_driver_staging(None, mine) == 0
+    assert remove_driver_staging(str(tmp_path / "gone"), mine) == 0

@@ -182,3 +182,21 @@ def test_ray_storage_keeps_checkpoints_and_models_and_no_empty_trial_folders(smo
     assert trials and all(any(d.iterdir()) for d in trials), [d.name for d in trials if not any(d.iterdir())]
     kept = sorted(d.name for d in trials if list(d.glob("checkpoint_*/model.pt")))
     assert kept == sorted(d.name for d in trials if "-ass-" in d.name) == ["awnn-ass-01", "awnn-ass-02", "fixed-ass-01", "fixed-ass-02"]
+
+
+def test_no_staging_copy_of_the_experiment_is_left_in_rays_session_folder(smoke_comparison):
+    """Tune stages its experiment state in the Ray session folder
+    (<temp>/ray/session_*/artifacts/<time>/<experiment>) and syncs it to the
+    storage path; Ray never deletes session folders, so each comparison left
+    its copy behind.  After a comparison that finished, the storage has it and
+    the session folder does not."""
+    import tempfile
+    from pathlib import Path
+
+    (folder,) = [d for d in (smoke_comparison["dir"] / "awnn-results").iterdir() if d.is_dir() and d.name != "reports"]
+    assert list(folder.glob("experiment_state-*.json")), sorted(p.name for p in folder.iterdir())
+    ray_temp = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
+    sessions = list(ray_temp.glob("session_*"))
+    assert sessions, f"no Ray session folder under {ray_temp}"
+    left = list(ray_temp.glob(f"session_*/artifacts/*/{folder.name}"))
+    assert left == []
