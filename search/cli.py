@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout at exit
         return 141
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit) as e:
+        if isinstance(e, SystemExit) and not signals.ray_sigterm(e):
+            raise
         hint = "; run the same command with --resume to continue" if args.command in ("sweep", "compare") else ""
         print(f"awnn {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
@@ -82,6 +84,9 @@ def entry() -> None:
     heap.own_process()
     code = main()
     heap.at_exit()
+    tune = sys.modules.get("search.tune")  # (imported only by a command that may have started Ray)
+    if tune is not None:  # Ray's exit handlers may wait 60 s for a GCS that is gone, then abort: bounded
+        tune.exit_process(code)
     sys.exit(code)
 
 

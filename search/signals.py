@@ -7,13 +7,23 @@ writes and exits 130.  A SIGHUP that was ignored when the command started
 Ray's core worker installs its own SIGTERM handler in `ray.init` (it dumps
 a C++ stack trace and aborts: exit 134, runs left RUNNING), so `init_ray`
 installs ours again after it: `restore()` does, once the CLI `enable()`d it
-(a program that uses the package as a library keeps its own handlers)."""
+(a program that uses the package as a library keeps its own handlers).
+
+While `ray.init` runs, its own handler is in place: `sys.exit(15)`.  A
+SIGTERM in that window (sent to the whole process group, it also ends the
+node's GCS as it starts) surfaces as SystemExit(15), and not necessarily
+inside `ray.init`: Python runs a signal's handler at the next bytecode, and
+where the signal arrived during a C call (Ray waiting for the GCS's port
+file), that is wherever the call's exception is first handled.
+`ray_sigterm` tells the CLI's `main` such an exit is our SIGTERM, which it
+ends as an interrupt (exit 130).  (An `except SystemExit` around
+`ray.init` does not catch it.)"""
 from __future__ import annotations
 
 import signal
 import threading
 
-__all__ = ["enable", "restore"]
+__all__ = ["enable", "restore", "ray_sigterm"]
 
 _enabled = False
 _signals: list[int] = []
@@ -38,3 +48,9 @@ def restore() -> None:
     if _enabled and threading.current_thread() is threading.main_thread():
         for sig in _signals:
             signal.signal(sig, _raise_interrupt)
+
+
+def ray_sigterm(exit: SystemExit) -> bool:
+    """`exit` is what Ray's SIGTERM handler raises (`sys.exit(signum)`) while
+    the CLI handles SIGTERM: the command was told to stop."""
+    return _enabled and exit.code == signal.SIGTERM

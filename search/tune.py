@@ -29,7 +29,7 @@ from typing import Any, Callable
 from . import _ray_speedups, signals
 from .trial import trainable  # the trial function Tune runs (search/trial.py)
 
-__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers"]
+__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "local_node_gone", "exit_process", "exit_now"]
 
 
 def tune_environment() -> None:
@@ -118,7 +118,8 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
             context = ray.init(address=address, **kwargs)
         except Exception as e:  # noqa: BLE001 - one readable line for any connection failure
             raise connect_error(address, e) from None
-        signals.restore()  # ray.init replaced our SIGTERM handler
+        finally:
+            signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
         _SESSION["dir"] = context.address_info.get("session_dir")
         return
     num_cpus = settings.num_cpus or os.cpu_count() or 1
@@ -136,15 +137,91 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     # address "local": a new Ray of our own even where `ray start` left a cluster on this machine, which a bare
     # ray.init() would join (refusing num_cpus: "When connecting to an existing cluster, num_cpus and num_gpus must
     # not be provided"); that cluster is used when asked for: --address / RAY_ADDRESS (`auto` included)
-    context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
-    signals.restore()  # ray.init replaced our SIGTERM handler
+    try:
+        context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
+    finally:
+        signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
     _SESSION["dir"] = context.address_info.get("session_dir")
+    _SESSION["local_gcs"] = context.address_info.get("gcs_address")  # a node of our own: its GCS dies with us (or before us)
     if system_config:
         _ray_speedups.use_prestarted_workers()
         _WARMING.update(dir=warm_dir, workers=num_cpus)
 
 
 _SESSION: dict[str, Any] = {}  # the Ray session init_ray started or joined: its folder on this machine (init_ray -> run_plan)
+def local_node_gone() -> bool:
+    """True when this process started a local Ray node (init_ray without an
+    address) whose GCS no longer accepts connections.
+
+    A signal to the command's whole process group or cgroup (`timeout`, a
+    job scheduler's SIGTERM, systemd) reaches the node's processes too: the
+    GCS exits at once while the driver handles the signal as Ctrl-C.  At
+    exit, Ray Tune's and Ray's exit handlers then call the dead GCS and wait
+    for it (`gcs_rpc_server_reconnect_timeout_s`, 60 s) before Ray aborts the
+    process: exit 1 instead of 130 and an alarming "Failed to connect to
+    GCS" line (reproduced with `timeout`).  search/cli.py's `entry` exits
+    without those handlers when this is true; the node's other processes
+    share the driver's fate (Ray kills them when their parent dies)."""
+    address = _SESSION.get("local_gcs")
+    if not address:
+        return False
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=2.0).close()
+    except OSError:  # refused: nothing listens there any more
+        return True
+    except ValueError:  # an address of another form: assume it lives
+        return False
+    return False
+
+
+EXIT_GRACE_S = 15.0  # the interpreter's exit handlers' time (Ray's shutdown takes ~3 s) before exit_process ends it anyway
+
+
+def exit_process(code: int) -> None:
+    """End the `awnn` command's process with `code`, in bounded time.
+
+    With Ray started or joined, the interpreter's exit handlers include Ray
+    Tune's and Ray's, which call the GCS; where it is gone (the command's
+    process group got the signal, a cluster's head died) each call waits
+    60 s and Ray then aborts the process with exit 1.  So: a local node whose
+    GCS is already gone ends the process at once (`local_node_gone`);
+    otherwise the handlers run as usual, but a watchdog ends the process
+    with `code` after EXIT_GRACE_S (the race where the GCS dies while they
+    run).  Everything of ours is written before this: MLflow's runs are
+    closed and the report is out when `main` returns."""
+    import sys
+    import threading
+
+    if local_node_gone():
+        exit_now(code)
+    watchdog = threading.Timer(EXIT_GRACE_S, exit_now, (code,))
+    watchdog.daemon = True  # (daemon threads still run while the exit handlers do)
+    watchdog.start()
+    sys.exit(code)
+
+
+def exit_now(code: int) -> None:
+    """End the process with `code` without the interpreter's exit handlers
+    (see `local_node_gone`), after the cleanup of ours they would have run
+    and with every stream flushed."""
+    import logging
+    import sys
+
+    warm_dir = _WARMING.get("dir") or os.environ.get("AWNN_WARM_DIR")
+    if warm_dir and warm_dir.startswith(tempfile.gettempdir()):
+        shutil.rmtree(warm_dir, ignore_errors=True)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone, a stream closed: nothing more to write
+            pass
+    os._exit(code)
+
+
 _WARMING: dict[str, Any] = {}  # the local node's workers still warming up (init_ray -> run_plan)
 
 
