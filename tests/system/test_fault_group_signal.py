@@ -53,23 +53,30 @@ def _nothing_left_in(pgid: int, within: float = 15.0) -> list[int]:
     return left
 
 
-@pytest.mark.timeout(300)
-def test_sigterm_to_the_process_group_mid_sweep_ends_it_interrupted_and_resume_finishes_it(tmp_path):
+def _start(tmp_path, env: dict | None = None) -> tuple[Driver, str, list[str]]:
     grids, budget = write_inputs(tmp_path, EPOCHS)
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
-    driver = Driver(args, cwd=tmp_path)
+    return Driver(args, cwd=tmp_path, env=env), tracking, args
+
+
+def _assert_ended_interrupted(driver: Driver, code: int, took: float) -> None:
+    out = driver.output()
+    print(f"exit {code} {took:.1f} s after the signal")
+    assert code == 130, out[-3000:]
+    assert "awnn sweep: interrupted; run the same command with --resume" in out
+    assert GCS_GONE not in out, out[-3000:]
+    assert _nothing_left_in(driver.proc.pid) == []
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_to_the_process_group_mid_sweep_ends_it_interrupted_and_resume_finishes_it(tmp_path):
+    driver, tracking, args = _start(tmp_path)
     try:
         running = lambda: [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running"]  # noqa: E731
         wait_for(running, 180, "a running trial", driver.proc, interval=0.2)
         assert _group(driver.proc.pid, "gcs_server"), "the local Ray's GCS is not in the command's process group: the test tests nothing"
-        code, took = _signal_group_and_time_the_exit(driver)
-        out = driver.output()
-        print(f"exit {code} {took:.1f} s after the signal")
-        assert code == 130, out[-3000:]
-        assert "interrupted; run the same command with --resume" in out
-        assert GCS_GONE not in out, out[-3000:]
-        assert _nothing_left_in(driver.proc.pid) == []
+        _assert_ended_interrupted(driver, *_signal_group_and_time_the_exit(driver))
     finally:
         driver.cleanup()
     interrupted = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "interrupted"]
@@ -89,18 +96,10 @@ PORT_WAIT = {"RAY_gcs_server_port_wait_time_s": "5"}  # Ray's wait for a new GCS
 def test_sigterm_to_the_process_group_while_ray_starts_ends_it_interrupted(tmp_path):
     """The signal lands while `ray.init` starts the node (its GCS is up, the
     call has not returned): Ray's init-time handler would sys.exit(15)."""
-    grids, budget = write_inputs(tmp_path, EPOCHS)
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    driver = Driver(sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"]), cwd=tmp_path, env=PORT_WAIT)
+    driver, _, _ = _start(tmp_path, env=PORT_WAIT)
     try:
         wait_for(lambda: _group(driver.proc.pid, "gcs_server"), 120, "the local Ray's GCS", driver.proc, interval=0.02)
-        code, took = _signal_group_and_time_the_exit(driver)
-        out = driver.output()
-        print(f"exit {code} {took:.1f} s after the signal")
-        assert code == 130, out[-3000:]
-        assert "interrupted" in out
-        assert GCS_GONE not in out, out[-3000:]
-        assert _nothing_left_in(driver.proc.pid) == []
+        _assert_ended_interrupted(driver, *_signal_group_and_time_the_exit(driver))
     finally:
         driver.cleanup()
 
@@ -113,9 +112,7 @@ def test_sigterm_to_the_process_group_before_the_gcs_is_up_ends_it_interrupted(t
     `ray.init` (it ended the command with exit 15 and no message).  The GCS
     is stopped as soon as it exists, so that it cannot publish its port, and
     killed with the signal (as a SIGTERM ends a GCS early in its start-up)."""
-    grids, budget = write_inputs(tmp_path, EPOCHS)
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    driver = Driver(sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"]), cwd=tmp_path, env=PORT_WAIT)
+    driver, _, _ = _start(tmp_path, env=PORT_WAIT)
     try:
         gcs = wait_for(lambda: _group(driver.proc.pid, "gcs_server"), 120, "the local Ray's GCS", driver.proc, interval=0.01)[0]
         os.kill(gcs, signal.SIGSTOP)
@@ -126,11 +123,7 @@ def test_sigterm_to_the_process_group_before_the_gcs_is_up_ends_it_interrupted(t
             pytest.skip("the GCS published its port before it could be stopped: the window this test is for was missed")
         time.sleep(2.0)  # the driver goes on into ray.init's wait for the port file
         code, took = _signal_group_and_time_the_exit(driver, then=lambda: os.kill(gcs, signal.SIGKILL))
-        out = driver.output()
-        print(f"exit {code} {took:.1f} s after the signal")
-        assert code == 130, out[-3000:]
-        assert "interrupted" in out
+        _assert_ended_interrupted(driver, code, took)
         assert took > 1, "the signal was handled at once: it did not land in ray.init's wait for the port file"
-        assert _nothing_left_in(driver.proc.pid) == []
     finally:
         driver.cleanup()
