@@ -17,8 +17,14 @@ the other, and each against the eager steps trials take today.
 
 Before timing, each compiled step is checked against its eager one: from the
 same state both take `--check` steps and must agree to float32 rounding
-(largest parameter difference <= 1e-4; compiled kernels round in another
-order), else the script fails.  The compiled AWNN arithmetic is checked
+(largest parameter difference <= CHECK_TOL, a tenth of one Adam step at lr
+0.01), else the script fails.  Compiled kernels round in another order, and
+Adam divides by sqrt(v): on an AMD EPYC (AVX-512) 6 steps differ by up to
+1.2e-4, the same arithmetic uncompiled (out of place) by 1.5e-5; a wrong
+term of the step (a prior's term, the renormalisation, a gradient 5% off)
+moves them 5e-3 or more in 6 steps.  (Adam does not see a whole
+gradient's scale: a bias gradient 5% off moves them 4.6e-5, below any
+rounding bound.)  The compiled AWNN arithmetic is checked
 against step_floor.py's floor step, which that script checks bit for bit
 against the product step.  Nothing imports this: a measurement, not a
 training path.
@@ -58,6 +64,9 @@ from awnn.train import Trainer  # noqa: E402
 from search.trial_common import worker_setup  # noqa: E402
 from step_floor import AWNN, BASE, check, floor_parts, make_floor_step  # noqa: E402
 from step_overhead import batches, make_stepper, timed  # noqa: E402
+
+
+CHECK_TOL = 1e-3  # the compiled-vs-eager check's largest parameter difference (see the docstring)
 
 
 def awnn_math(x, y, w0t, b0, w1, b1c, j1, k):
@@ -167,7 +176,7 @@ def main() -> None:
              "lean": check_lean(w, lean_fb, it, args.check)}
     out["check_steps"] = args.check
     out["check_max_abs_diff"] = diffs
-    bad = {k: v for k, v in diffs.items() if not v <= 1e-4}
+    bad = {k: v for k, v in diffs.items() if not v <= CHECK_TOL}
     if bad:
         print(json.dumps({"error": f"a compiled step disagrees with its eager one: max |diff| {bad}", **out}))
         sys.exit(1)

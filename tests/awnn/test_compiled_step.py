@@ -22,7 +22,7 @@ def test_the_compiled_steps_agree_with_the_eager_ones_and_the_script_reports_the
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["check_steps"] == 6
-    assert 0.0 <= result["check_max_abs_diff"]["awnn"] <= 1e-4 and 0.0 <= result["check_max_abs_diff"]["lean"] <= 1e-4
+    assert 0.0 <= result["check_max_abs_diff"]["awnn"] <= 1e-3 and 0.0 <= result["check_max_abs_diff"]["lean"] <= 1e-3  # (CHECK_TOL)
     for key in ("awnn_eager", "awnn_compiled", "lean_eager", "lean_compiled"):
         assert result[f"{key}_us_median"] > 0
     assert result["ratio_awnn_compiled_vs_lean_eager"] > 0 and result["awnn_compile_s"] > 0 and result["mean_width"] > 1
