@@ -29,7 +29,16 @@ What is changed:
    (`ray.tune.execution.tune_controller._ObjectCache`) for one that keeps
    idle trial actors until the search ends, so a phase change (selection ->
    re-training) reuses them instead of starting processes; restored when
-   the Tune run ends.
+   the Tune run ends.  An idle actor is pinged before Tune hands it a
+   trial (`__ray_ready__`, ~1 ms; at most once a second per actor): one
+   that does not answer within `PING_S` (its node died, its worker was
+   killed) is let go instead, at Tune's next step.  Without the ping, a
+   trial given an actor on a node that died while the actor was idle
+   failed at once, without its retries: Tune fails a trial whose reused
+   actor is gone while the trial is PENDING (the actor's reset fails).  The
+   cache finds Tune's actor manager through the frame that constructs it
+   (Tune's controller): the one private lookup of this patch beyond the
+   class it replaces.
 4. `pending_trials`: sets `TUNE_MAX_PENDING_TRIALS_PG` to the number of
    concurrent slots for the run (Tune's default for a custom searcher is 1,
    which starts the slots' actors one after another); restored afterwards,
@@ -92,19 +101,63 @@ def use_prestarted_workers() -> bool:
     return False
 
 
+PING_S = 2.0  # an idle actor that does not answer a ping within this is let go (keep_idle_actors)
+_PING_AGAIN_S = 1.0  # an actor that answered is not pinged again for this long
+
+
 def _keep_idle_cache_class(base: type) -> type:
     class KeepIdleActors(base):  # type: ignore[misc, valid-type]
         awnn_keeps_idle = True
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._awnn_owner = sys._getframe(1).f_locals.get("self")  # Tune's controller, constructing its actor cache
+            self._awnn_answered: dict = {}  # actor -> when it last answered
+            self._awnn_gone: list = []
 
         def cache_object(self, key, obj) -> bool:
             self._cached_objects[key].append(obj)
             self._num_cached_objects += 1
             return True
 
+        def has_cached_object(self, key) -> bool:
+            objs = self._cached_objects[key]
+            while objs and not self._awnn_answers(objs[0]):  # (the one pop_cached_object hands out)
+                self._awnn_gone.append(objs.pop(0))
+                self._num_cached_objects -= 1
+            return bool(objs)
+
         def flush_cached_objects(self, force_all: bool = False):
+            while self._awnn_gone:  # Tune removes what this yields (kills it, stops tracking it)
+                yield self._awnn_gone.pop(0)
             if not force_all:
                 return
             yield from super().flush_cached_objects(force_all=True)
+
+        def _awnn_answers(self, tracked) -> bool:
+            import time
+
+            now = time.monotonic()
+            if now - self._awnn_answered.get(tracked, -_PING_AGAIN_S) < _PING_AGAIN_S:
+                return True
+            live = getattr(getattr(self._awnn_owner, "_actor_manager", None), "_live_actors_to_ray_actors_resources", None)
+            if live is None:  # not built by Tune's controller, or another layout: no ping (test_ray_speedups fails first)
+                return True
+            entry = live.get(tracked)
+            if entry is None:  # the manager no longer counts it alive
+                return False
+            import ray
+
+            ref = entry[0].__ray_ready__.remote()
+            ready, _ = ray.wait([ref], timeout=PING_S)
+            if not ready:
+                return False
+            try:
+                ray.get(ref)
+            except Exception:  # noqa: BLE001 - ActorDiedError, ActorUnavailableError, ...: not usable
+                return False
+            self._awnn_answered[tracked] = time.monotonic()
+            return True
 
     return KeepIdleActors
 

@@ -318,6 +318,34 @@ class RayCluster:
         return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token,
                 "RAY_USAGE_STATS_ENABLED": "0"}
 
+    def kill_node(self, i: int) -> list[int]:
+        """SIGKILL every process of node `i` at once, as a machine that dies:
+        its daemons (the group `ray start` left) and every process they
+        started.  Ray 2.60 puts each worker in a process group of its own, so
+        a SIGKILL to the node's group alone leaves the workers running (a
+        trial went on to finish after its node was "killed").  Returns the
+        pids signalled."""
+        pgid = self.pgids[i]
+        parent = {}
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            try:
+                fields = open(stat).read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(stat.split("/")[2])] = (int(fields[1]), int(fields[2]))  # pid -> (ppid, pgid)
+        doomed = {pid for pid, (_, g) in parent.items() if g == pgid}
+        grew = True
+        while grew:  # and their descendants
+            more = {pid for pid, (pp, _) in parent.items() if pp in doomed} - doomed
+            doomed |= more
+            grew = bool(more)
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return sorted(doomed)
+
 
 def _ray_env(token: str, marker: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}

@@ -53,6 +53,16 @@ def test_every_patch_target_still_exists():
     assert hasattr(cache, "_cached_objects") and hasattr(cache, "_num_cached_objects")
     assert inspect.isgeneratorfunction(_ObjectCache.flush_cached_objects)
     assert "force_all" in inspect.signature(_ObjectCache.flush_cached_objects).parameters
+    # ... and what its ping of an idle actor reads: the controller builds its cache itself, and keeps its actor
+    # manager, which maps a tracked actor to its Ray handle; the cache hands out the first of a key's actors
+    from ray.air.execution._internal.actor_manager import RayActorManager
+
+    init = inspect.getsource(tune_controller.TuneController.__init__)
+    assert "self._actor_cache = _ObjectCache(" in init and "self._actor_manager = " in init
+    assert "self._live_actors_to_ray_actors_resources" in inspect.getsource(RayActorManager.__init__)
+    assert "ray_actors_resources[" in inspect.getsource(tune_controller.TuneController._maybe_reuse_cached_actor)
+    assert "self._cached_objects[key].pop(0)" in inspect.getsource(_ObjectCache.pop_cached_object)
+    assert "has_cached_object" in inspect.getsource(tune_controller.TuneController._maybe_reuse_cached_actor)
     # 4. the variable Tune's controller reads
     assert "TUNE_MAX_PENDING_TRIALS_PG" in inspect.getsource(tune_controller)
 

@@ -6,9 +6,6 @@ checkpoint (its epochs continue, they do not start over); the compute of the
 lost attempt is still counted and the retry is recorded."""
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -48,7 +45,7 @@ def test_fault_worker_node_killed_trial_retried_from_checkpoint(cluster, tmp_pat
             hit = [r for r in running if f"awnn-{r.data.tags['awnn.trial_key']}" in ckpt]
             return hit[0] if hit else None
         victim = wait_for(on_worker_with_checkpoint, 240, "a trial with a checkpoint on the worker node", driver.proc, interval=0.2)
-        os.killpg(cluster.pgids[1], signal.SIGKILL)  # the worker node: raylet, its workers, the trial
+        assert len(cluster.kill_node(1)) > 2  # the worker node: raylet, its workers, the trial
         rc = driver.wait(timeout=400)
         out = driver.output()
         assert rc == 0, out[-4000:]
@@ -86,3 +83,91 @@ def test_fault_worker_node_killed_trial_retried_from_checkpoint(cluster, tmp_pat
     assert row["retries"] >= 1 and row["attempts"] >= 2
     sel = cost_table(data).query("strategy == 'awnn' and phase == 'selection'").iloc[0]
     assert sel["configs"] == 3 and sel["ok"] == 3
+
+
+IDLE_DRIVER = r'''
+import json, os, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+import ray
+from ray import tune
+from ray.tune.search import Searcher
+from search import _ray_speedups
+
+gate, out = Path(sys.argv[1]), Path(sys.argv[2])
+
+
+class Gated(Searcher):
+    """Two trials, then nothing until `gate` exists, then two more."""
+    def __init__(self):
+        super().__init__(metric="x", mode="max")
+        self.n = 0
+
+    def suggest(self, trial_id):
+        if self.n >= 4:
+            return Searcher.FINISHED
+        if self.n >= 2 and not gate.exists():
+            return None
+        self.n += 1
+        return {"i": self.n}
+
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        pass
+
+
+def trainable(config):
+    time.sleep(3.0 if config["i"] <= 2 else 0.5)  # the first two overlap: one on each node
+    (out / f"done-{config['i']}-{ray.get_runtime_context().get_node_id()}").touch()
+    tune.report({"x": 1})
+
+
+ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
+with _ray_speedups.keep_idle_actors() as kept, _ray_speedups.pending_trials(2):  # (as run_plan: both slots' trials at once)
+    assert kept, "the speed-up is off: the test tests nothing"
+    results = tune.Tuner(
+        tune.with_resources(trainable, {"cpu": 1}),
+        tune_config=tune.TuneConfig(search_alg=Gated(), num_samples=4, reuse_actors=True),
+        run_config=tune.RunConfig(storage_path=str(out / "store"), verbose=0, failure_config=tune.FailureConfig(max_failures=2)),
+    ).fit()
+print(json.dumps({"trials": len(results), "errors": [str(r.error)[:400] for r in results if r.error]}))
+'''
+
+
+@pytest.mark.fault
+@pytest.mark.timeout(300)
+def test_an_idle_actor_on_a_node_that_died_is_not_handed_a_trial(cluster, tmp_path):
+    """search/_ray_speedups.py keeps idle trial actors for later trials.  A
+    node that dies while its actor is idle (between phases) left that actor
+    in the cache, and Tune handed it the next trial, which failed at once
+    and for good (the reset of a reused actor fails while the trial is
+    PENDING: no retry).  Now the cache pings an idle actor before handing
+    it out and lets a dead one go: every trial finishes."""
+    import json
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script, gate, out = tmp_path / "idle_driver.py", tmp_path / "gate", tmp_path / "out"
+    script.write_text(IDLE_DRIVER)
+    out.mkdir()
+    env = {**__import__("os").environ, **cluster.client_env()}
+    proc = subprocess.Popen([sys.executable, str(script), str(gate), str(out), str(root)], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = wait_for(lambda: len(list(out.glob("done-*"))) == 2 and list(out.glob("done-*")), 180, "the first two trials", proc, interval=0.1)
+        assert {p.name.rsplit("-", 1)[1] for p in first} == set(cluster.node_ids), "the first two trials did not run one on each node"
+        time.sleep(3.0)  # both trials end; their actors are kept idle
+        assert len(cluster.kill_node(1)) > 1  # the worker node, with its idle actor
+        gate.touch()
+        stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr[-3000:]
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result == {"trials": 4, "errors": []}, stderr[-3000:]
+    ran = sorted(p.name for p in out.glob("done-*"))
+    assert len(ran) == 4 and all(name.endswith(cluster.node_ids[0]) for name in ran[2:]), ran
