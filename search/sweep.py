@@ -61,7 +61,7 @@ from .protocol import protocol_name
 from .strategies import REGISTRY, Arm, StrategyOptions, make_arms, make_scheduler, with_protocol
 from .tpe import TpeSource, default_optuna_storage
 from .sweep_runs import SweepRuns
-from .tune import RunSettings, init_ray, run_plan, stop_on_data_error, trial_settings, wait_for_warm_workers
+from .tune import RunSettings, exit_now, init_ray, run_plan, stop_on_data_error, trial_settings, wait_for_warm_workers, watch_cluster
 
 __all__ = ["Comparison", "PhaseResult", "StrategyResult"]
 
@@ -171,6 +171,10 @@ class Comparison:
         self.runs = SweepRuns(self.writer, self.task, self.budget, self.log, optuna_storage=self.optuna_storage)
         self.tracker = None
         self.searcher = None
+        import threading
+
+        self._closing, self._closed = threading.Lock(), threading.Event()
+        stop_watch = watch_cluster(self._cluster_lost)
         try:
             prior = self._resume_state() if self.resume else PriorAttempts()
             if self.already_finished:
@@ -212,20 +216,52 @@ class Comparison:
                     raise DataError(f"{record.data_error()}; fix the data and run the same command with --resume")
             searcher.finish_all()
             self.runs.finish()
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (search/cli.py): resumable, and visibly not running
-            self._close_open("interrupted", "KILLED")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (search/cli.py), the cluster lost (_cluster_lost): resumable, visibly not running
+            stop_watch()
+            if self._closing.acquire(blocking=False):
+                self._close_open("interrupted", "KILLED")
             raise
         except BaseException:
-            self._close_open("failed", "FAILED")
+            stop_watch()
+            if self._closing.acquire(blocking=False):
+                self._close_open("failed", "FAILED")
             raise
         finally:
-            leftover = self.writer.close(timeout=float(os.environ.get("AWNN_TRACKING_FLUSH_TIMEOUT", "120")))
-            if leftover:
-                self.log(f"warning: MLflow was unreachable; {len(leftover)} runs have writes saved to {self._spool_path()}; rerun with --resume to apply them")
-            if self.writer.dropped:  # tracking/store.py: never expected; said, not hidden
-                self.log(f"warning: {sum(self.writer.dropped.values())} MLflow writes were dropped because no run was started for them "
-                         f"({', '.join(sorted(self.writer.dropped)[:5])}): a bug of awnn, please report it with this output")
+            stop_watch()
+            self._close_writer()
         return self.results
+
+    def _close_writer(self) -> None:
+        leftover = self.writer.close(timeout=float(os.environ.get("AWNN_TRACKING_FLUSH_TIMEOUT", "120")))
+        if leftover:
+            self.log(f"warning: MLflow was unreachable; {len(leftover)} runs have writes saved to {self._spool_path()}; rerun with --resume to apply them")
+        if self.writer.dropped:  # tracking/store.py: never expected; said, not hidden
+            self.log(f"warning: {sum(self.writer.dropped.values())} MLflow writes were dropped because no run was started for them "
+                     f"({', '.join(sorted(self.writer.dropped)[:5])}): a bug of awnn, please report it with this output")
+        self._closed.set()
+
+    LOST_GRACE_S = 5.0  # the main thread's time to stop on its own once the cluster is lost
+
+    def _cluster_lost(self, message: str) -> None:
+        """search/tune.py watch_cluster's `on_lost`, on its thread: the Ray
+        cluster stopped answering.  Interrupt the main thread (it then stops
+        as on Ctrl-C); where it does not get there within LOST_GRACE_S (stuck
+        in a call to the dead GCS inside Ray's C code), close the open runs
+        as interrupted and flush MLflow from here, then end the process (exit
+        1) before Ray's core worker aborts it."""
+        import _thread
+
+        self.log(f"awnn: {message}: stopping; run the same command with --resume once the cluster is back")
+        _thread.interrupt_main()
+        if self._closed.wait(self.LOST_GRACE_S):
+            return
+        if self._closing.acquire(blocking=False):
+            self._close_open("interrupted", "KILLED")
+            self._close_writer()
+        else:  # the main thread is closing them: let it finish
+            self._closed.wait(float(os.environ.get("AWNN_TRACKING_FLUSH_TIMEOUT", "120")) + 10)
+        self.log(f"awnn {self.kind}: interrupted; run the same command with --resume to continue")
+        exit_now(1)
 
     def _close_open(self, state: str, status: str) -> None:
         """Close what this driver has open after an interrupt (`interrupted`,

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from . import _ray_speedups, signals
 from .trial import trainable  # the trial function Tune runs (search/trial.py)
 
-__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "local_node_gone", "exit_process", "exit_now"]
+__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "gcs_gone", "watch_cluster", "exit_process", "exit_now"]
 
 
 def tune_environment() -> None:
@@ -121,6 +121,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
         finally:
             signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
         _SESSION["dir"] = context.address_info.get("session_dir")
+        _SESSION["gcs"] = context.address_info.get("gcs_address")
         return
     num_cpus = settings.num_cpus or os.cpu_count() or 1
     # Ray starts one idle worker process per CPU with the node.  Have them
@@ -142,39 +143,82 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     finally:
         signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
     _SESSION["dir"] = context.address_info.get("session_dir")
-    _SESSION["local_gcs"] = context.address_info.get("gcs_address")  # a node of our own: its GCS dies with us (or before us)
+    _SESSION["gcs"] = context.address_info.get("gcs_address")  # a node of our own: its GCS dies with us (or before us)
     if system_config:
         _ray_speedups.use_prestarted_workers()
         _WARMING.update(dir=warm_dir, workers=num_cpus)
 
 
 _SESSION: dict[str, Any] = {}  # the Ray session init_ray started or joined: its folder on this machine (init_ray -> run_plan)
-def local_node_gone() -> bool:
-    """True when this process started a local Ray node (init_ray without an
-    address) whose GCS no longer accepts connections.
+def gcs_gone() -> bool:
+    """True when the GCS of the Ray this process started or joined
+    (init_ray) no longer accepts connections.
 
     A signal to the command's whole process group or cgroup (`timeout`, a
-    job scheduler's SIGTERM, systemd) reaches the node's processes too: the
-    GCS exits at once while the driver handles the signal as Ctrl-C.  At
-    exit, Ray Tune's and Ray's exit handlers then call the dead GCS and wait
-    for it (`gcs_rpc_server_reconnect_timeout_s`, 60 s) before Ray aborts the
+    job scheduler's SIGTERM, systemd) reaches a local node's processes too:
+    the GCS exits at once while the driver handles the signal as Ctrl-C; a
+    cluster's head node can die under a driver.  At exit, Ray Tune's and
+    Ray's exit handlers then call the dead GCS and wait for it
+    (`gcs_rpc_server_reconnect_timeout_s`, 60 s) before Ray aborts the
     process: exit 1 instead of 130 and an alarming "Failed to connect to
     GCS" line (reproduced with `timeout`).  search/cli.py's `entry` exits
-    without those handlers when this is true; the node's other processes
-    share the driver's fate (Ray kills them when their parent dies)."""
-    address = _SESSION.get("local_gcs")
+    without those handlers when this is true."""
+    address = _SESSION.get("gcs")
     if not address:
         return False
     import socket
 
     host, _, port = address.rpartition(":")
     try:
-        socket.create_connection((host, int(port)), timeout=2.0).close()
-    except OSError:  # refused: nothing listens there any more
+        socket.create_connection((host.strip("[]"), int(port)), timeout=2.0).close()
+    except OSError:  # refused or no answer: nothing listens there any more
         return True
     except ValueError:  # an address of another form: assume it lives
         return False
     return False
+
+
+def gcs_lost_after_s() -> float:
+    """How long the GCS may not answer before `watch_cluster` stops the
+    driver: AWNN_GCS_LOST_S, else 60% of Ray's own wait for a GCS that went
+    away (`RAY_gcs_rpc_server_reconnect_timeout_s`, 60 s; a GCS with fault
+    tolerance that restarts within it is waited for), so that the driver
+    ends on its own terms before Ray's core worker aborts it."""
+    value = os.environ.get("AWNN_GCS_LOST_S")
+    if value:
+        return float(value)
+    return 0.6 * float(os.environ.get("RAY_gcs_rpc_server_reconnect_timeout_s", "60"))
+
+
+def watch_cluster(on_lost: Callable[[str], None], interval: float = 2.0) -> Callable[[], None]:
+    """Check the GCS every `interval` s on a daemon thread; once it has not
+    answered for `gcs_lost_after_s()`, call `on_lost(message)` there (once).
+    Returns the function that stops the watch.
+
+    Without it, a driver whose cluster lost its head (or whose local GCS
+    died alone) hung 60 s, then Ray's core worker aborted it: exit 1, Ray's
+    "Failed to connect to GCS within 60 seconds", the trial runs left
+    RUNNING.  Tune's loop calls the GCS from the main thread inside C
+    (`update_avail_resources`), where no interrupt reaches it: `on_lost`
+    (Comparison.cluster_lost) does the closing from this thread."""
+    import threading
+
+    if not _SESSION.get("gcs"):
+        return lambda: None
+    stop = threading.Event()
+    limit = gcs_lost_after_s()
+
+    def watch() -> None:
+        last_answer = time.monotonic()
+        while not stop.wait(interval):
+            if not gcs_gone():
+                last_answer = time.monotonic()
+            elif time.monotonic() - last_answer >= limit:
+                on_lost(f"the Ray cluster's GCS at {_SESSION['gcs']} has not answered for {limit:.0f} s (its head node died, or the network to it)")
+                return
+
+    threading.Thread(target=watch, name="awnn-gcs-watch", daemon=True).start()
+    return stop.set
 
 
 EXIT_GRACE_S = 15.0  # the interpreter's exit handlers' time (Ray's shutdown takes ~3 s) before exit_process ends it anyway
@@ -187,7 +231,7 @@ def exit_process(code: int) -> None:
     Tune's and Ray's, which call the GCS; where it is gone (the command's
     process group got the signal, a cluster's head died) each call waits
     60 s and Ray then aborts the process with exit 1.  So: a local node whose
-    GCS is already gone ends the process at once (`local_node_gone`);
+    GCS is already gone ends the process at once (`gcs_gone`);
     otherwise the handlers run as usual, but a watchdog ends the process
     with `code` after EXIT_GRACE_S (the race where the GCS dies while they
     run).  Everything of ours is written before this: MLflow's runs are
@@ -195,7 +239,7 @@ def exit_process(code: int) -> None:
     import sys
     import threading
 
-    if local_node_gone():
+    if gcs_gone():
         exit_now(code)
     watchdog = threading.Timer(EXIT_GRACE_S, exit_now, (code,))
     watchdog.daemon = True  # (daemon threads still run while the exit handlers do)
@@ -205,7 +249,7 @@ def exit_process(code: int) -> None:
 
 def exit_now(code: int) -> None:
     """End the process with `code` without the interpreter's exit handlers
-    (see `local_node_gone`), after the cleanup of ours they would have run
+    (see `gcs_gone`), after the cleanup of ours they would have run
     and with every stream flushed."""
     import logging
     import sys

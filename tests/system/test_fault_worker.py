@@ -171,3 +171,40 @@ def test_an_idle_actor_on_a_node_that_died_is_not_handed_a_trial(cluster, tmp_pa
     assert result == {"trials": 4, "errors": []}, stderr[-3000:]
     ran = sorted(p.name for p in out.glob("done-*"))
     assert len(ran) == 4 and all(name.endswith(cluster.node_ids[0]) for name in ran[2:]), ran
+
+
+@pytest.mark.fault
+@pytest.mark.timeout(300)
+def test_the_head_node_dies_the_driver_stops_with_its_runs_closed(cluster, tmp_path):
+    """The cluster's head (its GCS) dies under an `--address` driver.  Before:
+    the driver hung 60 s, then Ray's core worker aborted it (exit 1, "Failed
+    to connect to GCS within 60 seconds") with its trial runs left RUNNING.
+    Now search/tune.py's watch_cluster notices (AWNN_GCS_LOST_S, 5 s here;
+    36 s by default) and the driver closes its runs as interrupted, says why
+    and how to go on, and exits 1."""
+    import subprocess
+    import time
+
+    grids, budget = write_inputs(tmp_path, 400)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--address", cluster.address])
+    driver = Driver(args, cwd=tmp_path, env={**cluster.client_env(), "AWNN_GCS_LOST_S": "5"})
+    try:
+        wait_for(lambda: [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running"], 180, "a running trial",
+                 driver.proc, interval=0.2)
+        killed = time.monotonic()
+        assert len(cluster.kill_node(0)) > 2  # the head: GCS, raylet, its workers
+        try:
+            rc = driver.wait(timeout=50)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the driver still ran 50 s after its cluster's head died:\n{driver.output()[-3000:]}")
+        took = time.monotonic() - killed
+        out = driver.output()
+    finally:
+        driver.cleanup()
+    print(f"exit {rc} {took:.1f} s after the head died")
+    assert rc == 1, out[-3000:]
+    assert "has not answered for 5 s" in out and "run the same command with --resume" in out, out[-3000:]
+    assert "Failed to connect to GCS" not in out, out[-3000:]
+    statuses = [r.data.tags.get("awnn.status") for r in trial_runs(tracking)]
+    assert statuses and "running" not in statuses and "interrupted" in statuses, statuses
