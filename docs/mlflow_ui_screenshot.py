@@ -357,6 +357,8 @@ def open_runs_table(page: Chromium, base_url: str, experiment_id: str, query: di
 
 def filter_runs(page: Chromium, search_filter: str) -> None:
     """Type `search_filter` into the runs search box and press Enter."""
+    matching = "(document.body.innerText.match(/\\d+ matching runs?/)?.[0] || '')"
+    before = page.evaluate(matching)
     page.click(_SEARCH_BOX, "the runs search box")
     page.evaluate(f"{_SEARCH_BOX}.select()")
     page.type_text(search_filter)
@@ -364,6 +366,12 @@ def filter_runs(page: Chromium, search_filter: str) -> None:
     # the filter is applied once the URL carries it and the grid is drawn
     page.wait_for(f"{_URL_PARAM}('searchFilter') === {json.dumps(search_filter)}"
                   " && !!document.querySelector('.ag-root .ag-row[row-id]')", f"a runs table filtered with {search_filter!r}")
+    # ... and its "N matching runs" line, which can lag the rows by seconds on a loaded machine (a CI run read the
+    # unfiltered count under the filtered rows), has changed; a filter that matches as many runs as before: 10 s
+    try:
+        page.wait_for(f"{matching} !== {json.dumps(before)}", "the filtered count", timeout=10)
+    except BrowserError:
+        pass
     page.press("Escape")  # close the search box's suggestions, if any
     _wait_settled(page)
 

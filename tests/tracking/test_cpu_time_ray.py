@@ -127,8 +127,11 @@ def test_cpu_trial_device_hours_ignore_a_busy_neighbour(local_ray):
     m = {k: r.data.metrics for k, r in by_key.items()}
     q, b = m[quiet.key], m[busy.key]
     seen = {k: (v[Metric.CPU_SECONDS], v[Metric.COMPUTE_SECONDS]) for k, v in m.items()}  # (CPU, wall) seconds, for a failure's message
-    # the neighbours really took the core: the busy trial's wall-based figure grew
-    assert b[Metric.WALL_DEVICE_HOURS] > 1.5 * q[Metric.WALL_DEVICE_HOURS], seen
+    # the neighbours really took the core: the busy trial got a clearly smaller share of it than the quiet one (its
+    # wall-based figure grew); shares, not walls: on a loaded machine (the suite's other worker) the quiet trial's wall
+    # grows too (a CI run: quiet 0.66 s CPU in 1.04 s, busy 0.66 s in 1.43 s)
+    share = lambda v: v[Metric.CPU_SECONDS] / v[Metric.COMPUTE_SECONDS]  # noqa: E731
+    assert share(b) < 0.8 * share(q) and b[Metric.WALL_DEVICE_HOURS] > q[Metric.WALL_DEVICE_HOURS], seen
     assert b[Metric.CPU_SECONDS] < 0.75 * b[Metric.COMPUTE_SECONDS], seen
     # ... and its device-hours (CPU time) did not
     assert b[Metric.DEVICE_HOURS] == pytest.approx(q[Metric.DEVICE_HOURS], rel=0.2), seen
