@@ -191,15 +191,24 @@ class Chromium:
         return r["result"].get("value")
 
     def wait_for(self, expression: str, what: str, timeout: float | None = None) -> Any:
-        """Poll `expression` until it is truthy; return its value."""
+        """Poll `expression` until it is truthy; return its value.  An
+        expression that throws counts as not yet (a page that is navigating
+        has no body for a moment); the last error is in the timeout's message."""
         deadline = time.monotonic() + (timeout or self.timeout)
+        error = None
         while True:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except BrowserError as e:
+                if self.proc.poll() is not None:  # Chromium is gone: no use waiting
+                    raise
+                value, error = None, e
             if value:
                 return value
             if time.monotonic() > deadline:
                 text = self.evaluate("document.body ? document.body.innerText.slice(0, 1500) : ''")
-                raise BrowserError(f"the page did not show {what} within {timeout or self.timeout:.0f} s; "
+                last = f"; the last try threw {error}" if error else ""
+                raise BrowserError(f"the page did not show {what} within {timeout or self.timeout:.0f} s{last}; "
                                    f"at {self.evaluate('location.href')} it reads:\n{text}")
             time.sleep(0.25)
 
@@ -357,9 +366,14 @@ def open_runs_table(page: Chromium, base_url: str, experiment_id: str, query: di
 
 def filter_runs(page: Chromium, search_filter: str) -> None:
     """Type `search_filter` into the runs search box and press Enter."""
-    matching = "(document.body.innerText.match(/\\d+ matching runs?/)?.[0] || '')"
-    before = page.evaluate(matching)
-    page.click(_SEARCH_BOX, "the runs search box")
+    matching = "(document.body?.innerText.match(/\\d+ matching runs?/)?.[0] || '')"
+    page.click(_SEARCH_BOX, "the runs search box")  # waits for the page (document.body is null while it navigates)
+    # the unfiltered count first, so that the filtered one can be told from it (a CI run read the page while it
+    # navigated); an experiment whose table shows no count: 10 s, then ''
+    try:
+        before = page.wait_for(matching, "the unfiltered count", timeout=10)
+    except BrowserError:
+        before = ""
     page.evaluate(f"{_SEARCH_BOX}.select()")
     page.type_text(search_filter)
     page.press("Enter")
@@ -432,7 +446,7 @@ def _wait_still(page: Chromium, element: str, what: str) -> None:
 def _wait_settled(page: Chromium) -> None:
     """Wait until the runs table's rows and its "N matching runs" line stay the same for half a second."""
     snapshot = ("[[...document.querySelectorAll('.ag-root .ag-row[row-id]')].map(r => r.getAttribute('row-id') + ':' + "
-                "r.getAttribute('row-index')).join(), document.body.innerText.match(/\\d+ matching runs?/)?.[0]].join('|')")
+                "r.getAttribute('row-index')).join(), document.body?.innerText.match(/\\d+ matching runs?/)?.[0]].join('|')")
     page.wait_for(f"""(async () => {{ const before = {snapshot}; await new Promise(r => setTimeout(r, 500));
         const loading = [...document.querySelectorAll('.ag-overlay-loading-wrapper')].some(e => e.getBoundingClientRect().height > 0);
         return !loading && before === {snapshot} && before.split('|')[1] !== ''; }})()""",

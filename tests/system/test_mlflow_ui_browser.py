@@ -167,3 +167,19 @@ def test_the_trial_steps_list_a_comparisons_trials_with_their_test_acc_in_chromi
                                            ("4.47e-4", 0.000447375, True), ("-", 1.0, False), ("", 1.0, False)])
 def test_shown_numbers_are_compared_to_the_digits_shown(text, value, ok):
     assert _shown_as(text, value) is ok
+
+
+def test_a_poll_that_throws_while_the_page_loads_counts_as_not_yet():
+    """A CI run failed reading `document.body.innerText` while the page navigated
+    (body null): every wait treats a throwing expression as not yet, and one
+    that never stops throwing fails with its error in the message."""
+    chromium = shot.find_chromium()
+    if chromium is None:
+        pytest.skip("needs Debian's chromium package (apt-get install chromium); tests/system_deps.sh installs it")
+    throws_twice = "(() => { window.__n = (window.__n || 0) + 1; if (window.__n < 3) throw new Error('no body yet'); return window.__n; })()"
+    with shot.Chromium(chromium, width=400, height=300) as page:
+        assert page.wait_for(throws_twice, "the third try", timeout=10) == 3
+        with pytest.raises(shot.BrowserError, match="within 1 s; the last try threw .*always"):
+            page.wait_for("(() => { throw new Error('always'); })()", "a value", timeout=1)
+        # a missing body reads as no count, not an error
+        assert page.evaluate("(document.body?.innerText.match(/\\d+ matching runs?/)?.[0] || '')") == ""
