@@ -61,7 +61,7 @@ from .protocol import protocol_name
 from .strategies import REGISTRY, Arm, StrategyOptions, make_arms, make_scheduler, with_protocol
 from .tpe import TpeSource, default_optuna_storage
 from .sweep_runs import SweepRuns
-from .tune import RunSettings, exit_now, init_ray, run_plan, stop_on_data_error, trial_settings, wait_for_warm_workers, watch_cluster
+from .tune import RunSettings, check_trial_fits, exit_now, init_ray, run_plan, stop_on_data_error, trial_settings, wait_for_warm_workers, watch_cluster
 
 __all__ = ["Comparison", "PhaseResult", "StrategyResult"]
 
@@ -165,6 +165,7 @@ class Comparison:
         from tracking.callback import TrialTracker
 
         init_ray(self.settings, log=self.log)
+        check_trial_fits(self.settings, log=self.log)  # a trial no node can hold would wait for ever
         init_tracking(self.tracking_uri)  # a new SQLite store's schema, created by one driver at a time
         self.writer = TrackingWriter(self.tracking_uri, experiment_name(self.task), spool_path=self._spool_path())
         # this driver's share of the wall time starts here

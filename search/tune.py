@@ -29,7 +29,7 @@ from typing import Any, Callable
 from . import _ray_speedups, signals
 from .trial import trainable  # the trial function Tune runs (search/trial.py)
 
-__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "gcs_gone", "watch_cluster", "exit_process", "exit_now"]
+__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "gcs_gone", "watch_cluster", "check_trial_fits", "exit_process", "exit_now"]
 
 
 def tune_environment() -> None:
@@ -188,6 +188,63 @@ def gcs_lost_after_s() -> float:
     if value:
         return float(value)
     return 0.6 * float(os.environ.get("RAY_gcs_rpc_server_reconnect_timeout_s", "60"))
+
+
+def _amount(x: float) -> str:
+    return f"{x:g}"
+
+
+def trial_fit(settings: RunSettings) -> tuple[bool, str]:
+    """Whether one node of the Ray this process started or joined can hold a
+    trial: Tune asks for its CPUs and GPUs as one placement-group bundle,
+    which Ray places on a single node.  Returns (fits, what the nodes have).
+
+    Without this, a trial the cluster can never place waits for ever: Tune's
+    own warning about it is a log line at WARNING (after 60 s), below the
+    ERROR level the driver gives Ray's logs, and the progress line reads
+    "0 running" (`awnn compare --gpus-per-trial 1` on a CPU-only machine)."""
+    import ray
+
+    cpu, gpu = settings.cpus_per_trial, settings.gpus_per_trial
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    fits = any(r.get("CPU", 0) >= cpu and r.get("GPU", 0) >= gpu for r in nodes)
+    have = sorted({(r.get("CPU", 0), r.get("GPU", 0)) for r in nodes}, reverse=True)
+    shown = "; ".join(f"{_amount(c)} CPU{'s' * (c != 1)} and {_amount(g)} GPU{'s' * (g != 1)}" for c, g in have[:4])
+    return fits, (f"{len(nodes)} node{'s' * (len(nodes) != 1)} with " + (shown or "nothing")
+                  + ("; ..." if len(have) > 4 else ""))
+
+
+def check_trial_fits(settings: RunSettings, log: Callable[[str], None] = print) -> None:
+    """Stop at once (a local Ray) or say so (a cluster) when no node can hold a trial.
+
+    A local Ray's nodes are what this command started: nothing will join,
+    so asking more than they have is an OptionError (exit 2, before any
+    MLflow run).  A cluster's nodes can join later (an autoscaler,
+    `ray start --address`): the driver says what is missing and waits, as
+    Ray does."""
+    fits, have = trial_fit(settings)
+    if fits:
+        return
+    ask = (f"a trial needs {_amount(settings.cpus_per_trial)} CPU{'s' * (settings.cpus_per_trial != 1)} and "
+           f"{_amount(settings.gpus_per_trial)} GPU{'s' * (settings.gpus_per_trial != 1)} on one node "
+           f"(--cpus-per-trial, --gpus-per-trial)")
+    if not (settings.address or os.environ.get("RAY_ADDRESS")):
+        from .errors import OptionError
+
+        hint = " (torch sees no CUDA device here)" if settings.gpus_per_trial > 0 and not _cuda_seen() else ""
+        raise OptionError(f"{ask}, but the local Ray has {have}{hint}; ask for less, give --num-cpus, "
+                          "or join a cluster that has them with --address")
+    log(f"warning: {ask}, but the cluster has {have}: trials wait until a node that can hold one joins "
+        "(an autoscaler, `ray start --address`); Ctrl-C stops, --resume continues")
+
+
+def _cuda_seen() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - only a hint
+        return False
 
 
 def watch_cluster(on_lost: Callable[[str], None], interval: float = 2.0) -> Callable[[], None]:

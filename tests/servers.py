@@ -31,7 +31,7 @@ import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_BIN = ROOT / "cluster" / "bin"
@@ -312,6 +312,15 @@ class RayCluster:
     node_count: int
     node_ids: list[str] = field(default_factory=list)  # hex ids of the live nodes, head first
     pgids: list[int] = field(default_factory=list)
+    _start: Callable[..., None] | None = None  # ray_cluster's node starter (add_node)
+    _marker: str = ""  # the environment marker of this cluster's processes
+
+    def add_node(self, num_cpus: int, timeout: float = 90.0) -> None:
+        """Start one more node with `num_cpus` CPUs (as a machine that joins
+        the cluster, or an autoscaler's node) and wait until it is alive."""
+        self._start(self.node_count, num_cpus)
+        self.node_count += 1
+        self.node_ids = _wait_for_nodes(self, _ray_env(self.token, self._marker), timeout)
 
     def client_env(self) -> dict[str, str]:
         """Environment for a driver of this cluster (`ray.init()` / `awnn --address`)."""
@@ -386,29 +395,34 @@ def ray_cluster(tmp_path: Path, *, nodes: int = 2, cpus_per_node: int = 1, objec
     token, marker = secrets.token_hex(32), secrets.token_hex(8)
     env = _ray_env(token, marker)
     port = free_port()
-    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus_per_node), "--num-gpus", "0",
+    common = ["--node-ip-address", "127.0.0.1", "--num-gpus", "0",
               *([] if default_temp_dir else ["--temp-dir", str(temp_dir)]), "--object-store-memory", str(object_store_bytes),
               "--disable-usage-stats"]
-    cluster = RayCluster(f"127.0.0.1:{port}", token, temp_dir, nodes)
+    cluster = RayCluster(f"127.0.0.1:{port}", token, temp_dir, nodes, _marker=marker)
     logs = Path(tmp_path)
+
+    def start(i: int, num_cpus: int) -> None:
+        if i == 0:
+            cmd = [str(ray_cli), "start", "--head", "--port", str(port), "--include-dashboard", "false",
+                   "--dashboard-port", str(free_port()), *common]
+        else:
+            cmd = [str(ray_cli), "start", "--address", cluster.address, *common]
+        cmd += ["--num-cpus", str(num_cpus), "--dashboard-agent-listen-port", str(free_port())]
+        log = logs / f"ray-node-{i}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=temp_dir, start_new_session=True)
+        cluster.pgids.append(proc.pid)  # the node's daemons stay in this group after `ray start` returns
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"`ray start` of node {i} did not return within {timeout:.0f} s:\n{_tail(log)}") from None
+        if rc != 0:
+            raise RuntimeError(f"`ray start` of node {i} failed ({rc}):\n{_tail(log)}")
+
+    cluster._start = start
     try:
         for i in range(nodes):
-            if i == 0:
-                cmd = [str(ray_cli), "start", "--head", "--port", str(port), "--include-dashboard", "false",
-                       "--dashboard-port", str(free_port()), *common]
-            else:
-                cmd = [str(ray_cli), "start", "--address", cluster.address, *common]
-            cmd += ["--dashboard-agent-listen-port", str(free_port())]
-            log = logs / f"ray-node-{i}.log"
-            with open(log, "wb") as out:
-                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=temp_dir, start_new_session=True)
-            cluster.pgids.append(proc.pid)  # the node's daemons stay in this group after `ray start` returns
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                raise RuntimeError(f"`ray start` of node {i} did not return within {timeout:.0f} s:\n{_tail(log)}") from None
-            if rc != 0:
-                raise RuntimeError(f"`ray start` of node {i} failed ({rc}):\n{_tail(log)}")
+            start(i, cpus_per_node)
         cluster.node_ids = _wait_for_nodes(cluster, env, timeout)
         yield cluster
     finally:
