@@ -40,7 +40,7 @@ from .yamlfile import read_yaml_file
 
 from awnn.config import ConfigError, TrainConfig
 
-__all__ = ["Grid", "GridError", "load_grid", "discover_grids", "find_grid", "GRID_DIR", "GRID_STRATEGIES"]
+__all__ = ["Grid", "GridError", "load_grid", "discover_grids", "find_grid", "grid_folder", "GRID_DIR", "GRID_STRATEGIES"]
 
 GRID_DIR = Path(__file__).parent / "grids"
 GRID_STRATEGIES = ("fixed", "awnn")
@@ -244,14 +244,32 @@ def _check(path, where: str, values: dict, only: str | None = None) -> None:
         raise GridError(f"{path}: key {key!r}: expected {e.expected}, found {e.found!r}") from None
 
 
+def grid_folder(directory: str | Path | None = None) -> Path:
+    """The folder of grid files: `directory` (--grid-dir), checked to be a
+    folder (a typo used to list nothing, or blame the task), or the packaged
+    search/grids."""
+    if not directory:
+        return GRID_DIR
+    path = Path(directory)
+    if not path.exists():
+        raise GridError(f"--grid-dir {directory}: no such folder")
+    if not path.is_dir():
+        raise GridError(f"--grid-dir {directory}: a file, not a folder of grid YAML files")
+    return path
+
+
 def discover_grids(directory: str | Path | None = None) -> list[Grid]:
-    directory = Path(directory) if directory else GRID_DIR
-    return [load_grid(p) for p in sorted(directory.glob("*.yaml"))]
+    """Every grid file (*.yaml) of the folder; none there is an error naming it."""
+    directory = grid_folder(directory)
+    files = sorted(directory.glob("*.yaml"))
+    if not files:
+        raise GridError(f"--grid-dir {directory}: no grid files (<task>-<strategy>.yaml) in it")
+    return [load_grid(p) for p in files]
 
 
 def find_grid(task: str, strategy: str, directory: str | Path | None = None) -> Grid:
     """The grid file for (task, strategy): <dir>/<task>-<strategy>.yaml."""
-    directory = Path(directory) if directory else GRID_DIR
+    directory = grid_folder(directory)
     path = directory / f"{task}-{strategy}.yaml"
     if not path.exists():
         stems = [p.stem.rsplit("-", 1) for p in directory.glob("*.yaml") if "-" in p.stem]

@@ -15,7 +15,7 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--storage", default=None, help="where Ray keeps trial results and checkpoints: a local path, NFS, or s3://... (default: ./awnn-results)")
     p.add_argument("--cpus-per-trial", type=float, default=1.0, help="CPUs reserved per trial; torch threads follow it (default 1)")
     p.add_argument("--gpus-per-trial", type=float, default=0.0, help="GPU share per trial, e.g. 0.25 lets 4 trials share a GPU (default 0)")
-    p.add_argument("--max-failures", type=int, default=2, help="retries of a failed trial, from its last checkpoint (default 2)")
+    p.add_argument("--max-failures", type=int, default=2, help="retries of a failed trial, from its last checkpoint (default 2; -1: without end)")
     p.add_argument("--report-interval", type=float, default=2.0, help="seconds between a trial's reports to Ray (each blocks the trial for a driver round trip); every epoch is still logged (0 = one report per epoch; default 2)")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds between a trial's checkpoints (default 10)")
     p.add_argument("--fuse", type=fuse_flag, default="auto", metavar="N|auto",

@@ -99,15 +99,16 @@ def _grid_file(directory: Path, source: dict[str, Any], profile: str) -> dict[st
 
 def _study_grids(claim: str, profile: str, root: Path, grid_dir: str | None) -> tuple[Path, list[str]]:
     """A folder of AWNN grid files with `awnn_profile: profile`, and its tasks."""
-    from ..grid import GRID_DIR
+    from ..grid import find_grid, grid_folder
 
     directory = root / f"{claim}-{profile}"
     directory.mkdir(parents=True, exist_ok=True)
     if claim == "fig4":
         _grid_file(directory, FIG4_GRID, profile)
         return directory, ["spiralhard"]
-    source_dir = Path(grid_dir) if grid_dir else GRID_DIR
+    source_dir = grid_folder(grid_dir)
     for task in TASKS:
+        find_grid(task, "awnn", source_dir)  # there and valid, or a GridError naming the file
         _grid_file(directory, yaml.safe_load((source_dir / f"{task}-awnn.yaml").read_text()), profile)
     return directory, list(TASKS)
 

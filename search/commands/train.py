@@ -83,17 +83,16 @@ def resolve_defaults(args, values: dict) -> tuple[dict, str]:
     TrainConfig, naming the known ones)."""
     from awnn.data import TASKS
     from ..budget import resolve_budget
-    from ..errors import GridError
-    from ..grid import find_grid
+    from ..grid import find_grid, grid_folder
     from ..protocol import single_run_config
 
     budget = resolve_budget(args.budget)
+    folder = grid_folder(args.grid_dir)  # a --grid-dir that is no folder is an error, not "no grid file"
     if args.task not in TASKS:
         return values, "TrainConfig defaults"
-    try:
-        grid = find_grid(args.task, args.model, args.grid_dir)
-    except GridError:
+    if not (folder / f"{args.task}-{args.model}.yaml").exists():
         return values, "TrainConfig defaults (no grid file for this task and model)"
+    grid = find_grid(args.task, args.model, folder)  # a malformed one: GridError naming the file and key
     return single_run_config(grid, budget, values), f"{grid.path} (first value of each searched key), budget {budget.name}"
 
 

@@ -106,3 +106,34 @@ def test_a_new_run_says_when_the_same_comparison_is_unfinished(tmp_path):
     assert len(notes) == 1 and "unfinished (running)" in notes[0] and "--resume" in notes[0]
     again = run_awnn([*sweep_args(tmp_path, grids, budget, tracking), "--num-cpus", "2"], cwd=tmp_path, check=True)
     assert "note: comparison" not in again.stderr  # the newest with these arguments is now finished
+
+
+@pytest.mark.parametrize("command", [
+    ["grids"], ["compare", "--task", "doublemoon"], ["sweep", "--task", "doublemoon", "--strategy", "awnn"],
+    ["train", "--task", "doublemoon", "--model", "awnn", "--epochs", "1"], ["study", "table1"],
+])
+@pytest.mark.parametrize("where,says", [
+    ("missing", "no such folder"), ("a-file", "a file, not a folder of grid YAML files"),
+])
+def test_every_command_names_a_grid_dir_that_is_no_folder(tmp_path, command, where, says):
+    """A typo in --grid-dir used to list no grids (exit 0), blame the task, or
+    (`awnn train`) fall back silently to TrainConfig's defaults."""
+    (tmp_path / "a-file").write_text("not a folder\n")
+    p = run_awnn([*command, "--grid-dir", where, *([] if command == ["grids"] else ["--budget", "smoke"])], cwd=tmp_path, timeout=120)
+    assert p.returncode == 2, (p.returncode, p.stdout[-500:], p.stderr[-2000:])
+    assert p.stderr.strip().splitlines()[-1] == f"awnn {command[0]}: error: --grid-dir {where}: {says}"
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_grids_in_an_empty_folder_is_an_error_and_train_reads_a_malformed_grid_as_one(tmp_path):
+    (tmp_path / "empty").mkdir()
+    p = run_awnn(["grids", "--grid-dir", "empty"], cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip().endswith("--grid-dir empty: no grid files (<task>-<strategy>.yaml) in it")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "doublemoon-awnn.yaml").write_text("task: doublemoon\nstrategy: awnn\nfixed:\n  lr: 0.01\n")
+    p = run_awnn(["train", "--task", "doublemoon", "--model", "awnn", "--epochs", "1", "--grid-dir", "bad"], cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith("awnn train: error: bad/doublemoon-awnn.yaml: "), p.stderr[-2000:]
+    # a folder without this task's file: the task's TrainConfig defaults, as without --grid-dir for a task with no grid
+    p = run_awnn(["train", "--task", "doublemoon", "--model", "awnn", "--epochs", "1", "--grid-dir", "empty"], cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
