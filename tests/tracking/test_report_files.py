@@ -136,3 +136,14 @@ def test_a_report_writer_killed_midway_leaves_the_previous_report_whole(smoke_co
     again = run_awnn(["report", "--tracking-uri", uri, "--out", str(out), "--comparison", cid], cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert snapshot(out) == fresh  # the new report whole (the same store gives the same files), the killed writer's staging folder gone
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("out", ["a-file", "a-file/report"])
+def test_an_out_that_is_or_lies_under_a_file_is_one_line(smoke_comparison, tmp_path, out):
+    """`awnn report --out` under a file was a NotADirectoryError traceback after the MLflow reads."""
+    (tmp_path / "a-file").write_text("not a folder\n")
+    p = run_awnn(["report", "--tracking-uri", smoke_comparison["tracking_uri"], "--out", out], cwd=tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert p.stderr.strip().splitlines() == [f"awnn report: error: --out {out}: a-file is a file, not a folder"]
+    assert (tmp_path / "a-file").read_text() == "not a folder\n"
