@@ -50,6 +50,7 @@ from typing import Any, TextIO
 from tracking.contract import Param, Tag, default_tracking_uri, experiment_name, redact_uri, tag_equals
 from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, folder_lock,
                             init_tracking, replay_spool)
+from tracking.checks import DATABASE_SCHEMES, check_database
 
 from .budget import BUDGETS, Budget, resolve_budget
 from .errors import OptionError
@@ -407,8 +408,10 @@ def _check_optuna_storage(url: str) -> None:
         if path.is_file() and path.stat().st_size > 0:
             check_sqlite_store(path, what, tables={"studies", "trials"}, kind="an Optuna SQLite storage")
         lock = folder_lock(path.parent)
+    elif url.split(":", 1)[0].split("+")[0] in DATABASE_SCHEMES:
+        check_database(url, f"--optuna-storage {redact_uri(url)}")  # the driver installed, the server there (bounded wait)
     try:
         with lock:
             optuna.storages.RDBStorage(url)
     except Exception as e:  # noqa: BLE001 - one readable line whatever the driver raises
-        raise OptionError(f"--optuna-storage: cannot open {url!r} as an Optuna RDB storage: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+        raise OptionError(f"--optuna-storage: cannot open {redact_uri(url)!r} as an Optuna RDB storage: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None

@@ -7,9 +7,9 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from .contract import client
+from .contract import client, redact_uri
 
-__all__ = ["TrackingUnavailable", "check_tracking", "check_writable", "check_sqlite_store", "folder_lock", "init_tracking"]
+__all__ = ["TrackingUnavailable", "check_tracking", "check_database", "check_writable", "check_sqlite_store", "folder_lock", "init_tracking"]
 
 
 class TrackingUnavailable(RuntimeError):
@@ -27,6 +27,103 @@ def check_tracking(uri: str, timeout: float = 10.0, write: bool = True) -> None:
         _check_server(uri, timeout)
     elif uri.startswith("sqlite:///"):
         _check_sqlite(uri, Path(uri[len("sqlite:///"):]), write)
+    elif uri in ("databricks", "databricks-uc", "uc"):  # MLflow's names for a Databricks workspace's store
+        return
+    elif uri.startswith("file:") or "://" not in uri and ":" not in uri.split("/")[0]:
+        _check_file_store(uri)
+    elif uri.split(":", 1)[0].split("+")[0] in DATABASE_SCHEMES:
+        check_database(uri, f"--tracking-uri {redact_uri(uri)}", timeout)
+    else:
+        _check_scheme(uri)
+
+
+# SQLAlchemy's database schemes MLflow's and Optuna's RDB stores take (sqlite is checked as a file)
+DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "mariadb", "mssql", "oracle")
+# the pip package of a missing DB-API module
+_DRIVER_PACKAGES = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient",
+                    "pymysql": "PyMySQL", "pyodbc": "pyodbc", "oracledb": "oracledb", "mysql": "mysql-connector-python"}
+
+_OTHER_DRIVER = {"postgresql": "postgresql+psycopg2:// with psycopg2-binary", "mysql": "mysql+pymysql:// with PyMySQL"}
+# the schemes MLflow 3's own tracking stores take (plugins add theirs: entry points "mlflow.tracking_store")
+MLFLOW_SCHEMES = ("http", "https", "sqlite", "file", "databricks", "databricks-uc", "uc", *DATABASE_SCHEMES)
+
+
+def _check_scheme(uri: str) -> None:
+    from importlib.metadata import entry_points
+
+    scheme = uri.split(":", 1)[0].split("+")[0]
+    plugins = {e.name for e in entry_points(group="mlflow.tracking_store")}
+    if scheme not in MLFLOW_SCHEMES and scheme not in plugins:
+        raise TrackingUnavailable(f"--tracking-uri {redact_uri(uri)}: MLflow has no tracking store for {scheme}:; expected "
+                                  f"http(s)://, sqlite:///, a database (postgresql+psycopg2://, mysql://, mssql://), databricks"
+                                  + (f" or a plugin's ({', '.join(sorted(plugins))})" if plugins else ""))
+
+
+def _check_file_store(uri: str) -> None:
+    """A plain path or file: URI is MLflow's file store, which MLflow 3 refuses
+    unless MLFLOW_ALLOW_FILE_STORE is set (a traceback deep in the first write)."""
+    if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1"):
+        return
+    path = Path(uri[len("file://"):] if uri.startswith("file://") else uri[len("file:"):] if uri.startswith("file:") else uri)
+    if path.suffix in (".db", ".sqlite", ".sqlite3") or (path.is_file() and not path.is_dir()):
+        hint = f"a SQLite file is sqlite:///{path.expanduser().resolve()}"
+    else:
+        hint = f"use a SQLite file (sqlite:///{(path.expanduser().resolve() / 'mlflow.db')}) or an MLflow server"
+    raise TrackingUnavailable(f"--tracking-uri {uri}: a path is MLflow's file store, which MLflow 3 refuses "
+                              f"(maintenance mode; MLFLOW_ALLOW_FILE_STORE=true opts in); {hint}")
+
+
+def check_database(url: str, what: str, timeout: float = 10.0) -> None:
+    """An RDB URL (postgresql://, mysql://...) whose SQLAlchemy driver is
+    installed and whose server answers within `timeout` seconds; else one line
+    naming the package to install or what the server said.  (SQLAlchemy 2.1
+    reads a bare postgresql:// as psycopg 3; the images install psycopg2:
+    postgresql+psycopg2://.)"""
+    import threading
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    from sqlalchemy.pool import NullPool
+
+    try:
+        parsed = make_url(url)
+        dialect = parsed.get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError) as e:
+        raise TrackingUnavailable(f"{what}: not a database URL SQLAlchemy knows ({str(e).splitlines()[0][:160]})") from None
+    try:
+        dialect.import_dbapi()
+    except ImportError as e:
+        module = (getattr(e, "name", None) or "").split(".")[0]
+        package = _DRIVER_PACKAGES.get(module, module or "the driver")
+        other = _OTHER_DRIVER.get(parsed.get_backend_name())
+        raise TrackingUnavailable(f"{what}: SQLAlchemy's {parsed.drivername} driver needs the Python module {module!r}, "
+                                  f"which is not installed: pip install {package}" + (f", or name a driver you have in the URL "
+                                  f"(e.g. {other})" if other else "")) from None
+    outcome: dict = {}
+
+    def connect() -> None:
+        try:
+            engine = create_engine(parsed, poolclass=NullPool)
+            try:
+                with engine.connect():
+                    pass
+            finally:
+                engine.dispose()
+        except Exception as e:  # noqa: BLE001 - reported below as one line
+            outcome["error"] = e
+        outcome["done"] = True
+
+    t = threading.Thread(target=connect, name="awnn-db-check", daemon=True)  # no portable connect timeout across drivers
+    t.start()
+    t.join(timeout)
+    if not outcome.get("done"):
+        raise TrackingUnavailable(f"{what}: the database server did not answer within {timeout:.0f} s")
+    if "error" in outcome:
+        e = outcome["error"]
+        detail = str(getattr(e, "orig", None) or e).strip().splitlines()
+        raise TrackingUnavailable(f"{what}: cannot connect ({type(getattr(e, 'orig', None) or e).__name__}: "
+                                  f"{detail[0][:200] if detail else ''})")
 
 
 def _check_server(uri: str, timeout: float) -> None:

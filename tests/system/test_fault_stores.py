@@ -146,3 +146,63 @@ def test_fault_stores_spool_cut_short_by_a_kill_is_still_applied(tmp_path):
     c = MlflowClient(uri)
     (run,) = c.search_runs([c.get_experiment_by_name("awnn-doublemoon").experiment_id])
     assert run.data.metrics["wall_seconds"] == 3.0
+
+
+def _stores(tmp_path):
+    from servers import free_port
+
+    port = free_port()  # nothing listens there
+    psycopg3 = __import__("importlib.util").util.find_spec("psycopg") is not None
+    return {
+        "a folder path": (str(tmp_path / "mlruns"), "a path is MLflow's file store, which MLflow 3 refuses"),
+        "a file: URI": (f"file://{tmp_path / 'mlruns'}", f"use a SQLite file (sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'})"),
+        "a .db path": ("store.db", f"a SQLite file is sqlite:///{tmp_path / 'store.db'}"),
+        "postgresql:// (psycopg 3)": (f"postgresql://u:secret@127.0.0.1:{port}/db",
+                                     "cannot connect" if psycopg3 else "driver needs the Python module 'psycopg', which is not installed: pip install 'psycopg[binary]'"),
+        "nothing listens": (f"postgresql+psycopg2://u:secret@127.0.0.1:{port}/db", "cannot connect (OperationalError: "),
+        "an unknown scheme": ("bogus://x", "MLflow has no tracking store for bogus:"),
+    }
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("command", ["compare", "report"])
+@pytest.mark.parametrize("case", ["a folder path", "a file: URI", "a .db path", "postgresql:// (psycopg 3)", "nothing listens", "an unknown scheme"])
+def test_fault_stores_a_tracking_uri_mlflow_cannot_use_is_one_line(tmp_path, command, case):
+    """Each was a traceback (MLflow's file-store refusal, ModuleNotFoundError
+    psycopg, UnsupportedModelRegistryStoreURIException) or, for a database,
+    a wait inside the first write; now one line naming it, credentials hidden."""
+    uri, says = _stores(tmp_path)[case]
+    args = {"compare": ["compare", "--task", "doublemoon", "--budget", "smoke", "--tracking-uri", uri],
+            "report": ["report", "--tracking-uri", uri, "--out", str(tmp_path / "rep")]}[command]
+    t0 = time.monotonic()
+    line = _one_line(run_awnn(args, cwd=tmp_path, timeout=120))
+    assert line.startswith(f"awnn {command}: error: --tracking-uri ") and says in line, line
+    assert "secret" not in line
+    assert time.monotonic() - t0 < 60
+    assert not (tmp_path / "awnn-results").exists() and not (tmp_path / "rep").exists() and not (tmp_path / "mlruns").exists()
+
+
+@pytest.mark.fault
+def test_fault_stores_an_optuna_database_nobody_serves_is_one_line(tmp_path):
+    from servers import free_port
+
+    url = f"postgresql+psycopg2://u:secret@127.0.0.1:{free_port()}/optuna"
+    line = _one_line(run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "tpe",
+                               "--optuna-storage", url], cwd=tmp_path, timeout=120))
+    assert line.startswith(f"awnn compare: error: --optuna-storage {url.replace('u:secret', '***')}: cannot connect"), line
+
+
+@pytest.mark.fault
+def test_fault_stores_a_served_database_passes_the_check(tmp_path):
+    """The check lets a real PostgreSQL through (and tells a wrong password apart)."""
+    from servers import ServerUnavailable, postgres_server
+    from tracking.checks import TrackingUnavailable, check_tracking
+
+    try:
+        with postgres_server(tmp_path) as pg:
+            check_tracking(pg.uri)
+            wrong = pg.uri.replace(f":{pg.password}@", ":wrong@")
+            with pytest.raises(TrackingUnavailable, match="cannot connect .*password authentication failed"):
+                check_tracking(wrong)
+    except ServerUnavailable as e:
+        pytest.skip(str(e))
