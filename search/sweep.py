@@ -50,7 +50,7 @@ from typing import Any, TextIO
 from tracking.contract import Param, Tag, default_tracking_uri, experiment_name, redact_uri, tag_equals
 from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, folder_lock,
                             init_tracking, replay_spool)
-from tracking.checks import DATABASE_SCHEMES, check_database
+from tracking.checks import DATABASE_SCHEMES, check_database, check_remote_storage
 
 from .budget import BUDGETS, Budget, resolve_budget
 from .errors import OptionError
@@ -115,6 +115,8 @@ class Comparison:
         storage = settings.storage_path()
         if "://" not in storage:  # a local or mounted folder: it must be (or become) a writable folder
             check_writable(Path(storage), f"--storage {storage}")
+        else:  # s3://, gs://, file://: written through pyarrow, as Ray Tune will
+            check_remote_storage(storage, f"--storage {redact_uri(storage)}")
         self.optuna_storage = None
         if "tpe" in self.strategies:
             self.optuna_storage = self.options.optuna_storage or default_optuna_storage(self.tracking_uri)
@@ -309,7 +311,7 @@ class Comparison:
         }
         params = {Param.TASK: self.task, Param.STRATEGIES: ",".join(self.strategies), Param.BUDGET: json.dumps(self.budget.to_dict()),
                   Param.CPUS_PER_TRIAL: self.settings.cpus_per_trial, Param.GPUS_PER_TRIAL: self.settings.gpus_per_trial,
-                  Param.STORAGE: self.settings.storage_path(), Param.DATA_ROOT: self.data_root,
+                  Param.STORAGE: redact_uri(self.settings.storage_path()), Param.DATA_ROOT: self.data_root,
                   Param.RAY_ADDRESS: self.settings.address or os.environ.get("RAY_ADDRESS", "local"), **self._search_options(),
                   Param.PROTOCOL: self.protocol, Param.FUSE: self.settings.fuse, Param.FLUSH_DENORMAL: self.settings.flush_denormal}
         if self.folds_digest:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .contract import client, redact_uri
 
-__all__ = ["TrackingUnavailable", "check_tracking", "check_database", "check_writable", "check_sqlite_store", "folder_lock", "init_tracking"]
+__all__ = ["TrackingUnavailable", "check_tracking", "check_database", "check_remote_storage", "check_writable", "check_sqlite_store", "folder_lock", "init_tracking"]
 
 
 class TrackingUnavailable(RuntimeError):
@@ -79,8 +79,6 @@ def check_database(url: str, what: str, timeout: float = 10.0) -> None:
     naming the package to install or what the server said.  (SQLAlchemy 2.1
     reads a bare postgresql:// as psycopg 3; the images install psycopg2:
     postgresql+psycopg2://.)"""
-    import threading
-
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
@@ -100,27 +98,19 @@ def check_database(url: str, what: str, timeout: float = 10.0) -> None:
         raise TrackingUnavailable(f"{what}: SQLAlchemy's {parsed.drivername} driver needs the Python module {module!r}, "
                                   f"which is not installed: pip install {package}" + (f", or name a driver you have in the URL "
                                   f"(e.g. {other})" if other else "")) from None
-    outcome: dict = {}
 
     def connect() -> None:
+        engine = create_engine(parsed, poolclass=NullPool)
         try:
-            engine = create_engine(parsed, poolclass=NullPool)
-            try:
-                with engine.connect():
-                    pass
-            finally:
-                engine.dispose()
-        except Exception as e:  # noqa: BLE001 - reported below as one line
-            outcome["error"] = e
-        outcome["done"] = True
+            with engine.connect():
+                pass
+        finally:
+            engine.dispose()
 
-    t = threading.Thread(target=connect, name="awnn-db-check", daemon=True)  # no portable connect timeout across drivers
-    t.start()
-    t.join(timeout)
-    if not outcome.get("done"):
+    done, e = _bounded(connect, timeout)  # no portable connect timeout across drivers
+    if not done:
         raise TrackingUnavailable(f"{what}: the database server did not answer within {timeout:.0f} s")
-    if "error" in outcome:
-        e = outcome["error"]
+    if e is not None:
         detail = str(getattr(e, "orig", None) or e).strip().splitlines()
         raise TrackingUnavailable(f"{what}: cannot connect ({type(getattr(e, 'orig', None) or e).__name__}: "
                                   f"{detail[0][:200] if detail else ''})")
@@ -220,6 +210,54 @@ def check_writable(folder: Path, what: str) -> None:
             pass
     except OSError as e:
         raise TrackingUnavailable(f"{what}: cannot write in {probe} ({e.strerror or type(e).__name__})") from None
+
+
+def _bounded(call, timeout: float) -> tuple[bool, BaseException | None]:
+    """Run `call` on a daemon thread for at most `timeout` seconds: (finished, its exception)."""
+    import threading
+
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = e
+        outcome["done"] = True
+
+    t = threading.Thread(target=run, name="awnn-check", daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(outcome.get("done")), outcome.get("error")
+
+
+def check_remote_storage(uri: str, what: str, timeout: float = 30.0) -> None:
+    """A `--storage` URI (s3://, gs://, file://...) that Ray Tune can write
+    to: resolved with pyarrow as Ray resolves it, its folder created and a
+    file written and deleted there, within `timeout` seconds.  Before: Ray's
+    Tuner raised pyarrow's OSError as a traceback after the comparison's
+    MLflow run had started (s3:// with no network: 20 s)."""
+    import uuid
+
+    def probe() -> None:
+        import pyarrow.fs as pafs
+
+        fs, path = pafs.FileSystem.from_uri(uri)
+        path = path.rstrip("/")
+        fs.create_dir(path, recursive=True)
+        name = f"{path}/.awnn-write-check-{uuid.uuid4().hex[:8]}"
+        with fs.open_output_stream(name) as f:
+            f.write(b"ok")
+        fs.delete_file(name)
+
+    done, error = _bounded(probe, timeout)
+    if not done:
+        raise TrackingUnavailable(f"{what}: no answer within {timeout:.0f} s (network, endpoint or credentials)")
+    if error is not None:
+        if isinstance(error, KeyboardInterrupt):
+            raise error
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise TrackingUnavailable(f"{what}: cannot write there ({type(error).__name__}: {first[:240]})")
 
 
 @contextmanager

@@ -63,8 +63,10 @@ def client(uri: str):
 
 
 def redact_uri(uri: str) -> str:
-    """The URI without credentials (user:password@), for logs, params and reports."""
-    return re.sub(r"://[^/@]+@", "://***@", uri)
+    """The URI without credentials (user:password@, and query keys such as
+    secret_key or password), for logs, params and reports."""
+    uri = re.sub(r"://[^/@]+@", "://***@", uri)
+    return re.sub(r"([?&](?:access_key|secret_key|session_token|password)=)[^&]*", r"\1***", uri)
 
 
 def arm_name(family: str, repeat: int, repeats: int) -> str:

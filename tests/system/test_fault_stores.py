@@ -206,3 +206,31 @@ def test_fault_stores_a_served_database_passes_the_check(tmp_path):
                 check_tracking(wrong)
     except ServerUnavailable as e:
         pytest.skip(str(e))
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("case", ["under a file", "nothing listens", "unknown scheme"])
+def test_fault_stores_a_remote_storage_ray_cannot_write_is_one_line_before_any_run(tmp_path, case):
+    """`--storage s3://...` with no network was pyarrow's OSError as a
+    traceback from Ray's Tuner, after the comparison's MLflow run had started."""
+    from servers import free_port
+
+    (tmp_path / "a-file").write_text("x")
+    storage, says = {
+        "under a file": (f"file://{tmp_path / 'a-file' / 'results'}", "cannot write there (NotADirectoryError: "),
+        "nothing listens": (f"s3://AKIA0:s3cret@bucket/x?endpoint_override=127.0.0.1:{free_port()}&scheme=http&region=us-east-1",
+                            "cannot write there (OSError: "),
+        "unknown scheme": ("nofs://x/y", "cannot write there (ArrowInvalid: Unrecognized filesystem type"),
+    }[case]
+    line = _one_line(run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--storage", storage],
+                              cwd=tmp_path, timeout=150))
+    assert line.startswith("awnn compare: error: --storage ") and says in line, line
+    assert "s3cret" not in line
+    assert not (tmp_path / "mlflow.db").exists(), "no MLflow run before the check"
+
+
+def test_a_writable_file_uri_storage_passes_the_check_and_is_left_clean(tmp_path):
+    from tracking.checks import check_remote_storage
+
+    check_remote_storage(f"file://{tmp_path / 'results' / 'deeper'}", "--storage")
+    assert (tmp_path / "results" / "deeper").is_dir() and not list((tmp_path / "results" / "deeper").iterdir())

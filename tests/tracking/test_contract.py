@@ -47,6 +47,8 @@ def test_uris_lose_their_credentials():
     assert C.redact_uri("http://alice:s3cret@mlflow:5000") == "http://***@mlflow:5000"
     assert C.redact_uri("postgresql://u:p@db/mlflow") == "postgresql://***@db/mlflow"
     assert C.redact_uri("sqlite:////tmp/mlflow.db") == "sqlite:////tmp/mlflow.db"
+    assert (C.redact_uri("s3://bucket/x?region=eu-west-1&access_key=AKIA1&secret_key=s3cret&session_token=t0k")
+            == "s3://bucket/x?region=eu-west-1&access_key=***&secret_key=***&session_token=***")
 
 
 def test_default_tracking_uri_follows_the_environment(monkeypatch, tmp_path):
