@@ -113,6 +113,15 @@ def run(args) -> int:
         values["data_root"] = args.data_root
     values, source = resolve_defaults(args, values)
     config = TrainConfig.from_dict(values, source="command line")
+    if config.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():  # a fact of this machine, not of the config: one line, not a traceback
+            from ..errors import OptionError
+
+            built = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+            raise OptionError(f"device=cuda: torch sees no CUDA device on this machine (torch {torch.__version__}, {built}); "
+                              "use device=cpu or auto")
     if not args.quiet:
         shown = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
         print(f"config (defaults from {source}; flags and --set override them): {shown}", file=sys.stderr, flush=True)

@@ -137,3 +137,13 @@ def test_grids_in_an_empty_folder_is_an_error_and_train_reads_a_malformed_grid_a
     # a folder without this task's file: the task's TrainConfig defaults, as without --grid-dir for a task with no grid
     p = run_awnn(["train", "--task", "doublemoon", "--model", "awnn", "--epochs", "1", "--grid-dir", "empty"], cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_train_on_cuda_without_a_cuda_device_is_one_line(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    p = run_awnn(["train", "--task", "doublemoon", "--model", "awnn", "--epochs", "1", "--set", "device=cuda"], cwd=tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert p.stderr.strip().splitlines()[-1].startswith("awnn train: error: device=cuda: torch sees no CUDA device on this machine")
