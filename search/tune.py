@@ -124,6 +124,10 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
         _SESSION["gcs"] = context.address_info.get("gcs_address")
         return
     num_cpus = settings.num_cpus or os.cpu_count() or 1
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if num_cpus > usable:
+        log(f"warning: --num-cpus {num_cpus} is more than the {usable} CPUs this process may use: up to {num_cpus} trials "
+            "share them, so each trial's time and device-hours grow (the report counts what trials took)")
     # Ray starts one idle worker process per CPU with the node.  Have them
     # import what a trial needs (torch, Ray Tune, the trainer) while the
     # driver still sets up MLflow and the Tuner, and let Tune's trial actors

@@ -90,3 +90,15 @@ def test_a_cluster_driver_says_no_node_holds_a_trial_and_runs_once_one_joins(tmp
         assert {t.data.tags["awnn.node_id"] for t in trials} == {cluster.node_ids[1]}, "every trial ran on the node that joined"
     finally:
         cm.__exit__(None, None, None)
+
+
+def test_more_cpus_than_the_machine_has_is_said(tmp_path):
+    """--num-cpus above the CPUs this process may use: trials share cores and their device-hours grow; said in one
+    warning (here followed by the no-node-fits line, so no comparison has to run)."""
+    usable = len(os.sched_getaffinity(0))
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", str(usable + 1),
+                  "--cpus-per-trial", str(usable + 2)], cwd=tmp_path, timeout=180)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert (f"warning: --num-cpus {usable + 1} is more than the {usable} CPUs this process may use: up to {usable + 1} "
+            "trials share them") in p.stderr
+    assert f"but the local Ray has 1 node with {usable + 1} CPUs and " in p.stderr.strip().splitlines()[-1]
