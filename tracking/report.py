@@ -16,6 +16,7 @@ from typing import Any
 
 from . import analysis as A
 from . import contract as C
+from .checks import check_writable
 from .document import build_document  # noqa: F401 - part of this module's API
 from .plots import (PLOTS, plot_accuracy_cost, plot_accuracy_width, plot_anytime, plot_budget_curve, plot_cost, plot_projection, plot_truncation,
                     plot_widths)
@@ -35,8 +36,7 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
     if not (0 <= margin < 1):
         raise A.AnalysisError(f"--target-margin: expected a number in [0, 1), found {margin}")
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise A.AnalysisError(f"--out {out}: exists and is not a folder")
+    check_writable(out, f"--out {out}")  # a file, under a file, read-only: one line before any MLflow read
     data = A.load_comparison(tracking_uri, comparison=comparison, experiment=experiment)
     a = A.analyze(data, margin=margin, n_boot=n_boot, n_orders=n_orders)
     # every file is built in a staging folder and moved into `out` once all are complete:

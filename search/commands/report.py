@@ -31,11 +31,6 @@ def run(args) -> int:
 
     uri = args.tracking_uri or default_tracking_uri()
     check_tracking(uri, write=False)  # a read-only command: a missing, empty or corrupt store is one line, and is never written
-    from pathlib import Path
-
-    from tracking.checks import check_writable
-
-    check_writable(Path(args.out), f"--out {args.out}")  # under a file, read-only: one line before any MLflow read
     paths = write_report(uri, args.out, comparison=args.comparison, experiment=args.experiment, margin=args.target_margin)
     if args.log_artifact:
         log_report(uri, paths["summary"]["comparison"], paths["out_dir"], summary=paths["summary"])

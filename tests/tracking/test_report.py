@@ -305,7 +305,7 @@ def test_report_cli_errors_are_one_line_with_exit_code_2(smoke_report, tmp_path,
     assert code == 2 and f"--tracking-uri sqlite:///{tmp_path / 'absent.db'}: no such SQLite file" in err
     (tmp_path / "file").write_text("")
     code, err = awnn_report(smoke_report["uri"], tmp_path / "file")
-    assert code == 2 and err == f"awnn report: error: --out {tmp_path / 'file'}: exists and is not a folder"
+    assert code == 2 and err == f"awnn report: error: --out {tmp_path / 'file'}: {tmp_path / 'file'} is a file, not a folder"
     code, err = awnn_report(smoke_report["uri"], tmp_path / "x", "--target-margin", "2")
     assert code == 2 and err == "awnn report: error: --target-margin: expected a number in [0, 1), found 2.0"
     assert not (tmp_path / "x").exists()
