@@ -34,6 +34,19 @@ def _group(pgid: int, name: str = "") -> list[int]:
     return [int(p) for p in subprocess.run(cmd, capture_output=True, text=True).stdout.split()]
 
 
+def _gcs_and_session(pgid: int) -> tuple[int, str] | None:
+    """The group's gcs_server process and its session folder, once it runs the GCS binary with its arguments."""
+    for pid in _group(pgid, "gcs_server"):
+        try:
+            args = open(f"/proc/{pid}/cmdline").read().split("\0")
+        except OSError:
+            continue
+        session = next((a.split("=", 1)[1] for a in args if a.startswith("--session-dir=")), None)
+        if session:
+            return pid, session
+    return None
+
+
 def _signal_group_and_time_the_exit(driver: Driver, then=None) -> tuple[int, float]:
     sent = time.monotonic()
     os.killpg(driver.proc.pid, signal.SIGTERM)
@@ -114,10 +127,9 @@ def test_sigterm_to_the_process_group_before_the_gcs_is_up_ends_it_interrupted(t
     killed with the signal (as a SIGTERM ends a GCS early in its start-up)."""
     driver, _, _ = _start(tmp_path, env=PORT_WAIT)
     try:
-        gcs = wait_for(lambda: _group(driver.proc.pid, "gcs_server"), 120, "the local Ray's GCS", driver.proc, interval=0.01)[0]
+        # the GCS itself, exec'd (a CI run matched a pid whose command line had no --session-dir yet: mid fork/exec)
+        gcs, session = wait_for(lambda: _gcs_and_session(driver.proc.pid), 120, "the local Ray's GCS", driver.proc, interval=0.01)
         os.kill(gcs, signal.SIGSTOP)
-        cmdline = open(f"/proc/{gcs}/cmdline").read().split("\0")
-        session = next(a.split("=", 1)[1] for a in cmdline if a.startswith("--session-dir="))
         if list(Path(session).glob("gcs_server_port_*")):
             os.kill(gcs, signal.SIGCONT)
             pytest.skip("the GCS published its port before it could be stopped: the window this test is for was missed")
