@@ -109,7 +109,7 @@ def test_a_new_run_says_when_the_same_comparison_is_unfinished(tmp_path):
 
 
 @pytest.mark.parametrize("command", [
-    ["grids"], ["compare", "--task", "doublemoon"], ["sweep", "--task", "doublemoon", "--strategy", "awnn"],
+    ["grids"], ["compare", "--task", "doublemoon"],  # (sweep builds the same Comparison as compare)
     ["train", "--task", "doublemoon", "--model", "awnn", "--epochs", "1"], ["study", "table1"],
 ])
 @pytest.mark.parametrize("where,says", [

@@ -165,8 +165,10 @@ def _stores(tmp_path):
 
 
 @pytest.mark.fault
-@pytest.mark.parametrize("command", ["compare", "report"])
-@pytest.mark.parametrize("case", ["a folder path", "a file: URI", "a .db path", "postgresql:// (psycopg 3)", "nothing listens", "an unknown scheme"])
+@pytest.mark.parametrize("command,case", [
+    *[("compare", case) for case in ["a folder path", "a file: URI", "a .db path", "postgresql:// (psycopg 3)", "nothing listens", "an unknown scheme"]],
+    ("report", "a folder path"), ("report", "nothing listens"),  # the read-only command: the same check_tracking
+])
 def test_fault_stores_a_tracking_uri_mlflow_cannot_use_is_one_line(tmp_path, command, case):
     """Each was a traceback (MLflow's file-store refusal, ModuleNotFoundError
     psycopg, UnsupportedModelRegistryStoreURIException) or, for a database,
