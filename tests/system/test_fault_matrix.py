@@ -195,7 +195,15 @@ def _stop_and_resume(tmp_path: Path, args: list[str], table):
             open_ = [r for r in runs if r.info.status == "RUNNING"]
             assert not open_, (point, [(r.data.tags.get("awnn.key"), r.data.tags.get("awnn.kind")) for r in open_])
             cmp = next(r for r in runs if r.data.tags.get("awnn.kind") == "comparison")
-            assert cmp.info.status == "KILLED" and cmp.data.tags["awnn.state"] == "interrupted"
+            if cmp.info.status == "FINISHED":
+                # the signal landed after the last trial (a phase's 2 trials end together on two cores: a CI run
+                # signalled at "awnn assessment: 1/2" while 2/2 was being recorded): the comparison is complete in
+                # MLflow and the driver was stopped in its summary or report, which --resume writes
+                assert cmp.data.tags["awnn.state"] == "finished", (point, cmp.data.tags)
+                assert not [r for r in runs if r.data.tags.get("awnn.kind") == "trial" and r.data.tags.get("awnn.status") not in TERMINAL
+                            and r.info.status != "KILLED"], point
+            else:
+                assert cmp.info.status == "KILLED" and cmp.data.tags["awnn.state"] == "interrupted", (point, cmp.info.status)
             for r in runs:
                 if r.data.tags.get("awnn.kind") == "trial" and r.info.status == "KILLED":
                     assert r.data.tags["awnn.status"] == "interrupted"
