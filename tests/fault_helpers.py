@@ -126,17 +126,25 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def checkpoints(storage: Path) -> list[Path]:
+def checkpoints(storage: Path, before_epoch: int | None = None) -> list[Path]:
     """The complete checkpoints in storage.  Ray creates a checkpoint's dir before it
     copies the files in: a dir alone (or a half-copied file) is not yet a checkpoint, and
-    a driver killed at that moment leaves nothing to resume from (seen on a slow machine)."""
+    a driver killed at that moment leaves nothing to resume from (seen on a slow machine).
+
+    `before_epoch`: only checkpoints taken before that epoch.  A fault test that waits for
+    "a running trial with a checkpoint" and then injects its fault must leave that trial
+    time to still be running when the fault lands: one caught near its last epoch can
+    finish between the check and the kill on a loaded machine (a CI run saw it), and then
+    no trial is left to resume or retry from a checkpoint."""
     import torch
 
     done = []
     for d in sorted(storage.glob("*/*/checkpoint_*")):
         try:
-            torch.load(d / "trainer.pt", map_location="cpu", weights_only=False)
+            state = torch.load(d / "trainer.pt", map_location="cpu", weights_only=False)
         except Exception:
+            continue
+        if before_epoch is not None and not int(state.get("epoch", before_epoch)) < before_epoch:
             continue
         done.append(d)
     return done

@@ -16,7 +16,7 @@ from fault_helpers import Driver, checkpoints, sweep_args, trial_runs, wait_for,
 
 pytestmark = pytest.mark.slow
 
-EPOCHS = 100
+EPOCHS = 400  # trials of a few seconds (an epoch is ~10 ms here): the kill lands on one with epochs to go
 
 
 @pytest.mark.fault
@@ -33,7 +33,7 @@ def test_fault_driver_killed_then_resume_finishes_each_config_once(tmp_path):
             runs = trial_runs(tracking)
             done = [r for r in runs if r.data.tags.get("awnn.status") == "ok"]
             running = [r for r in runs if r.data.tags.get("awnn.status") == "running"]
-            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results")}
+            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results", before_epoch=EPOCHS // 2)}
             live = {f"awnn-{r.data.tags['awnn.trial_key']}" for r in running}
             return done and (ckpt & live)
         wait_for(ready, 180, "a finished trial and a checkpoint of a running one", driver.proc, interval=0.2)
@@ -45,6 +45,10 @@ def test_fault_driver_killed_then_resume_finishes_each_config_once(tmp_path):
     finished_before = {r.data.tags["awnn.trial_key"] for r in before if r.data.tags["awnn.status"] == "ok"}
     open_before = {r.info.run_id: r.data.tags["awnn.trial_key"] for r in before if r.data.tags["awnn.status"] == "running"}
     assert finished_before and open_before
+    # the open trials that left a complete checkpoint: each must continue from one
+    left = {p.parent.name for p in checkpoints(tmp_path / "results")}
+    with_ckpt = {key for key in open_before.values() if f"awnn-{key}" in left}
+    assert with_ckpt, (open_before, sorted(left))
 
     p = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=240, check=True)
     print(f"resumed sweep done after {time.monotonic() - t0:.1f} s")
@@ -71,6 +75,7 @@ def test_fault_driver_killed_then_resume_finishes_each_config_once(tmp_path):
     # (tag: the checkpoint it really continued from; "none: ..." when no file there was readable)
     resumed = [r for r in runs if r.data.tags.get("awnn.resumed_from") and not r.data.tags["awnn.resumed_from"].startswith("none")]
     assert resumed, "no re-run trial resumed from a checkpoint"
+    assert with_ckpt <= {r.data.tags["awnn.trial_key"] for r in resumed}, (with_ckpt, [(r.data.tags["awnn.trial_key"], r.data.tags.get("awnn.resumed_from")) for r in runs])
     for r in resumed:
         assert (Path(r.data.tags["awnn.resumed_from"]) / "trainer.pt").is_file(), r.data.tags["awnn.resumed_from"]
     from mlflow.tracking import MlflowClient

@@ -45,7 +45,7 @@ def test_fault_tpe_driver_killed_then_resume_keeps_the_study(tmp_path):
             runs = trial_runs(tracking)
             done = [r for r in runs if r.data.tags.get("awnn.status") == "ok"]
             running = [r for r in runs if r.data.tags.get("awnn.status") == "running"]
-            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results")}
+            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results", before_epoch=EPOCHS // 2)}
             return done and ckpt & {f"tpe-{r.data.tags['awnn.trial_key']}" for r in running}
         wait_for(ready, 180, "a finished TPE trial and a checkpoint of a running one", driver.proc, interval=0.2)
         driver.kill()

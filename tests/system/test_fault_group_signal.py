@@ -24,7 +24,7 @@ from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 100
+EPOCHS = 300  # ~3 s a trial (an epoch is ~10 ms here): the mid-sweep signal lands while one runs
 GCS_GONE = "Failed to connect to GCS"
 
 

@@ -18,7 +18,7 @@ from servers import VENV_BIN, free_port, stop_process_group
 
 pytestmark = pytest.mark.slow
 
-EPOCHS = 200  # ~12 s a trial: the sweep outlasts the 8 s outage and the server's restart
+EPOCHS = 400  # ~4 s a trial (an epoch is ~10 ms here; 200 left 6 s of sweep after the restart): the sweep outlasts the 8 s outage and the server's restart
 
 
 def _start_server(db: Path, port: int, tmp_path: Path) -> subprocess.Popen:

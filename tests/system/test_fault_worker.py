@@ -41,7 +41,7 @@ def test_fault_worker_node_killed_trial_retried_from_checkpoint(cluster, tmp_pat
             # a selection trial (one started before the kill; a trial whose node dies as it starts is another fault)
             running = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.node_id") == worker
                        and r.data.tags.get("awnn.phase") == "selection"]
-            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results")}
+            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results", before_epoch=EPOCHS // 2)}
             hit = [r for r in running if f"awnn-{r.data.tags['awnn.trial_key']}" in ckpt]
             return hit[0] if hit else None
         victim = wait_for(on_worker_with_checkpoint, 240, "a trial with a checkpoint on the worker node", driver.proc, interval=0.2)
