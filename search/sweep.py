@@ -47,7 +47,7 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
-from tracking.contract import Param, Tag, default_tracking_uri, experiment_name, redact_uri, tag_equals
+from tracking.contract import Param, Tag, default_tracking_uri, experiment_name, redact_uri, tag_equals, tracking_uri_source
 from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, folder_lock,
                             init_tracking, replay_spool)
 from tracking.checks import DATABASE_SCHEMES, check_database, check_remote_storage
@@ -109,7 +109,7 @@ class Comparison:
         self.folds_digest: str | None = None  # cross-validated: which graph falls in which fold (set by _check_data)
         self._check_data()
         self.tracking_uri = tracking_uri or default_tracking_uri()
-        check_tracking(self.tracking_uri)
+        check_tracking(self.tracking_uri, source=tracking_uri_source(tracking_uri))
         if settings.cpus_per_trial <= 0 or settings.gpus_per_trial < 0:
             raise OptionError(f"--cpus-per-trial must be > 0 and --gpus-per-trial >= 0, found {settings.cpus_per_trial} and {settings.gpus_per_trial}")
         storage = settings.storage_path()

@@ -16,25 +16,28 @@ class TrackingUnavailable(RuntimeError):
     """The tracking server cannot be reached (one readable line)."""
 
 
-def check_tracking(uri: str, timeout: float = 10.0, write: bool = True) -> None:
+def check_tracking(uri: str, timeout: float = 10.0, write: bool = True, source: str = "--tracking-uri") -> None:
     """Fail fast, with one line naming the store and what is wrong, when the
     tracking store cannot be used: a server that does not answer or refuses
     the credentials; a SQLite store in a missing or unwritable folder, a file
     that cannot be written, or one that is not an MLflow SQLite database.
     `write=False` (read-only commands such as `awnn report`) also requires the
-    store to exist, and never writes to it."""
+    store to exist, and never writes to it.  Every line starts with where the
+    URI came from (`source`, see tracking.contract.tracking_uri_source) and the
+    URI, credentials masked."""
+    what = f"{source} {redact_uri(uri)}"
     if uri.startswith(("http://", "https://")):
-        _check_server(uri, timeout)
+        _check_server(uri, what, timeout)
     elif uri.startswith("sqlite:///"):
-        _check_sqlite(uri, Path(uri[len("sqlite:///"):]), write)
+        _check_sqlite(what, Path(uri[len("sqlite:///"):]), write)
     elif uri in ("databricks", "databricks-uc", "uc"):  # MLflow's names for a Databricks workspace's store
         return
     elif uri.startswith("file:") or "://" not in uri and ":" not in uri.split("/")[0]:
-        _check_file_store(uri)
+        _check_file_store(uri, what)
     elif uri.split(":", 1)[0].split("+")[0] in DATABASE_SCHEMES:
-        check_database(uri, f"--tracking-uri {redact_uri(uri)}", timeout)
+        check_database(uri, what, timeout)
     else:
-        _check_scheme(uri)
+        _check_scheme(uri, what)
 
 
 # SQLAlchemy's database schemes MLflow's and Optuna's RDB stores take (sqlite is checked as a file)
@@ -48,18 +51,18 @@ _OTHER_DRIVER = {"postgresql": "postgresql+psycopg2:// with psycopg2-binary", "m
 MLFLOW_SCHEMES = ("http", "https", "sqlite", "file", "databricks", "databricks-uc", "uc", *DATABASE_SCHEMES)
 
 
-def _check_scheme(uri: str) -> None:
+def _check_scheme(uri: str, what: str) -> None:
     from importlib.metadata import entry_points
 
     scheme = uri.split(":", 1)[0].split("+")[0]
     plugins = {e.name for e in entry_points(group="mlflow.tracking_store")}
     if scheme not in MLFLOW_SCHEMES and scheme not in plugins:
-        raise TrackingUnavailable(f"--tracking-uri {redact_uri(uri)}: MLflow has no tracking store for {scheme}:; expected "
+        raise TrackingUnavailable(f"{what}: MLflow has no tracking store for {scheme}:; expected "
                                   f"http(s)://, sqlite:///, a database (postgresql+psycopg2://, mysql://, mssql://), databricks"
                                   + (f" or a plugin's ({', '.join(sorted(plugins))})" if plugins else ""))
 
 
-def _check_file_store(uri: str) -> None:
+def _check_file_store(uri: str, what: str) -> None:
     """A plain path or file: URI is MLflow's file store, which MLflow 3 refuses
     unless MLFLOW_ALLOW_FILE_STORE is set (a traceback deep in the first write)."""
     if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("true", "1"):
@@ -69,7 +72,7 @@ def _check_file_store(uri: str) -> None:
         hint = f"a SQLite file is sqlite:///{path.expanduser().resolve()}"
     else:
         hint = f"use a SQLite file (sqlite:///{(path.expanduser().resolve() / 'mlflow.db')}) or an MLflow server"
-    raise TrackingUnavailable(f"--tracking-uri {uri}: a path is MLflow's file store, which MLflow 3 refuses "
+    raise TrackingUnavailable(f"{what}: a path is MLflow's file store, which MLflow 3 refuses "
                               f"(maintenance mode; MLFLOW_ALLOW_FILE_STORE=true opts in); {hint}")
 
 
@@ -116,15 +119,15 @@ def check_database(url: str, what: str, timeout: float = 10.0) -> None:
                                   f"{detail[0][:200] if detail else ''})")
 
 
-def _check_server(uri: str, timeout: float) -> None:
+def _check_server(uri: str, what: str, timeout: float) -> None:
     import requests
 
     try:
         r = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
     except requests.RequestException as e:
-        raise TrackingUnavailable(f"--tracking-uri {uri}: cannot reach the MLflow server ({type(e).__name__})") from None
+        raise TrackingUnavailable(f"{what}: cannot reach the MLflow server ({type(e).__name__})") from None
     if r.status_code >= 500:
-        raise TrackingUnavailable(f"--tracking-uri {uri}: server answered {r.status_code} on /health")
+        raise TrackingUnavailable(f"{what}: server answered {r.status_code} on /health")
     # credentials: an authenticated call tells a 401 apart from success
     # the same credentials the MLflow client will use: the environment
     # (MLFLOW_TRACKING_USERNAME/PASSWORD), else ~/.mlflow/credentials
@@ -135,36 +138,36 @@ def _check_server(uri: str, timeout: float) -> None:
     try:
         r = requests.get(uri.rstrip("/") + "/api/2.0/mlflow/experiments/search", params={"max_results": 1}, auth=auth, timeout=timeout)
     except requests.RequestException as e:
-        raise TrackingUnavailable(f"--tracking-uri {uri}: cannot reach the MLflow server ({type(e).__name__})") from None
+        raise TrackingUnavailable(f"{what}: cannot reach the MLflow server ({type(e).__name__})") from None
     if r.status_code in (401, 403):
-        raise TrackingUnavailable(f"--tracking-uri {uri}: the server refused the credentials (HTTP {r.status_code}); set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+        raise TrackingUnavailable(f"{what}: the server refused the credentials (HTTP {r.status_code}); set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 MLFLOW_TABLES = {"experiments", "runs", "alembic_version"}
 
 
-def _check_sqlite(uri: str, path: Path, write: bool) -> None:
+def _check_sqlite(what: str, path: Path, write: bool) -> None:
     folder = path.parent
     if not folder.exists():
-        raise TrackingUnavailable(f"--tracking-uri {uri}: folder {folder} does not exist")
+        raise TrackingUnavailable(f"{what}: folder {folder} does not exist")
     if not folder.is_dir():
-        raise TrackingUnavailable(f"--tracking-uri {uri}: {folder} is not a folder")
+        raise TrackingUnavailable(f"{what}: {folder} is not a folder")
     if path.exists() and not path.is_file():
-        raise TrackingUnavailable(f"--tracking-uri {uri}: {path} is not a file")
+        raise TrackingUnavailable(f"{what}: {path} is not a file")
     has_data = path.is_file() and path.stat().st_size > 0
     if not write and not has_data:
-        what = "an empty file, not an MLflow store" if path.exists() else "no such SQLite file"
-        raise TrackingUnavailable(f"--tracking-uri {uri}: {what}; pass the store `awnn compare` wrote (its summary prints it)")
+        found = "an empty file, not an MLflow store" if path.exists() else "no such SQLite file"
+        raise TrackingUnavailable(f"{what}: {found}; pass the store `awnn compare` wrote (its summary prints it)")
     if has_data:
-        check_sqlite_store(path, f"--tracking-uri {uri}")
+        check_sqlite_store(path, what)
     if write:
-        check_writable(folder, f"--tracking-uri {uri}")
+        check_writable(folder, what)
         if path.exists():
             try:
                 os.close(os.open(path, os.O_RDWR))
             except OSError as e:
-                raise TrackingUnavailable(f"--tracking-uri {uri}: cannot write to {path} ({e.strerror or type(e).__name__})") from None
+                raise TrackingUnavailable(f"{what}: cannot write to {path} ({e.strerror or type(e).__name__})") from None
 
 
 def check_sqlite_store(path: Path, what: str, tables: set[str] = MLFLOW_TABLES, kind: str = "an MLflow SQLite store") -> None:

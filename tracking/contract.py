@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "experiment_name", "default_tracking_uri", "client",
+__all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "experiment_name", "default_tracking_uri", "tracking_uri_source", "client",
            "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
            "ARM_HEADLINE", "arm_metric", "savings_metric", "budget_metric", "paper_metric",
            "EPOCH_METRICS", "FINAL_SCORES", "FINAL_METRICS", "is_epoch_metric", "TRUNCATION", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
@@ -53,6 +53,16 @@ def experiment_name(task: str) -> str:
 def default_tracking_uri() -> str:
     """MLFLOW_TRACKING_URI if set, else a SQLite file in the working directory."""
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def tracking_uri_source(given: str | None) -> str:
+    """Where the tracking URI a command uses came from, for its messages: the
+    option, the environment, or the default (see default_tracking_uri)."""
+    if given:
+        return "--tracking-uri"
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return "MLFLOW_TRACKING_URI"
+    return "the default tracking store (no --tracking-uri, no MLFLOW_TRACKING_URI)"
 
 
 def client(uri: str):

@@ -134,15 +134,42 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
                             resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root,
                             protocol=args.protocol)
     results = comparison.run()
-    if comparison.already_finished:  # --resume of a finished comparison: only its report may be missing
+    try:
+        if not comparison.already_finished:  # (--resume of a finished comparison: only its report may be missing)
+            print_summary(comparison, results)
         if kind == "compare":
             write_comparison_report(comparison)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (search/signals.py) once MLflow holds the finished comparison
+        import sys
+
+        rest = (f"the report was not written: {report_command(comparison)} writes it (so does the same command with --resume)"
+                if kind == "compare" else f"only its summary was cut short ({report_command(comparison)} writes the full report)")
+        print(f"awnn {kind}: interrupted after comparison {comparison.id} had finished: its results are complete in MLflow; {rest}",
+              file=sys.stderr)
+        return 130
+    if comparison.already_finished:
         return 0
-    print_summary(comparison, results)
-    if kind == "compare":
-        write_comparison_report(comparison)
     failed_everything = any(r.selected is None for r in results)
     return 1 if failed_everything else 0
+
+
+def report_command(comparison) -> str:
+    """The `awnn report` command that writes `comparison`'s report where `compare` writes it."""
+    from shlex import quote
+
+    from tracking.contract import redact_uri
+
+    return (f"awnn report --comparison {comparison.id} --tracking-uri {quote(redact_uri(comparison.tracking_uri))} "
+            f"--out {quote(str(report_folder(comparison)))}")
+
+
+def report_folder(comparison):
+    """<storage>/reports/<id>/ (./awnn-results/reports/<id>/ when storage is remote)."""
+    from pathlib import Path
+
+    storage = comparison.settings.storage_path()
+    base = Path(storage) if "://" not in storage else Path.cwd() / "awnn-results"
+    return base / "reports" / str(comparison.id)
 
 
 def write_comparison_report(comparison) -> str | None:
@@ -151,15 +178,10 @@ def write_comparison_report(comparison) -> str | None:
     artifact of the comparison's MLflow run.  A report that cannot be written
     is a warning: the results are safe in MLflow and `awnn report` rebuilds it."""
     import sys
-    from pathlib import Path
 
-    from tracking.contract import redact_uri
     from tracking.report import log_report, write_report
 
-    storage = comparison.settings.storage_path()
-    base = Path(storage) if "://" not in storage else Path.cwd() / "awnn-results"
-    out = base / "reports" / str(comparison.id)
-    retry = f"awnn report --comparison {comparison.id} --tracking-uri {redact_uri(comparison.tracking_uri)} --out {out}"
+    out, retry = report_folder(comparison), report_command(comparison)
     try:
         paths = write_report(comparison.tracking_uri, out, comparison=comparison.id)
     except Exception as e:  # noqa: BLE001 - any failure: the sweep itself succeeded

@@ -26,11 +26,11 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from tracking.report import log_report, write_report
-    from tracking.contract import default_tracking_uri
+    from tracking.contract import default_tracking_uri, tracking_uri_source
     from tracking.store import check_tracking
 
     uri = args.tracking_uri or default_tracking_uri()
-    check_tracking(uri, write=False)  # a read-only command: a missing, empty or corrupt store is one line, and is never written
+    check_tracking(uri, write=False, source=tracking_uri_source(args.tracking_uri))  # a read-only command: a missing, empty or corrupt store is one line, and is never written
     paths = write_report(uri, args.out, comparison=args.comparison, experiment=args.experiment, margin=args.target_margin)
     if args.log_artifact:
         log_report(uri, paths["summary"]["comparison"], paths["out_dir"], summary=paths["summary"])

@@ -185,6 +185,27 @@ def test_fault_stores_a_tracking_uri_mlflow_cannot_use_is_one_line(tmp_path, com
 
 
 @pytest.mark.fault
+@pytest.mark.parametrize("command,source", [("compare", "env"), ("report", "env"), ("report", "default")])
+def test_a_tracking_uri_line_names_where_the_uri_came_from(tmp_path, command, source):
+    """A URI from MLFLOW_TRACKING_URI (or the default store) was blamed on
+    --tracking-uri, an option the user never typed; a server URI's
+    credentials were printed in clear."""
+    from servers import free_port
+
+    uri = {"compare": f"sqlite:///{tmp_path / 'nodir' / 'mlflow.db'}", "report": f"http://u:secret@127.0.0.1:{free_port()}"}[command]
+    env = {"MLFLOW_TRACKING_URI": uri} if source == "env" else None
+    args = {"compare": ["compare", "--task", "doublemoon", "--budget", "smoke"], "report": ["report", "--out", str(tmp_path / "rep")]}[command]
+    line = _one_line(run_awnn(args, cwd=tmp_path, timeout=120, env=env))
+    if source == "default":
+        expected = f"the default tracking store (no --tracking-uri, no MLFLOW_TRACKING_URI) sqlite:///{tmp_path / 'mlflow.db'}: no such SQLite file"
+    else:
+        expected = "MLFLOW_TRACKING_URI " + {"compare": f"{uri}: folder {tmp_path / 'nodir'} does not exist",
+                                            "report": f"{uri.replace('u:secret@', '***@')}: cannot reach the MLflow server"}[command]
+    assert line.startswith(f"awnn {command}: error: {expected}"), line
+    assert "secret" not in line and "--tracking-uri " not in line.replace("no --tracking-uri,", "")
+
+
+@pytest.mark.fault
 def test_fault_stores_an_optuna_database_nobody_serves_is_one_line(tmp_path):
     from servers import free_port
 
