@@ -163,7 +163,12 @@ def print_summary(comparison, results, stream=None, summary: dict | None = None)
             _say(out, line)
     for line in caveats(comparison.budget.name, results):
         _say(out, f"warning: {line}")
-    _say(out, f"MLflow: {comparison.tracking_uri}  (open it with: mlflow ui --backend-store-uri {comparison.tracking_uri})")
+    from shlex import quote
+
+    from tracking.contract import redact_uri
+
+    uri = redact_uri(comparison.tracking_uri)  # (credentials in a server URI stay off the terminal)
+    _say(out, f"MLflow: {uri}  (open it with: mlflow ui --backend-store-uri {quote(uri)})")
 
 
 def _truncation_line(r) -> str | None:

@@ -8,6 +8,7 @@ links are run ids plus the command that serves them.
 """
 from __future__ import annotations
 
+from shlex import quote
 from typing import Any
 
 from .contract import redact_uri
@@ -49,5 +50,5 @@ def comparison_links(data: ComparisonData) -> dict[str, Any]:
         "experiment_url": run_url(uri, exp) if exp else None,
         "comparison": one(str(c["run_id"])) if c.get("run_id") else None,
         "sweeps": sweeps,
-        "serve": None if server_base(uri) else f"mlflow ui --backend-store-uri {redact_uri(uri)}",
+        "serve": None if server_base(uri) else f"mlflow ui --backend-store-uri {quote(redact_uri(uri))}",  # (a path with a space stays one argument)
     }

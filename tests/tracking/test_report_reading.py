@@ -129,6 +129,11 @@ def test_report_links_every_run_on_a_server_and_names_them_on_a_local_store():
     md = render_markdown(build_document(a, a.summary()), PLOTS)
     assert "## MLflow runs" in md and "`sw-fixed-selection`" in md and "http://" in md  # the local UI's address pattern
 
+    import shlex
+
+    data.tracking_uri = "sqlite:////tmp/a b/mlflow.db"  # a path with a space: the command stays copy-pasteable
+    assert shlex.split(comparison_links(data)["serve"]) == ["mlflow", "ui", "--backend-store-uri", "sqlite:////tmp/a b/mlflow.db"]
+
     data.tracking_uri = "http://u:p@mlflow.local:5000"
     a = A.analyze(data, n_boot=20, n_orders=10)
     doc = build_document(a, a.summary())
