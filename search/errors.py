@@ -7,6 +7,7 @@ CLI prints them as `awnn <command>: error: <message>` and exits 2.
       OptionError        a command-line option (--strategies, --repeats, --cpus-per-trial, --optuna-storage, ...)
       SearchError        a service that cannot be reached or joined (the Ray cluster)
         TrialsNotRun     Ray Tune ended before every trial of a phase ran (resumable)
+        StorageFull      a trial could not write its checkpoint: no space left, a quota, a read-only disk (resumable)
 
 The other layers' input errors are their own (awnn.config.ConfigError,
 awnn.data.DataError, tracking.checks.TrackingUnavailable,
@@ -15,7 +16,7 @@ reports this way, so that no command has to translate them.
 """
 from __future__ import annotations
 
-__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "connect_error", "user_errors"]
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "storage_error", "connect_error", "user_errors"]
 
 
 class UsageError(Exception):
@@ -41,6 +42,27 @@ class SearchError(UsageError, ValueError):
 class TrialsNotRun(SearchError):
     """Ray Tune returned while trials of a phase had no result (the cluster
     ended them without telling the driver): the comparison fails, `--resume` runs them."""
+
+
+class StorageFull(SearchError):
+    """A trial could not write its checkpoint for want of room or permission
+    (no space left on the device, a disk quota, a read-only disk): the
+    comparison stops, its trials in flight interrupted; `--resume` runs them
+    once there is room."""
+
+
+def storage_error(error: BaseException) -> OSError | None:
+    """The OSError in `error`'s chain (itself, its causes and contexts) of a
+    write that found no room or permission (tracking.contract.STORAGE_ERRNOS), or None."""
+    from tracking.contract import STORAGE_ERRNOS
+
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def connect_error(address: str, error: BaseException) -> SearchError:

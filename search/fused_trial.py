@@ -25,18 +25,18 @@ continues from it, and so does a group of a resumed comparison
 out of the stack unreported.  A checkpoint written by a group of other
 configs (the comparison was resumed with another --fuse) is not used: the
 group starts from epoch 0.  A data error ends every member with
-`error_kind: data`, as in search/trial.py.
+`error_kind: data`, and a checkpoint that cannot be written (no space left,
+a quota, a read-only disk) every member still in the stack with
+`error_kind: storage`, as in search/trial.py.
 """
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from .trial_common import CHECKPOINT_FILE, CpuClock, attempt_info, data_error_final, load_earlier_state, trial_config
+from .trial_common import CHECKPOINT_FILE, CpuClock, StorageFault, attempt_info, fault_final, load_earlier_state, report_with_checkpoint, trial_config
 
 __all__ = ["run_group"]
 
@@ -52,7 +52,7 @@ def run_group(spec: dict[str, Any], settings: dict[str, Any]) -> None:
     try:
         trainer = StackedTrainer(configs)
     except DataError as e:  # no retry can fix it: every member ends, and the driver stops the comparison
-        final = data_error_final(e)
+        final = fault_final(e, "data")
         tune.report({**attempt_info(), "epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": None,
                      "members": {m["key"]: {"epochs": [], "final": final} for m in members}})
         return
@@ -63,7 +63,12 @@ def run_group(spec: dict[str, Any], settings: dict[str, Any]) -> None:
     for i, m in enumerate(members):  # restored members that had finished (a retry): their final again (the driver keeps the first)
         if i not in trainer.alive and m["key"] not in done:
             reporter.ended(i, trainer.result(i))
-    trainer.run(reporter.on_epoch, reporter.ended, reporter.after_epoch)
+    try:
+        trainer.run(reporter.on_epoch, reporter.ended, reporter.after_epoch)
+    except StorageFault as e:  # a checkpoint could not be written: every member still training ends with the fault
+        reporter.cpu.pause()
+        reporter.fault(fault_final(e, "storage"))
+        return
     reporter.cpu.pause()
     if reporter.pending or reporter.finals:  # (members restored as finished, with nothing left to train)
         reporter.report()
@@ -148,10 +153,15 @@ class _GroupReporter:
         with self.cpu.paused():  # a report's own work (and the driver's round trip) is not training
             self._report()
 
-    def _report(self) -> None:
-        import torch
-        from ray import tune
+    def fault(self, final: dict) -> None:
+        """End every member still in the stack with `final` (a storage fault),
+        with the epochs and finals not yet reported; no checkpoint."""
+        for i in self.trainer.alive:
+            self.finals.setdefault(i, final)
+        self.ckpt_interval = math.inf
+        self.report()
 
+    def _report(self) -> None:
         t = self.trainer
         members = {}
         for i in sorted(set(self.pending) | set(self.finals) | set(t.alive)):
@@ -164,17 +174,11 @@ class _GroupReporter:
         metrics = {**self.common, "epoch": t.epoch, "epochs": [], "final": None, "status": "running" if t.alive else "ended",
                    "best_val_acc": max(scores) if scores else math.nan, "members": members,
                    "train_seconds": sum(s.train_seconds for s in t.slices)}
-        checkpoint = tmp = None
+        state = None
         if t.alive and time.monotonic() - self.last_ckpt >= self.ckpt_interval:
-            tmp = tempfile.mkdtemp(prefix="awnn-ckpt-")
-            torch.save(t.save(), Path(tmp) / CHECKPOINT_FILE)
-            checkpoint = tune.Checkpoint.from_directory(tmp)
+            state = t.save()
             self.last_ckpt = time.monotonic()
-        try:
-            tune.report(metrics, checkpoint=checkpoint)
-        finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
+        report_with_checkpoint(metrics, state)
         self.pending.clear()
         self.finals.clear()
         self.last_report = time.monotonic()

@@ -46,6 +46,7 @@ class OutcomeRecord:
         self.in_epoch: dict[str, dict[str, int]] = {}  # running trial -> {epoch, batch, batches} inside a long epoch
         # running trial -> (when it first reported an epoch, that epoch, when it last did, that epoch): its own pace
         self.paces: dict[str, tuple[float, int, float, int]] = {}
+        self.faults: dict[str, dict[str, Any]] = {}  # trials their environment ended (tracking.contract.FAULT_KINDS), in order
         self.listener = listener
 
     # --- what the tracking callback announces
@@ -70,6 +71,13 @@ class OutcomeRecord:
         self.in_epoch.pop(key, None)
         self.paces.pop(key, None)
         self.here[key] = outcome
+        self._changed(key)
+
+    def fault(self, key: str, outcome: dict[str, Any]) -> None:
+        """A trial of this driver its environment ended (`error_kind` data or
+        storage): not an outcome of its config; the comparison stops."""
+        self.faults.setdefault(key, outcome)
+        self.in_epoch.pop(key, None)
         self._changed(key)
 
     def _pace(self, key: str, epochs: Any) -> None:
@@ -97,12 +105,13 @@ class OutcomeRecord:
     def done(self) -> set[str]:
         return set(self.earlier) | set(self.here)
 
-    def data_error(self) -> str | None:
-        """The first trial of this driver that could not read its data (its
-        error line and the trial), or None: no retry fixes it, the comparison stops."""
-        for key, o in self.here.items():
-            if o.get("error_kind") == "data":
-                return f"{o.get('error') or 'data error'} (trial {key})"
+    def stop_reason(self) -> tuple[str, str] | None:
+        """(kind, message) of the first trial of this driver its environment
+        ended (kind "data": its data cannot be read; "storage": a checkpoint
+        cannot be written), the message its error line and the trial; None
+        when there is none.  No retry fixes it: the comparison stops."""
+        for key, o in self.faults.items():
+            return o.get("error_kind", "data"), f"{o.get('error') or 'error'} (trial {key})"
         return None
 
     def is_new(self, key: str) -> bool:

@@ -40,20 +40,27 @@ def terminal_summary(comparison, results) -> dict:
     """The numbers the summary shows beyond the in-memory results: summary.json's content read back from
     MLflow (tracking.report.read_summary: the report's savings, intervals and verdict, word for word), or,
     when MLflow cannot be read, the arms' totals alone (tracking.verdict.brief_summary: no intervals)."""
+    if getattr(comparison, "unwritten", None):  # MLflow lacks some of this comparison's writes: its numbers would be wrong
+        return memory_summary(comparison, results)
     try:
         from tracking.report import read_summary
 
         return read_summary(comparison.tracking_uri, comparison=comparison.id)
     except Exception:  # noqa: BLE001 - the summary must print whatever the store's state
-        from tracking.verdict import brief_summary
+        return memory_summary(comparison, results)
 
-        arms = {}
-        for r in results:
-            sel_h, total_h = _hours(r, results)
-            s = r.summary or {}
-            arms[r.strategy] = {"test_acc_mean": s.get("test_acc_mean"), "test_acc_std": s.get("test_acc_std"), "test_runs": s.get("runs_ok", 0),
-                                "device_hours": {"selection": sel_h, "total": total_h}}
-        return brief_summary(getattr(comparison.budget, "name", None), arms)
+
+def memory_summary(comparison, results) -> dict:
+    """The arms' totals from the in-memory results alone (tracking.verdict.brief_summary: no intervals)."""
+    from tracking.verdict import brief_summary
+
+    arms = {}
+    for r in results:
+        sel_h, total_h = _hours(r, results)
+        s = r.summary or {}
+        arms[r.strategy] = {"test_acc_mean": s.get("test_acc_mean"), "test_acc_std": s.get("test_acc_std"), "test_runs": s.get("runs_ok", 0),
+                            "device_hours": {"selection": sel_h, "total": total_h}}
+    return brief_summary(getattr(comparison.budget, "name", None), arms)
 
 
 def _hours(r, results) -> tuple[float, float]:

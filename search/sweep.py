@@ -41,12 +41,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
+from tracking.fmt import fbytes
 from tracking.contract import Param, Tag, default_tracking_uri, experiment_name, redact_uri, tag_equals, tracking_uri_source
 from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, folder_lock,
                             init_tracking, replay_spool)
@@ -62,7 +64,7 @@ from .protocol import protocol_name
 from .strategies import REGISTRY, Arm, StrategyOptions, make_arms, make_scheduler, with_protocol
 from .tpe import TpeSource, default_optuna_storage
 from .sweep_runs import SweepRuns
-from .tune import RunSettings, check_trial_fits, exit_now, init_ray, run_plan, stop_on_data_error, trial_settings, wait_for_warm_workers, watch_cluster
+from .tune import RunSettings, check_trial_fits, exit_now, init_ray, run_plan, stop_on_fault, trial_settings, wait_for_warm_workers, watch_cluster
 
 __all__ = ["Comparison", "PhaseResult", "StrategyResult"]
 
@@ -175,6 +177,7 @@ class Comparison:
         self.runs = SweepRuns(self.writer, self.task, self.budget, self.log, optuna_storage=self.optuna_storage)
         self.tracker = None
         self.searcher = None
+        self.unwritten: str | None = None  # what MLflow did not take by the end (_close_writer): the comparison is incomplete there
         import threading
 
         self._closing, self._closed = threading.Lock(), threading.Event()
@@ -202,7 +205,7 @@ class Comparison:
             self.tracker = TrialTracker(
                 self.writer, tags={Tag.COMPARISON: self.id, Tag.TASK: self.task},
                 cpus_per_trial=self.settings.cpus_per_trial, gpus_per_trial=self.settings.gpus_per_trial,
-                params={"data_root": self.data_root}, on_result=record.reported, on_finished=record.finished,
+                params={"data_root": self.data_root}, on_result=record.reported, on_finished=record.finished, on_fault=record.fault,
             )
             if searcher.pending_trials():
                 attempt = self._attempt_number()
@@ -210,14 +213,17 @@ class Comparison:
                 warm = wait_for_warm_workers()  # the local Ray's workers importing torch & co. since init_ray
                 if warm:
                     self.writer.set_tags("cmp", {Tag.WARM_PIDS: ",".join(map(str, warm))})
-                # a trial that cannot read its data stops the comparison at once (no retry can fix it)
-                stop = stop_on_data_error(record.data_error, lambda message: self.tracker.interrupt_open())
-                run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker],
-                         scheduler=make_scheduler(self.arms, self.budget), stop=stop)
-                if record.data_error():
-                    from awnn.data import DataError
-
-                    raise DataError(f"{record.data_error()}; fix the data and run the same command with --resume")
+                # a trial its environment ended (its data cannot be read, a checkpoint cannot be written) stops the
+                # comparison at once: no retry can fix it
+                stop = stop_on_fault(record.stop_reason, lambda fault: self.tracker.interrupt_open())
+                try:
+                    run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker],
+                             scheduler=make_scheduler(self.arms, self.budget), stop=stop)
+                except Exception as e:  # on a full disk Ray's own writes fail too (its state, a torn error file)
+                    if record.stop_reason() is None:
+                        self._raise_storage(e)
+                        raise
+                self._raise_fault(record.stop_reason())
             searcher.finish_all()
             self.runs.finish()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (search/cli.py), the cluster lost (_cluster_lost): resumable, visibly not running
@@ -235,10 +241,50 @@ class Comparison:
             self._close_writer()
         return self.results
 
+    def _raise_fault(self, fault: tuple[str, str] | None) -> None:
+        """The error that ends a comparison its environment stopped (record.stop_reason): one line, resumable."""
+        if fault is None:
+            return
+        kind, message = fault
+        if kind == "data":
+            from awnn.data import DataError
+
+            raise DataError(f"{message}; fix the data and run the same command with --resume")
+        from .errors import StorageFull
+
+        raise StorageFull(f"{message}{self._storage_room()}; make room (or give another --storage) and run the same command with --resume")
+
+    def _raise_storage(self, error: BaseException) -> None:
+        """Ray Tune's own write into --storage found no room or permission (no trial's fault recorded): one line, resumable."""
+        from .errors import StorageFull, storage_error
+
+        found = storage_error(error)
+        if found is not None:
+            raise StorageFull(f"Ray Tune could not write its state into the storage (--storage): {os.strerror(found.errno)}"
+                              f"{self._storage_room()}; make room (or give another --storage) and run the same command with --resume") from error
+
+    def _storage_room(self) -> str:
+        """'; --storage PATH: N free of M' for a storage on this machine's file system, else ''."""
+        storage = self.settings.storage_path()
+        if "://" in storage:
+            return ""
+        try:
+            usage = shutil.disk_usage(storage)
+        except OSError:
+            return ""
+        return f"; --storage {storage}: {fbytes(usage.free)} free of {fbytes(usage.total)}"
+
     def _close_writer(self) -> None:
         leftover = self.writer.close(timeout=float(os.environ.get("AWNN_TRACKING_FLUSH_TIMEOUT", "120")))
         if leftover:
-            self.log(f"warning: MLflow was unreachable; {len(leftover)} runs have writes saved to {self._spool_path()}; rerun with --resume to apply them")
+            why = f" ({self.writer.last_error})" if self.writer.last_error else ""
+            if self.writer.spool_error is None:
+                saved = f"they are saved in {self._spool_path()}"
+            else:
+                saved = (f"they could not be saved in {self._spool_path()} ({self.writer.spool_error}): those runs stay open in MLflow, "
+                         "and their trials run again")
+            self.unwritten = f"MLflow did not take the writes of {len(leftover)} runs{why}; {saved}"
+            self.log(f"warning: {self.unwritten}; the same command with --resume " + ("applies them" if self.writer.spool_error is None else "runs them"))
         if self.writer.dropped:  # tracking/store.py: never expected; said, not hidden
             self.log(f"warning: {sum(self.writer.dropped.values())} MLflow writes were dropped because no run was started for them "
                      f"({', '.join(sorted(self.writer.dropped)[:5])}): a bug of awnn, please report it with this output")

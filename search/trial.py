@@ -19,10 +19,13 @@ lean, trainer or reference).  The reports:
   every `checkpoint_interval` seconds;
 * inside an epoch longer than PROGRESS_SECONDS, where it is (`progress`),
   at most that often: the driver's progress line shows it;
-* the final summary (`final`) once the training ends - or a failed one with
-  `error_kind: data` when its data cannot be read (awnn.data.DataError): no
-  retry can fix that, so the trial ends instead of raising and the driver
-  stops the comparison (search/sweep.py).
+* the final summary (`final`) once the training ends - or, when its
+  environment ends it, a failed one with `error_kind: data` (its data cannot
+  be read, awnn.data.DataError) or `error_kind: storage` (a checkpoint cannot
+  be written: no space left, a quota, a read-only disk; trial_common.
+  StorageFault): no retry can fix that, so the trial ends instead of raising,
+  the driver closes its run as interrupted and stops the comparison, and
+  `--resume` runs it again once the data or the disk is fixed (search/sweep.py).
 
 Every report carries `attempt_cpu_seconds`: the CPU time this attempt's
 training has taken so far (trial_common.CpuClock; its reports, checkpoints
@@ -32,15 +35,14 @@ trial's device-hours on the CPU (tracking/callback.py).
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from tracking.contract import MODEL_FILE, SELECTABLE, TRUNCATION
 
-from .trial_common import CHECKPOINT_FILE, CpuClock, attempt_info, data_error_final, lean_trials, load_earlier_state, trial_config, worker_setup
+from .trial_common import (CHECKPOINT_FILE, CpuClock, StorageFault, attempt_info, fault_final, lean_trials, load_earlier_state, report_with_checkpoint,
+                           trial_config, worker_setup)
 
 __all__ = ["trainable", "PROGRESS_SECONDS"]
 
@@ -66,7 +68,7 @@ def trainable(config: dict[str, Any]) -> None:
         _check_folds(trainer.task, settings)
     except DataError as e:  # no retry can fix missing or malformed data: the trial ends, and the driver stops the comparison
         # (Tune requires the searcher's metric in every result)
-        tune.report({"epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": data_error_final(e)})
+        tune.report({"epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": fault_final(e, "data")})
         return
     resumed = _restore(trainer, spec)
     reporter = _Reporter(trainer, spec, settings, resumed)
@@ -74,7 +76,11 @@ def trainable(config: dict[str, Any]) -> None:
         result = trainer.run(reporter.on_epoch, reporter.on_batch)
     except DataError as e:
         reporter.cpu.pause()
-        reporter.report(data_error_final(e))
+        reporter.report(fault_final(e, "data"))
+        return
+    except StorageFault as e:  # a checkpoint could not be written: the epochs since the last report go with the fault
+        reporter.cpu.pause()
+        reporter.report(fault_final(e, "storage"))
         return
     reporter.cpu.pause()  # the training is over: what follows (truncation, the final report) is not its cost
     final = result.summary()
@@ -85,7 +91,10 @@ def trainable(config: dict[str, Any]) -> None:
         if curve:
             final["truncation"] = [{"fraction": row["fraction"], **dict(zip(TRUNCATION, (row["acc"], row["width_total"], row["params"], row["infer_us"])))}
                                    for row in curve]  # keyed by the metric names (tracking.contract.TRUNCATION)
-    reporter.report(final)
+    try:
+        reporter.report(final)
+    except StorageFault as e:  # its kept model could not be written: the run is not complete without it
+        reporter.report(fault_final(e, "storage"))
 
 
 def _check_folds(task, settings: dict[str, Any]) -> None:
@@ -147,9 +156,6 @@ class _Reporter:
             self._report(final)
 
     def _report(self, final: dict | None) -> None:
-        import torch
-        from ray import tune
-
         trainer, pending = self.trainer, self.pending
         latest = pending[-1] if pending else (trainer.history[-1] if trainer.history else {})
         metrics = {k: v for k, v in latest.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -160,23 +166,14 @@ class _Reporter:
         metrics["epochs"] = list(pending)
         metrics["final"] = final
         metrics["status"] = final["status"] if final else trainer.status
-        checkpoint = None
-        tmp = None
+        state, filename, prefix = None, CHECKPOINT_FILE, "awnn-ckpt-"
         if final is None and time.monotonic() - self.last_ckpt >= self.ckpt_interval:
-            tmp = tempfile.mkdtemp(prefix="awnn-ckpt-")
-            torch.save(trainer.state_dict(), Path(tmp) / CHECKPOINT_FILE)
-            checkpoint = tune.Checkpoint.from_directory(tmp)
+            state = trainer.state_dict()
             self.last_ckpt = time.monotonic()
         elif final is not None and self.keep_model and final.get("status") in SELECTABLE:  # (selectable runs: their test_acc counts)
             # a re-training run's model, kept: its final checkpoint, which the driver logs as the run's MLflow artifact `model/`
-            tmp = tempfile.mkdtemp(prefix="awnn-model-")
-            torch.save(trainer.export_model(), Path(tmp) / MODEL_FILE)
-            checkpoint = tune.Checkpoint.from_directory(tmp)
-        try:
-            tune.report(metrics, checkpoint=checkpoint)
-        finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
+            state, filename, prefix = trainer.export_model(), MODEL_FILE, "awnn-model-"
+        report_with_checkpoint(metrics, state, filename, prefix)
         pending.clear()
         self.last_report = time.monotonic()
 

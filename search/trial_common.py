@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHECKPOINT_FILE", "LEAN_SWITCH", "CpuClock", "data_error_final", "trial_config", "attempt_info", "worker_setup", "lean_trials",
-           "load_earlier_state"]
+
+__all__ = ["CHECKPOINT_FILE", "LEAN_SWITCH", "CpuClock", "StorageFault", "fault_final", "report_with_checkpoint",
+           "trial_config", "attempt_info", "worker_setup", "lean_trials", "load_earlier_state"]
 
 CHECKPOINT_FILE = "trainer.pt"  # a trial's training state in its Tune checkpoint (a fused group's: the whole group)
 LEAN_SWITCH = "AWNN_LEAN_TRIALS"  # 0: every unfused trial trains in the reference Trainer (lean_trials)
@@ -63,10 +66,59 @@ class CpuClock:
                 self.resume()
 
 
-def data_error_final(error: Exception) -> dict[str, Any]:
-    """The final summary of a trial whose data cannot be read (awnn.data.DataError),
-    naming the machine (on a cluster, the node whose copy of the data is wrong)."""
-    return {"status": "failed", "error": f"{type(error).__name__}: {error} (on {os.uname().nodename})", "error_kind": "data"}
+class StorageFault(Exception):
+    """A trial could not write its checkpoint (tracking.contract.STORAGE_ERRNOS): the trial ends
+    with `error_kind: storage` (fault_final) and the driver stops the
+    comparison, resumable once there is room (search/sweep.py)."""
+
+
+def fault_final(error: Exception, kind: str) -> dict[str, Any]:
+    """The final summary of a trial its environment ended, not its config:
+    `kind` "data" (its data cannot be read, awnn.data.DataError) or
+    "storage" (StorageFault), naming the machine (on a cluster, the node whose
+    data copy or disk is at fault).  The driver closes its run as interrupted
+    and stops the comparison; `--resume` runs it again (tracking.contract.FAULT_KINDS)."""
+    return {"status": "failed", "error": f"{type(error).__name__}: {error} (on {os.uname().nodename})", "error_kind": kind}
+
+
+def report_with_checkpoint(metrics: dict[str, Any], state: Any = None, filename: str = CHECKPOINT_FILE, prefix: str = "awnn-ckpt-") -> None:
+    """`tune.report(metrics)`, with `state` (when not None) saved as `filename`
+    in a fresh temporary folder that Tune copies into the trial's storage as
+    its checkpoint; the folder is removed after, also on an error.  A write
+    that fails for want of room or permission (tracking.contract.STORAGE_ERRNOS), in the
+    temporary folder or in the storage, raises StorageFault naming where.
+    (torch.save writes through a Python file, so a full disk is an OSError
+    with its errno in the chain of torch's "unexpected pos" RuntimeError.)"""
+    import torch
+    from ray import tune
+
+    if state is None:
+        tune.report(metrics)
+        return
+    from .errors import storage_error
+
+    tmp = None
+    try:
+        try:
+            tmp = tempfile.mkdtemp(prefix=prefix)
+            with open(Path(tmp) / filename, "wb") as f:
+                torch.save(state, f)
+        except Exception as e:  # (torch may raise its own error with the OSError as its context)
+            found = storage_error(e)
+            if found is None:
+                raise
+            raise StorageFault(f"cannot write a checkpoint in this node's temporary folder {tmp or tempfile.gettempdir()}: "
+                               f"{os.strerror(found.errno)}") from e
+        try:
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
+        except Exception as e:
+            found = storage_error(e)
+            if found is None:
+                raise
+            raise StorageFault(f"cannot copy a checkpoint into the storage (--storage): {os.strerror(found.errno)}") from e
+    finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def trial_config(spec: dict[str, Any], settings: dict[str, Any]):

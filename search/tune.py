@@ -71,16 +71,17 @@ class RunSettings:
         return str((Path.cwd() / "awnn-results").resolve())
 
 
-def stop_on_data_error(first_error: Callable[[], str | None], on_stop: Callable[[str], None]):
-    """A Tune stopper that ends the whole run as soon as `first_error()`
-    names a trial whose data cannot be read, calling `on_stop(message)` once
-    before Tune stops the trials in flight (the driver closes their runs)."""
+def stop_on_fault(first_fault: Callable[[], Any], on_stop: Callable[[Any], None]):
+    """A Tune stopper that ends the whole run as soon as `first_fault()` names
+    a trial its environment ended (its data cannot be read, a checkpoint
+    cannot be written: search/record.py stop_reason), calling `on_stop(fault)`
+    once before Tune stops the trials in flight (the driver closes their runs)."""
     tune_environment()
     from ray.tune.stopper import Stopper
 
-    class StopOnDataError(Stopper):
-        def __init__(self, first_error, on_stop):
-            self.first_error, self.on_stop, self.stopped = first_error, on_stop, False
+    class StopOnFault(Stopper):
+        def __init__(self, first_fault, on_stop):
+            self.first_fault, self.on_stop, self.stopped = first_fault, on_stop, False
 
         def __getstate__(self):
             # Ray pickles the run config for Tuner.restore; we resume from MLflow, so the live hooks stay behind
@@ -90,13 +91,13 @@ def stop_on_data_error(first_error: Callable[[], str | None], on_stop: Callable[
             return False
 
         def stop_all(self) -> bool:
-            message = self.first_error() if self.first_error else None
-            if message is not None and not self.stopped:
+            fault = self.first_fault() if self.first_fault else None
+            if fault is not None and not self.stopped:
                 self.stopped = True
-                self.on_stop(message)
-            return message is not None
+                self.on_stop(fault)
+            return fault is not None
 
-    return StopOnDataError(first_error, on_stop)
+    return StopOnFault(first_fault, on_stop)
 
 
 # -------------------------------------------------------------------- Ray

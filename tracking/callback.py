@@ -64,7 +64,7 @@ from typing import Callable
 
 from ray.tune import Callback
 
-from .contract import EPOCH_METRICS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, is_epoch_metric
+from .contract import EPOCH_METRICS, FAULT_KINDS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, is_epoch_metric, storage_fault_text
 from .store import TrackingWriter
 from .trial_note import trial_note
 
@@ -81,10 +81,14 @@ class TrialTracker(Callback):
 
     One job, as Ray's own MLflow logger callback has: it writes through the
     driver's single writer and keeps only what it needs to write (attempts,
-    nodes, retries, the last final summary); nobody reads its state.  Two
+    nodes, retries, the last final summary); nobody reads its state.  Three
     hooks announce to the search side: `on_result(key, result)` after each
     report, `on_finished(key, outcome)` once per trial when it ends, with the
-    outcome the protocol needs (search/record.py)."""
+    outcome the protocol needs (search/record.py), and `on_fault(key, outcome)`
+    once per trial its environment ended (FAULT_KINDS: a trial's final with
+    that `error_kind`, or a Ray error that says a write found no room): its
+    run stays open, for `interrupt_open` to close as interrupted when the
+    driver stops the comparison, and `--resume` runs it again."""
 
     def __init__(
         self,
@@ -95,6 +99,7 @@ class TrialTracker(Callback):
         on_result: Callable[[str, dict], None] | None = None,
         on_finished: Callable[[str, dict], None] | None = None,
         params: dict | None = None,
+        on_fault: Callable[[str, dict], None] | None = None,
     ):
         """`tags` are set on every trial run (comparison id, task); each trial's
         sweep run is `<strategy>/<phase>` of its spec, and its writer key
@@ -106,6 +111,8 @@ class TrialTracker(Callback):
         self.gpus = gpus_per_trial
         self.on_result = on_result
         self.on_finished = on_finished
+        self.on_fault = on_fault
+        self.faults: dict[str, str] = {}  # trials their environment ended (FAULT_KINDS) -> the error
         self.started: set[str] = set()
         self.ended: set[str] = set()
         self.attempts: dict[str, dict[str, tuple[float, float, float | None]]] = {}  # attempt -> (start, last train_seconds, CPU seconds)
@@ -127,6 +134,7 @@ class TrialTracker(Callback):
         state["writer"] = None
         state["on_result"] = None
         state["on_finished"] = None
+        state["on_fault"] = None
         return state
 
     # ------------------------------------------------------------ helpers
@@ -270,6 +278,8 @@ class TrialTracker(Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         error = _error_text(trial)
+        if storage_fault_text(error):  # a write found no room: a retry on the same storage fails again
+            return self._storage_error(trial, error)
         for key, _spec in self.members(trial):
             if key in self.ended:
                 continue
@@ -289,9 +299,30 @@ class TrialTracker(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         error = _error_text(trial)
+        if storage_fault_text(error):
+            return self._storage_error(trial, error)
         self._start_members(trial)
         for key, spec in self.members(trial):
             self._finish(key, {"status": "failed"}, error=error, spec=spec, last=self.last.get(key, {}), trial=trial)
+
+    def _storage_error(self, trial, error: str) -> None:
+        """A Ray error of `trial` that says a write found no room or permission
+        (one the trial did not report itself: search/trial.py ends on its own
+        checkpoints' StorageFault): a fault of each of its configs."""
+        self._start_members(trial)
+        for key, spec in self.members(trial):
+            self._fault(key, {"status": "failed", "error": error, "error_kind": "storage"}, spec)
+
+    def _fault(self, key: str, final: dict, spec: dict) -> None:
+        """A trial its environment ended (FAULT_KINDS): its run stays open with
+        the error, and the search side hears of it once (on_fault)."""
+        if key in self.ended or key in self.faults:
+            return
+        error = str(final.get("error") or final["error_kind"])
+        self.faults[key] = error
+        self.writer.set_tags(key, {Tag.LAST_ERROR: error[:500]})
+        if self.on_fault:
+            self.on_fault(key, {"key": spec["key"], "error": error, "error_kind": final["error_kind"]})
 
     def interrupt_open(self) -> None:
         """The driver is stopping (Ctrl-C, SIGTERM, an error): close the runs
@@ -308,8 +339,10 @@ class TrialTracker(Callback):
     def _finish(self, key: str, final: dict, error: str | None, spec: dict, last: dict, trial=None) -> None:
         """End a config's run: `last` is its latest report, `trial` the Ray trial
         when it ended with it (a re-training run's model is in its checkpoint)."""
-        if key in self.ended:
+        if key in self.ended or key in self.faults:
             return
+        if final.get("error_kind") in FAULT_KINDS:  # ended by its environment: closed as interrupted when the driver stops
+            return self._fault(key, final, spec)
         self.ended.add(key)
         status = final.get("status", "failed")
         metrics = {
@@ -345,8 +378,6 @@ class TrialTracker(Callback):
             self._log_model(key, trial)
         self.writer.end_run(key, "FAILED" if status == "failed" else "FINISHED")
         outcome = dict(key=spec["key"], status=status, error=error, config=spec["config"], index=spec["index"], **metrics)
-        if final.get("error_kind"):
-            outcome["error_kind"] = final["error_kind"]  # e.g. "data": no retry can fix it
         if final.get("truncation"):
             outcome["truncation"] = final["truncation"]  # the terminal summary's truncation line
         outcome["widths"] = final.get("widths")

@@ -198,9 +198,10 @@ def check_sqlite_store(path: Path, what: str, tables: set[str] = MLFLOW_TABLES, 
 
 
 def check_writable(folder: Path, what: str) -> None:
-    """Create and remove a file in `folder` (or its nearest existing parent,
-    which must be a folder): a read-only folder or mount fails here, in
-    milliseconds, instead of deep inside a sweep."""
+    """Create, fill (64 KiB, flushed to the file system) and remove a file in
+    `folder` (or its nearest existing parent, which must be a folder): a
+    read-only folder or mount, or a full disk, fails here, in milliseconds,
+    instead of deep inside a sweep."""
     import tempfile
 
     probe = Path(folder)
@@ -209,8 +210,10 @@ def check_writable(folder: Path, what: str) -> None:
     if not probe.is_dir():
         raise TrackingUnavailable(f"{what}: {probe} is a file, not a folder")
     try:
-        with tempfile.NamedTemporaryFile(dir=probe, prefix=".awnn-write-check-"):
-            pass
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".awnn-write-check-") as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
     except OSError as e:
         raise TrackingUnavailable(f"{what}: cannot write in {probe} ({e.strerror or type(e).__name__})") from None
 

@@ -39,6 +39,18 @@ def fsec(x: Any) -> str:
     return f"{x / 3600:.2f} h"
 
 
+def fbytes(n: Any) -> str:
+    """A size in bytes, binary units: 0 B, 512 B, 3.0 MiB, 1.2 GiB."""
+    if not _finite(n):
+        return "n/a"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
 def fnum(x: Any, fmt: str = ".3g") -> str:
     return format(float(x), fmt) if _finite(x) else "n/a"
 

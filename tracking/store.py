@@ -18,7 +18,13 @@ queue, and the writer applies them in order:
   in order, without losing or duplicating anything queued behind it;
 * `close(timeout)` flushes; whatever could not be written by then is saved
   to a spool file (JSON lines) that `replay_spool` applies later
-  (`awnn sweep --resume` does), and the affected runs are reported;
+  (`awnn sweep --resume` does), and the affected runs are reported
+  (`last_error` says why the store refused them; `spool_error` why the
+  spool file could not be written, if it could not: the runs then stay
+  open in MLflow, and --resume runs their trials again);
+* the writer reports each outage once (a warning) and retries: MLflow's
+  own error log of each failed call from the writer's thread (a traceback
+  per retry, thousands of lines in a long outage) is left out;
 * a write addressed to a key no run was started for is a caller's bug, not
   an outage: it is dropped with an error in the log (`dropped` counts them)
   and the writes queued behind it go on (retried, it would hold back every
@@ -49,6 +55,38 @@ log = logging.getLogger(__name__)
 
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
+
+
+def _first_line(error: BaseException) -> str:
+    """An error in one line: MLflow's store errors carry the SQL and its parameters on the next lines."""
+    text = str(error).strip().splitlines()
+    inner = text[0] if text else type(error).__name__
+    return inner[:300]
+
+
+class _ThreadFilter(logging.Filter):
+    """Leave out the records logged from the given threads (see _quiet_in_thread)."""
+
+    def __init__(self):
+        super().__init__()
+        self.threads: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName not in self.threads
+
+
+_QUIET = _ThreadFilter()
+# MLflow's loggers that log a failed store call with its traceback before raising it (the writer retries and says so)
+_MLFLOW_CALL_LOGGERS = ("mlflow.store.db.utils", "mlflow.utils.rest_utils", "mlflow.store.tracking.sqlalchemy_store")
+
+
+def _quiet_in_thread(name: str) -> None:
+    """MLflow's error log of a call that fails in the writer's thread `name` is left out: the writer
+    reports the outage itself, once, and retries (module docstring); other threads' records stay."""
+    _QUIET.threads.add(name)
+    for logger in _MLFLOW_CALL_LOGGERS:
+        if _QUIET not in logging.getLogger(logger).filters:
+            logging.getLogger(logger).addFilter(_QUIET)
 
 
 class NoRunForKey(RuntimeError):
@@ -88,10 +126,15 @@ class TrackingWriter:
         self._idle = threading.Event()
         self._idle.set()
         self._stop = False
+        self._wake = threading.Event()  # set by close(): a backoff wait ends at once
+        self._failing = False  # in an outage (warned once)
         self.failures = 0  # calls that failed and were retried
         self.dropped: dict[str, int] = {}  # key -> writes dropped because no run was started for it
         self.outage_seconds = 0.0
-        self._thread = threading.Thread(target=self._loop, name="mlflow-writer", daemon=True)
+        self.last_error: str | None = None  # why the last failed call failed
+        self.spool_error: str | None = None  # why close() could not save the leftover writes
+        self._thread = threading.Thread(target=self._loop, name=f"mlflow-writer-{id(self):x}", daemon=True)
+        _quiet_in_thread(self._thread.name)
         self._thread.start()
 
     # ------------------------------------------------------------ public API
@@ -161,8 +204,11 @@ class TrackingWriter:
         be made (they are saved to the spool file when one is set)."""
         flushed = self.flush(timeout)
         self._stop = True
+        self._wake.set()
         self._queue.put(None)
-        self._thread.join(timeout=5.0)
+        # the thread ends within a few seconds once stopped (a failing store: after one last try); one stuck in a
+        # call to the store is waited for, so that nothing it holds is both applied and saved
+        self._thread.join(timeout=60.0)
         if flushed:
             return []
         leftover = list(self._pending)
@@ -175,11 +221,14 @@ class TrackingWriter:
                 leftover.append(op)
         keys = sorted({op.key for op in leftover})
         if leftover and self.spool_path is not None:
-            self.spool_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.spool_path, "a") as f:
-                f.write(json.dumps({"kind": "run_ids", "key": "", "data": self.run_ids}) + "\n")
-                for op in leftover:
-                    f.write(op.to_json() + "\n")
+            try:
+                self.spool_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.spool_path, "a") as f:
+                    f.write(json.dumps({"kind": "run_ids", "key": "", "data": self.run_ids}) + "\n")
+                    for op in leftover:
+                        f.write(op.to_json() + "\n")
+            except OSError as e:  # (e.g. the same full disk): said by the caller, not raised over why the driver stopped
+                self.spool_error = f"{type(e).__name__}: {e.strerror or e}"
         return keys
 
     # --------------------------------------------------------------- worker
@@ -208,35 +257,47 @@ class TrackingWriter:
                 self._pending.append(op)
             try:
                 self._apply_pending()
+                self._failing = False
             except Exception as e:  # noqa: BLE001 - retried: any failure of the store
                 self.failures += 1
-                self._outage(e)
+                if not self._outage(e) and self._stop:
+                    return  # closing, and the store still refuses: close() saves what is pending
                 continue
             if self._queue.empty():
                 self._idle.set()
             if self._stop and self._queue.empty():
                 return
 
-    def _outage(self, error: Exception) -> None:
-        """Back off and retry the pending operations, for up to retry_seconds."""
-        log.warning("MLflow write failed (%s: %s); retrying", type(error).__name__, str(error)[:200])
+    def _outage(self, error: Exception) -> bool:
+        """Back off and retry the pending operations, for up to retry_seconds
+        (once the writer is closing, for 2 s); True once they went through.
+        An outage is said once, in one line, however many retries it takes."""
+        self.last_error = _first_line(error)
+        if not self._failing:
+            self._failing = True
+            log.warning("MLflow write failed (%s: %s); retrying", type(error).__name__, self.last_error)
         start = time.monotonic()
         delay = 0.5
         while not self._stop or time.monotonic() - start < 2.0:
-            time.sleep(delay)
-            self.outage_seconds += delay
+            before = time.monotonic()
+            if self._stop:
+                time.sleep(0.5)
+            else:
+                self._wake.wait(delay)
+            self.outage_seconds += time.monotonic() - before
             delay = min(delay * 2, 10.0)
             try:
                 self._apply_pending()
-                return
+                self._failing = False
+                return True
             except Exception as e:  # noqa: BLE001
                 self.failures += 1
+                self.last_error = _first_line(e)
                 if time.monotonic() - start > self.retry_seconds:
                     log.error("MLflow unreachable for %.0fs; keeping %d operations for the spool file", time.monotonic() - start, len(self._pending))
-                    return
+                    return False
                 log.debug("MLflow still failing: %s", e)
-            if self._stop:
-                return
+        return False
 
     def _apply_pending(self) -> None:
         """Apply pending ops in order; successful ones are removed as they go."""

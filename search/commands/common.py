@@ -137,6 +137,13 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
     try:
         if not comparison.already_finished:  # (--resume of a finished comparison: only its report may be missing)
             print_summary(comparison, results)
+        if comparison.unwritten:  # MLflow lacks some of the comparison's writes: a report from it would be wrong
+            import sys
+
+            rest = "applies them and writes the report" if kind == "compare" else "applies them"
+            print(f"awnn {kind}: comparison {comparison.id} ran to its end, but {comparison.unwritten}; once MLflow takes writes again "
+                  f"(a tracking server back, room on its disk), run the same command with --resume: it {rest}", file=sys.stderr)
+            return 1
         if kind == "compare":
             write_comparison_report(comparison)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (search/signals.py) once MLflow holds the finished comparison

@@ -57,16 +57,22 @@ def test_compare_reads_a_relative_data_root_from_another_folder(tmp_path, task):
         assert "cpu" not in cmp_run.data.params and "CPU budget" not in report
 
 
-def test_a_data_error_in_the_trials_stops_the_comparison_at_once(tmp_path):
+def test_a_data_error_in_the_trials_stops_the_comparison_at_once_and_resume_runs_those_trials(tmp_path):
+    """No retry fixes unreadable data: the comparison stops at the first
+    trial that cannot read it (exit 2, one line naming the file), that trial's
+    run is interrupted (no outcome of its config), and once the data is back
+    `--resume` runs it and the rest: every config ends with one run of its own."""
     data = tmp_path / "datasets"
     write_tu(str(data), "NCI1", n_graphs=40)
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    d = Driver(["compare", "--task", "nci1", "--budget", "smoke", "--strategies", "awnn", "--data-root", str(data),
-                "--num-cpus", "2", "--tracking-uri", tracking, "--max-failures", "3"], cwd=tmp_path)
+    args = ["compare", "--task", "nci1", "--budget", "smoke", "--strategies", "awnn", "--data-root", str(data),
+            "--num-cpus", "2", "--tracking-uri", tracking, "--max-failures", "3"]
+    d = Driver(args, cwd=tmp_path)
+    labels = data / "NCI1" / "raw" / "NCI1_graph_labels.txt"
+    original = labels.read_bytes()
     try:
         # the driver has read the data (it checks it before Ray starts): now a file goes missing for the trials
         wait_for(lambda: "comparison nci1-" in d.output(), 120, "the comparison to start", proc=d.proc, output=d.output)
-        labels = data / "NCI1" / "raw" / "NCI1_graph_labels.txt"
         labels.unlink()
         code = d.wait(timeout=300)
         out = d.output()
@@ -74,17 +80,26 @@ def test_a_data_error_in_the_trials_stops_the_comparison_at_once(tmp_path):
         d.cleanup()
     assert code == 2, out[-3000:]
     errors = [line for line in out.splitlines() if line.startswith("awnn compare: error:")]
-    assert len(errors) == 1 and "NCI1_graph_labels.txt" in errors[0] and str(labels.parent) in errors[0], out[-3000:]
+    assert len(errors) == 1 and "NCI1_graph_labels.txt" in errors[0] and str(labels.parent) in errors[0] and "--resume" in errors[0], out[-3000:]
     found = runs(tracking, "nci1")
     assert found and not [r.info.run_name for r in found if r.info.status == "RUNNING"]
     trials = [r for r in found if r.data.tags["awnn.kind"] == "trial"]
-    failed = [r for r in trials if r.data.tags.get("awnn.status") == "failed"]
-    assert failed and all("NCI1_graph_labels.txt" in r.data.tags["awnn.error"] for r in failed)
-    assert all(r.data.tags.get("awnn.retries", "0") == "0" and r.data.metrics.get("retries", 0) == 0 for r in failed)  # not retried
-    assert all(r.data.tags["awnn.status"] in ("failed", "interrupted") for r in trials)  # nothing ran on after the error
+    hit = [r for r in trials if "NCI1_graph_labels.txt" in r.data.tags.get("awnn.last_error", "")]
+    assert hit and all((r.info.status, r.data.tags["awnn.status"]) == ("KILLED", "interrupted") for r in hit)  # no outcome of its config
+    assert all(r.data.tags.get("awnn.retries", "0") == "0" and r.data.metrics.get("retries", 0) == 0 for r in hit)  # not retried
+    assert all(r.data.tags["awnn.status"] == "interrupted" for r in trials)  # nothing failed, nothing ran on after the error
     assert len(trials) < 12  # the grid has 12 configs: the comparison stopped at the first failures
     others = [r for r in found if r.data.tags["awnn.kind"] != "trial"]
     assert {r.info.status for r in others} == {"FAILED"} and {r.data.tags["awnn.state"] for r in others} == {"failed"}
+
+    labels.write_bytes(original)  # the data is back: the same command with --resume finishes the comparison
+    run_awnn(args + ["--resume"], cwd=tmp_path, check=True, timeout=900)
+    after = [r for r in runs(tracking, "nci1") if r.data.tags["awnn.kind"] == "trial"]
+    done = [r for r in after if r.info.status != "KILLED"]
+    keys = [(r.data.tags["awnn.phase"], r.data.tags["awnn.trial_key"]) for r in done]
+    assert len(keys) == len(set(keys)) and len([k for k in keys if k[0] == "selection"]) == 12, sorted(keys)
+    assert {r.data.tags["awnn.status"] for r in done} == {"ok"} and {r.info.status for r in done} == {"FINISHED"}
+    assert {(r.data.tags["awnn.phase"], r.data.tags["awnn.trial_key"]) for r in hit} <= set(keys)  # the interrupted ones ran again
 
 
 def test_cv10_comparison_on_tu_files_selects_and_retrains_per_fold_and_resumes_on_the_same_folds(tmp_path):

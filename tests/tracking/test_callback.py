@@ -97,7 +97,7 @@ def test_a_trial_a_scheduler_stops_is_announced_as_stopped(setup):
 
 def test_pickled_tracker_leaves_the_writer_and_hooks_behind(setup):
     state = pickle.loads(pickle.dumps(setup.tracker))
-    assert state.writer is None and state.on_result is None and state.on_finished is None
+    assert state.writer is None and state.on_result is None and state.on_finished is None and state.on_fault is None
 
 
 def test_a_trial_ray_retries_or_fails_before_it_started_still_gets_its_run(setup):
@@ -179,3 +179,70 @@ def test_resumed_from_names_the_checkpoint_the_trial_really_continued_from(setup
     assert tag(torn) == "/ckpt/older/checkpoint_000002"
     assert tag(none) == "none: no readable checkpoint, started at epoch 0"
     assert tag(fine) == fine.config["spec"]["resume_from"]
+
+
+@pytest.mark.parametrize("how", ["data final", "storage final", "ray storage error on retry", "ray storage error at the end"])
+def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setup, how):
+    """A trial ended by its environment, not its config (its data cannot be
+    read, a checkpoint finds no room: tracking.contract.FAULT_KINDS), is no
+    outcome: it is announced once through on_fault, never as finished, and
+    its run stays open until the driver stops and closes it as interrupted
+    (KILLED), with the error, its compute, and --resume's re-run to come.
+    Also when Ray reports the error (a write of Ray's own found no room)."""
+    faults = []
+    setup.tracker.on_fault = lambda k, o: faults.append((k, o))
+    t, (ok, victim, other) = setup.tracker, setup.trials
+    for trial in (ok, victim, other):
+        t.on_trial_start(0, [], trial)
+    report(t, victim, 1)
+    error = {"data": "DataError: /d/labels.txt: no such file (on node-1)",
+             "storage": "StorageFault: cannot copy a checkpoint into the storage (--storage): No space left on device (on node-1)",
+             "ray": "OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device"}[how.split()[0]]
+    if how.endswith("final"):
+        report(t, victim, 2, final={"status": "failed", "error": error, "error_kind": how.split()[0]})
+        t.on_trial_complete(0, [], victim)
+        t.on_trial_complete(0, [], victim)  # (Tune's end of it again: still one fault, no outcome)
+    else:
+        victim.error_msg = f"Traceback (most recent call last):\n  File ...\n{error}\n"
+        (t.on_trial_recover if how.endswith("retry") else t.on_trial_error)(0, [], victim)
+        t.on_trial_error(0, [], victim)
+    report(t, other, 1, final={"status": "failed", "error": "RuntimeError: boom", "train_seconds": 36.0})  # a config's own failure
+    t.on_trial_complete(0, [], other)
+    key = lambda trial: f"awnn/selection/{trial.config['spec']['key']}"  # noqa: E731
+    assert [k for k, _ in faults] == [key(victim)]
+    assert faults[0][1]["error"] == error and faults[0][1]["error_kind"] == ("data" if how == "data final" else "storage")
+    assert [k for k, _ in setup.finished] == [key(other)]  # the config's own failure is an outcome; the fault is not
+
+    assert setup.writer.flush(timeout=60)
+    trial_runs = lambda: {r.data.tags[Tag.TRIAL_KEY]: r for r in client(setup.uri).search_runs(  # noqa: E731
+        [setup.writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'trial'")}
+    run = trial_runs()[victim.config["spec"]["key"]]
+    assert (run.info.status, run.data.tags[Tag.STATUS]) == ("RUNNING", "running")  # open until the driver stops
+    assert run.data.tags[Tag.LAST_ERROR] == error
+    t.interrupt_open()
+    assert setup.writer.flush(timeout=60)
+    runs = trial_runs()
+    run = runs[victim.config["spec"]["key"]]
+    assert (run.info.status, run.data.tags[Tag.STATUS], run.data.tags[Tag.LAST_ERROR]) == ("KILLED", "interrupted", error)
+    assert Tag.ERROR not in run.data.tags and run.data.metrics["compute_seconds"] == pytest.approx(72.0 if how.endswith("final") else 36.0)
+    assert (runs[other.config["spec"]["key"]].info.status, runs[other.config["spec"]["key"]].data.tags[Tag.STATUS]) == ("FAILED", "failed")
+    assert (runs[ok.config["spec"]["key"]].info.status, runs[ok.config["spec"]["key"]].data.tags[Tag.STATUS]) == ("KILLED", "interrupted")
+
+
+def test_storage_errors_are_told_from_other_errors():
+    from search.errors import storage_error
+    from tracking.contract import storage_fault_text
+
+    assert storage_fault_text("OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device")
+    assert storage_fault_text("OSError: [Errno 122] Disk quota exceeded: '/s/x'") and storage_fault_text("[Errno 30] Read-only file system")
+    assert not storage_fault_text("RuntimeError: boom") and not storage_fault_text("OSError: [Errno 2] No such file or directory: 'x'")
+    assert not storage_fault_text("ValueError: [errno 280] other")
+    try:  # a storage error under another (Ray's wrapper): found in the chain
+        try:
+            open("/dev/full", "wb", buffering=0).write(b"x")
+        except OSError as e:
+            raise RuntimeError("wrapped") from e
+    except RuntimeError as outer:
+        found = storage_error(outer)
+    assert found is not None and found.errno == 28
+    assert storage_error(RuntimeError("no")) is None and storage_error(FileNotFoundError(2, "gone")) is None

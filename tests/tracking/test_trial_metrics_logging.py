@@ -167,7 +167,7 @@ def test_a_trial_that_trained_no_epoch_gets_its_training_time_once(store):
     s = spec("awnn")
     trial = SimpleNamespace(config={"spec": s}, last_result={}, error_file=None, error_msg="")
     store.tracker.on_trial_start(0, [], trial)
-    final = {"status": "failed", "error": "DataError: no data", "error_kind": "data", "train_seconds": 0.0, "epochs_run": 0}
+    final = {"status": "failed", "error": "RuntimeError: the model cannot be built", "train_seconds": 0.0, "epochs_run": 0}
     store.tracker.on_trial_result(0, [], trial, {"epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": final})
     store.tracker.on_trial_complete(0, [], trial)
     run, h = histories(store, s)

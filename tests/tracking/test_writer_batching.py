@@ -92,3 +92,62 @@ def threading_gate(w: TrackingWriter, monkeypatch):
 
     monkeypatch.setattr(w, "_apply_pending", gated)
     return gate
+
+
+@pytest.mark.parametrize("spool", ["file", "/dev/full"])
+def test_a_store_that_refuses_writes_is_said_once_and_close_saves_what_it_holds_never_applying_it_after(tmp_path, caplog, spool):
+    """A store that refuses every write (a full disk: SQLite's 'database or
+    disk is full'): the outage is one warning of one line, however many
+    retries; close() stops the writer thread and saves what it holds to the
+    spool file, and the thread applies nothing after that (applied and
+    saved, a replay would write it twice); `replay_spool` then applies it.
+    A spool file that cannot be written (/dev/full: ENOSPC) is said in
+    `spool_error`, not raised."""
+    import logging
+    import time
+
+    from mlflow.exceptions import MlflowException
+
+    from tracking.store import replay_spool
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    init_tracking(uri)
+    path = tmp_path / "pending.jsonl" if spool == "file" else "/dev/full"
+    w = TrackingWriter(uri, "awnn-refused", spool_path=path, linger=0.0)
+    for key in RUNS:
+        w.start_run(key, name=key)
+    assert w.flush(timeout=30)
+    real, calls, refuse = w.client.log_batch, [], [True]
+
+    def refusing(run_id, metrics=(), **kw):
+        calls.append(run_id)
+        if refuse[0]:
+            raise MlflowException("(sqlite3.OperationalError) database or disk is full\n[SQL: INSERT INTO latest_metrics ...]\n[parameters: ...]")
+        return real(run_id, metrics=metrics, **kw)
+
+    w.client.log_batch = refusing
+    caplog.set_level(logging.WARNING, logger="tracking.store")
+    for epoch in range(1, 4):
+        for key in RUNS:
+            w.log_metrics(key, [("val_acc", 0.5 + epoch / 10, epoch)])
+    time.sleep(4)  # a few retries (0.5 s, 1 s, 2 s backoff)
+    assert len(calls) >= 3
+    leftover = w.close(timeout=1)
+    assert sorted(leftover) == RUNS and not w._thread.is_alive()
+    assert w.last_error == "(sqlite3.OperationalError) database or disk is full"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "\n" not in warnings[0] and "database or disk is full" in warnings[0], warnings
+    refuse[0] = False
+    n = len(calls)
+    time.sleep(1.5)
+    assert len(calls) == n  # nothing applied after close: it is in the spool only
+    if spool == "/dev/full":
+        assert w.spool_error is not None and "No space left on device" in w.spool_error
+        return
+    assert w.spool_error is None
+    replay_spool(path, uri, "awnn-refused")
+    c = client(uri)
+    for key in RUNS:
+        run_id = w.run_ids[key]
+        assert [(m.step, m.value) for m in sorted(c.get_metric_history(run_id, "val_acc"), key=lambda m: m.step)] == \
+            [(e, pytest.approx(0.5 + e / 10)) for e in range(1, 4)]
