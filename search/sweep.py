@@ -55,6 +55,7 @@ from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_st
 from tracking.checks import DATABASE_SCHEMES, check_database, check_remote_storage
 
 from .budget import BUDGETS, Budget, resolve_budget
+from .lease import start_heartbeat
 from .errors import OptionError
 from .grid import Grid
 from .phases import PhasedSearcher
@@ -182,6 +183,7 @@ class Comparison:
 
         self._closing, self._closed = threading.Lock(), threading.Event()
         stop_watch = watch_cluster(self._cluster_lost)
+        stop_heartbeat = lambda: None  # noqa: E731 - until this driver holds a comparison
         try:
             prior = self._resume_state() if self.resume else PriorAttempts()
             if self.already_finished:
@@ -193,6 +195,7 @@ class Comparison:
                     self._note_unfinished()
                 self._start_comparison()
             self.runs.comparison = self.id
+            stop_heartbeat = start_heartbeat(lambda tags: self.writer.set_tags("cmp", tags))  # (search/lease.py)
             record = OutcomeRecord(earlier=prior.finished)
             searcher = self.searcher = PhasedSearcher(
                 self.arms, self.budget, record, self.runs, prior=prior, stream=self.stream,
@@ -238,6 +241,7 @@ class Comparison:
             raise
         finally:
             stop_watch()
+            stop_heartbeat()
             self._close_writer()
         return self.results
 
@@ -430,6 +434,14 @@ class Comparison:
             raise DataError(f"{self.data_root}: the {self.task} data draws other outer folds than comparison "
                             f"{root.data.tags.get(Tag.COMPARISON)} saved (folds digest {self.folds_digest}, saved {saved}): "
                             f"the data changed since it started; restore it, or run without --resume to start anew")
+        if root.data.tags.get(Tag.STATE, "running") == "running":  # closed by no driver: one may still work on it
+            from .errors import SearchError
+            from .lease import live_driver
+
+            alive = live_driver(root.data.tags)
+            if alive:
+                raise SearchError(f"--resume: comparison {root.data.tags.get(Tag.COMPARISON)} is running: {alive}; a second driver "
+                                  "would run its trials again; let it finish, or stop it (Ctrl-C) and then resume")
         self.id = root.data.tags[Tag.COMPARISON]
         self.writer.adopt("cmp", root.info.run_id)
         self.writer.reopen_run("cmp")

@@ -144,6 +144,8 @@ class Tag:
     ERROR = "awnn.error"
     GROUP = "awnn.group"  # a fused trial's group (--fuse): the Ray trial's key, e.g. fuse-sel-0000 (search/fusion.py)
     DEPENDS_ON = "awnn.depends_on"  # sweep runs of an arm whose cost includes another arm's (fixedplus: awnn)
+    DRIVER = "awnn.driver"  # a comparison's driver, `<host>|<pid>` (search/lease.py)
+    HEARTBEAT = "awnn.heartbeat"  # when its driver last said it works on it, Unix seconds (search/lease.py)
     HIT_MAX_WIDTH = "awnn.hit_max_width"
     KEY = "awnn.key"
     KIND = "awnn.kind"
