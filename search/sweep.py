@@ -129,6 +129,32 @@ class Comparison:
         self.id = None
         self.results: list[StrategyResult] = []
         self.already_finished = False  # --resume found the comparison finished once its saved writes were applied
+        if resume:
+            self._refuse_live_driver()
+
+    def _refuse_live_driver(self) -> None:
+        """`--resume` of a comparison another driver still works on fails here,
+        in one line, before Ray starts: two drivers would each run its
+        unfinished trials (search/lease.py)."""
+        from mlflow.tracking import MlflowClient
+
+        from .errors import SearchError
+        from .lease import live_driver
+
+        init_tracking(self.tracking_uri)  # (a new SQLite store's schema, under its lock, as run() does)
+        client = MlflowClient(self.tracking_uri)
+        exp = client.get_experiment_by_name(experiment_name(self.task))
+        if exp is None:
+            return
+        roots = client.search_runs([exp.experiment_id], filter_string=tag_equals((Tag.COMPARISON_KEY, self.key), (Tag.KIND, "comparison")),
+                                   order_by=["attributes.start_time DESC"], max_results=20)
+        root = next((r for r in roots if r.data.tags.get(Tag.STATE) != "finished"), None)  # the one --resume adopts
+        if root is None or root.data.tags.get(Tag.STATE, "running") != "running":  # closed by a driver that stopped
+            return
+        alive = live_driver(root.data.tags)
+        if alive:
+            raise SearchError(f"--resume: comparison {root.data.tags.get(Tag.COMPARISON)} is running: {alive}; a second driver "
+                              "would run its trials again; let it finish, or stop it (Ctrl-C) and then resume")
 
     def _search_options(self) -> dict[str, Any]:
         """The options that change what runs (part of the --resume key)."""
@@ -434,14 +460,6 @@ class Comparison:
             raise DataError(f"{self.data_root}: the {self.task} data draws other outer folds than comparison "
                             f"{root.data.tags.get(Tag.COMPARISON)} saved (folds digest {self.folds_digest}, saved {saved}): "
                             f"the data changed since it started; restore it, or run without --resume to start anew")
-        if root.data.tags.get(Tag.STATE, "running") == "running":  # closed by no driver: one may still work on it
-            from .errors import SearchError
-            from .lease import live_driver
-
-            alive = live_driver(root.data.tags)
-            if alive:
-                raise SearchError(f"--resume: comparison {root.data.tags.get(Tag.COMPARISON)} is running: {alive}; a second driver "
-                                  "would run its trials again; let it finish, or stop it (Ctrl-C) and then resume")
         self.id = root.data.tags[Tag.COMPARISON]
         self.writer.adopt("cmp", root.info.run_id)
         self.writer.reopen_run("cmp")

@@ -19,7 +19,7 @@ from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 1000  # ~10 ms an epoch: the sweep (~30 s) outlives the second driver (~10 s to its refusal)
+EPOCHS = 500  # ~10 ms an epoch: the sweep (~15 s) outlives the second driver (~3 s to its refusal, before Ray starts)
 
 
 def test_resume_while_the_driver_runs_is_refused_and_the_driver_finishes_alone(tmp_path):
