@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import glob
+import logging
 import os
 import shutil
 import tempfile
@@ -44,7 +45,37 @@ def tune_environment() -> None:
     # Ctrl-C must stop the sweep with a KeyboardInterrupt, not let Tune swallow it
     # and return as if done (the driver would then close the sweep as finished).
     os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+    _quiet_storage_tracebacks()
 
+
+class _StorageErrorsInOneLine(logging.Filter):
+    """A Ray Tune log record of a write that found no room or permission
+    (tracking.contract.STORAGE_ERRNOS: e.g. "Saving experiment state to
+    storage ... failed" on a full disk) keeps its message and the error's
+    one line, without the traceback (25 lines, at every save): the driver
+    stops on the trials' own storage fault and says so in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from .errors import storage_error
+
+        error = record.exc_info[1] if record.exc_info else None
+        found = storage_error(error) if error is not None else None
+        if found is not None:
+            record.msg = f"{record.getMessage().rstrip(': ')}: {os.strerror(found.errno)}"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
+_STORAGE_FILTER = _StorageErrorsInOneLine()
+# the Ray Tune loggers that log a failed write into the storage with its traceback (Ray 2.60)
+_RAY_STORAGE_LOGGERS = ("ray.tune.execution.experiment_state", "ray.train._internal.storage", "ray.tune.execution.tune_controller")
+
+
+def _quiet_storage_tracebacks() -> None:
+    for name in _RAY_STORAGE_LOGGERS:
+        logger = logging.getLogger(name)
+        if _STORAGE_FILTER not in logger.filters:
+            logger.addFilter(_STORAGE_FILTER)
 
 
 

@@ -28,14 +28,42 @@ def run_awnn(args: list[str], cwd: Path, timeout: float = 600, env: dict | None 
     return p
 
 
+def shared_session_result(tmp_path_factory, name: str, build) -> dict:
+    """`build(folder)`'s result (a dict whose "dir" is `folder`), made once for
+    the whole test session, also across pytest-xdist's workers: the first
+    worker that asks builds it under the session's shared temporary folder
+    while holding a lock on it, the others wait and read it back.  (A session
+    fixture is otherwise built once per worker: the two real comparisons
+    below ran twice in `make test`, ~1 minute.)  Tests only read what it holds."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return build(tmp_path_factory.mktemp(name))
+    import fcntl
+    import json
+
+    root = tmp_path_factory.getbasetemp().parent  # each worker's basetemp is a folder of this one
+    done = root / f"{name}.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            work = root / f"{name}-{worker}"  # (a worker's build that failed leaves its folder to it alone)
+            work.mkdir()
+            result = build(work)
+            done.write_text(json.dumps({**result, "dir": str(result["dir"])}))
+    result = json.loads(done.read_text())
+    return {**result, "dir": Path(result["dir"])}
+
+
 @pytest.fixture(scope="session")
 def smoke_comparison(tmp_path_factory):
     """One real `awnn compare --task doublemoon --budget smoke` for the whole session.
 
     Returns a dict with the working dir, the tracking URI and the CLI's output."""
-    work = tmp_path_factory.mktemp("smoke-compare")
-    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2"], cwd=work, check=True)
-    return {"dir": work, "tracking_uri": f"sqlite:///{work / 'mlflow.db'}", "stdout": p.stdout, "stderr": p.stderr}
+    def build(work: Path) -> dict:
+        p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2"], cwd=work, check=True)
+        return {"dir": work, "tracking_uri": f"sqlite:///{work / 'mlflow.db'}", "stdout": p.stdout, "stderr": p.stderr}
+
+    return shared_session_result(tmp_path_factory, "smoke-compare", build)
 
 
 # one report per epoch: the last epoch's report must be the final one, or ASHA
@@ -53,10 +81,12 @@ def all_strategies_comparison(tmp_path_factory):
 
     Returns a dict with the working dir, the tracking URI, the Optuna storage
     URL and the CLI's output."""
-    work = tmp_path_factory.mktemp("all-strategies")
-    p = run_awnn(ALL_STRATEGIES, cwd=work, check=True)
-    return {"dir": work, "tracking_uri": f"sqlite:///{work / 'mlflow.db'}", "optuna_storage": f"sqlite:///{work / 'optuna.db'}",
-            "stdout": p.stdout, "stderr": p.stderr}
+    def build(work: Path) -> dict:
+        p = run_awnn(ALL_STRATEGIES, cwd=work, check=True)
+        return {"dir": work, "tracking_uri": f"sqlite:///{work / 'mlflow.db'}", "optuna_storage": f"sqlite:///{work / 'optuna.db'}",
+                "stdout": p.stdout, "stderr": p.stderr}
+
+    return shared_session_result(tmp_path_factory, "all-strategies", build)
 
 
 

@@ -160,6 +160,17 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
     return 1 if failed_everything else 0
 
 
+def unwritten_line(command: str, comparisons) -> str | None:
+    """The closing line of a command whose comparisons ran to their end while
+    MLflow did not take all their writes (Comparison.unwritten), or None."""
+    lacking = [c for c in comparisons if c.unwritten]
+    if not lacking:
+        return None
+    return (f"awnn {command}: {', '.join(str(c.id) for c in lacking)} ran to the end, but {lacking[0].unwritten}"
+            f"{' (and more for the others)' if len(lacking) > 1 else ''}; what MLflow holds is incomplete until the same command "
+            "with --resume applies them")
+
+
 def report_command(comparison) -> str:
     """The `awnn report` command that writes `comparison`'s report where `compare` writes it."""
     from shlex import quote

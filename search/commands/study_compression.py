@@ -241,12 +241,12 @@ def run_compression(args, profiles: list[str], settings, root: Path) -> int:
     """Both variants' sweeps for each profile; the table, then one JSON line.  1 when a sweep has no usable run."""
     from ..budget import resolve_budget
     from ..sweep import Comparison
-    from .common import options_from
+    from .common import options_from, unwritten_line
 
     epochs = budget_epochs(resolve_budget(args.budget))
     schedule = scaled_schedule(epochs)
     shown = report_epochs(epochs, *schedule)
-    rows, verdicts, failed = [], {}, False
+    rows, verdicts, failed, comparisons = [], {}, False, []
     for profile in profiles:
         mine = []
         for variant in VARIANTS:
@@ -255,6 +255,7 @@ def run_compression(args, profiles: list[str], settings, root: Path) -> int:
                                     grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root,
                                     protocol=args.protocol)
             results = comparison.run()
+            comparisons.append(comparison)
             runs = read_runs(comparison.tracking_uri, comparison.id) if comparison.id else []
             failed |= not runs or (bool(results) and results[0].selected is None)
             mine.append(variant_row(profile, variant, str(comparison.id), schedule, runs, shown))
@@ -268,4 +269,7 @@ def run_compression(args, profiles: list[str], settings, root: Path) -> int:
                       "paper": {"epochs": PAPER_EPOCHS, "start": PAPER_START, "end": PAPER_END, "width_from": PAPER_WIDTHS[0],
                                 "width_to": PAPER_WIDTHS[1]},
                       "rows": rows, "verdicts": verdicts}, default=str))
-    return 1 if failed else 0
+    lacking = unwritten_line("study", comparisons)  # (the rows above were read back from MLflow: incomplete)
+    if lacking:
+        print(lacking, file=sys.stderr)
+    return 1 if failed or lacking else 0

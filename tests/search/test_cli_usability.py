@@ -171,3 +171,18 @@ def test_progress_flight_counts_running_apart_from_pending():
     started = {"fixed/selection/sel-0000", "fixed/selection/sel-0001", "fixed/selection/sel-0099"}  # 0099: finished, not in flight
     assert flight(in_flight, started) == "2 running, 6 pending"
     assert flight(set(list(in_flight)[:2]), in_flight) == "2 running"
+
+
+def test_a_command_whose_comparisons_left_mlflow_incomplete_says_so_in_one_line():
+    """`awnn study` runs several sweeps: the one(s) whose writes MLflow did not take are named in its closing line."""
+    from types import SimpleNamespace
+
+    from search.commands.common import unwritten_line
+
+    ok = SimpleNamespace(id="a-1", unwritten=None)
+    bad = SimpleNamespace(id="b-2", unwritten="MLflow did not take the writes of 3 runs (database or disk is full); they are saved in /s/p.jsonl")
+    assert unwritten_line("study", [ok, ok]) is None
+    line = unwritten_line("study", [ok, bad])
+    assert line == ("awnn study: b-2 ran to the end, but MLflow did not take the writes of 3 runs (database or disk is full); they are saved in "
+                    "/s/p.jsonl; what MLflow holds is incomplete until the same command with --resume applies them")
+    assert "(and more for the others)" in unwritten_line("study", [bad, SimpleNamespace(id="c-3", unwritten="x")])

@@ -83,3 +83,28 @@ def test_no_readable_checkpoint_starts_from_epoch_zero(tmp_path, capsys):
     (trial / "checkpoint_000001").mkdir()  # a dir Ray created before copying anything into it
     assert load_earlier_state(str(torn)) == (None, None)
     assert "starts from epoch 0" in capsys.readouterr().err
+
+
+def test_ray_tune_logs_a_write_that_found_no_room_in_one_line(caplog):
+    """Ray Tune's "Saving experiment state ... failed" on a full disk keeps its
+    message and the error's line, not its traceback (search/tune.py); other
+    errors keep theirs."""
+    import logging
+
+    from search.tune import tune_environment
+
+    tune_environment()
+    logger = logging.getLogger("ray.tune.execution.experiment_state")
+    caplog.set_level(logging.ERROR, logger="ray.tune.execution.experiment_state")
+    for exc in (OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device"), ValueError("other")):
+        try:
+            try:
+                raise exc
+            except OSError as e:
+                raise RuntimeError("sync failed") from e
+        except Exception:  # noqa: BLE001
+            logger.error("Saving experiment state to storage at '%s' failed with exception: ", "/s/x", exc_info=True)
+    full, other = caplog.records
+    assert full.getMessage() == "Saving experiment state to storage at '/s/x' failed with exception: No space left on device"
+    assert full.exc_info is None
+    assert other.exc_info is not None and other.exc_info[0] in (ValueError, RuntimeError)
