@@ -8,6 +8,7 @@ CLI prints them as `awnn <command>: error: <message>` and exits 2.
       SearchError        a service that cannot be reached or joined (the Ray cluster)
         TrialsNotRun     Ray Tune ended before every trial of a phase ran (resumable)
         StorageFull      a trial could not write its checkpoint: no space left, a quota, a read-only disk (resumable)
+        WorkerLost       a trial's worker process was lost more often than --max-failures allows (resumable)
 
 The other layers' input errors are their own (awnn.config.ConfigError,
 awnn.data.DataError, tracking.checks.TrackingUnavailable,
@@ -16,7 +17,7 @@ reports this way, so that no command has to translate them.
 """
 from __future__ import annotations
 
-__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "storage_error", "connect_error", "user_errors"]
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "storage_error", "connect_error", "user_errors"]
 
 
 class UsageError(Exception):
@@ -49,6 +50,13 @@ class StorageFull(SearchError):
     (no space left on the device, a disk quota, a read-only disk): the
     comparison stops, its trials in flight interrupted; `--resume` runs them
     once there is room."""
+
+
+class WorkerLost(SearchError):
+    """A trial's worker process was lost (killed, out of memory, its node
+    died) once more than --max-failures allows: the comparison stops, its
+    trials in flight interrupted, none counted as a failure of its config;
+    `--resume` runs them once the nodes are fixed."""
 
 
 def storage_error(error: BaseException) -> OSError | None:

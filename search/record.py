@@ -108,10 +108,11 @@ class OutcomeRecord:
     def stop_reason(self) -> tuple[str, str] | None:
         """(kind, message) of the first trial of this driver its environment
         ended (kind "data": its data cannot be read; "storage": a checkpoint
-        cannot be written), the message its error line and the trial; None
+        cannot be written; "lost": its worker process was lost after its last
+        retry), the message the trial and its error line; None
         when there is none.  No retry fixes it: the comparison stops."""
         for key, o in self.faults.items():
-            return o.get("error_kind", "data"), f"{o.get('error') or 'error'} (trial {key})"
+            return o.get("error_kind", "data"), f"trial {key}: {o.get('error') or 'error'}"
         return None
 
     def is_new(self, key: str) -> bool:

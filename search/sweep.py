@@ -242,8 +242,8 @@ class Comparison:
                 warm = wait_for_warm_workers()  # the local Ray's workers importing torch & co. since init_ray
                 if warm:
                     self.writer.set_tags("cmp", {Tag.WARM_PIDS: ",".join(map(str, warm))})
-                # a trial its environment ended (its data cannot be read, a checkpoint cannot be written) stops the
-                # comparison at once: no retry can fix it
+                # a trial its environment ended (its data cannot be read, a checkpoint cannot be written, its worker lost
+                # after its last retry) stops the comparison at once: no retry on the same machines can fix it
                 stop = stop_on_fault(record.stop_reason, lambda fault: self.tracker.interrupt_open())
                 try:
                     run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker],
@@ -280,6 +280,13 @@ class Comparison:
             from awnn.data import DataError
 
             raise DataError(f"{message}; fix the data and run the same command with --resume")
+        if kind == "lost":
+            from .errors import WorkerLost
+
+            retries = self.settings.max_failures
+            raise WorkerLost(f"{message}, more than --max-failures {retries} allows: the process was killed, ran out of memory, or its node "
+                             "died; the comparison stopped and its trials in flight were interrupted, none is counted as a failure of its "
+                             "config; check the nodes (memory, preemption) or raise --max-failures, then run the same command with --resume")
         from .errors import StorageFull
 
         raise StorageFull(f"{message}{self._storage_room()}; make room (or give another --storage) and run the same command with --resume")

@@ -45,37 +45,50 @@ def tune_environment() -> None:
     # Ctrl-C must stop the sweep with a KeyboardInterrupt, not let Tune swallow it
     # and return as if done (the driver would then close the sweep as finished).
     os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
-    _quiet_storage_tracebacks()
+    _quiet_environment_tracebacks()
 
 
-class _StorageErrorsInOneLine(logging.Filter):
-    """A Ray Tune log record of a write that found no room or permission
-    (tracking.contract.STORAGE_ERRNOS: e.g. "Saving experiment state to
-    storage ... failed" on a full disk) keeps its message and the error's
-    one line, without the traceback (25 lines, at every save): the driver
-    stops on the trials' own storage fault and says so in one line."""
+class _EnvironmentErrorsInOneLine(logging.Filter):
+    """A Ray Tune log record of a fault of the trials' environment keeps its
+    message and the error's one line, without the traceback (20-25 lines):
+    a write that found no room or permission (tracking.contract.STORAGE_ERRNOS:
+    e.g. "Saving experiment state to storage ... failed" on a full disk, at
+    every save), or a trial's worker process lost ("Trial task failed for
+    trial ...": killed, out of memory, its node died; tracking.contract.
+    lost_worker), which Ray retries or the driver reports in one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        from tracking.contract import lost_worker
+
         from .errors import storage_error
 
         error = record.exc_info[1] if record.exc_info else None
-        found = storage_error(error) if error is not None else None
+        if error is None:
+            return True
+        found = storage_error(error)
         if found is not None:
-            record.msg = f"{record.getMessage().rstrip(': ')}: {os.strerror(found.errno)}"
-            record.args, record.exc_info, record.exc_text = None, None, None
+            detail = os.strerror(found.errno)
+        elif lost_worker(error):
+            cause = getattr(error, "cause", None) or error
+            lines = [ln.strip() for ln in str(cause).splitlines() if ln.strip()]
+            detail = f"{type(cause).__name__}: {lines[0] if lines else 'no detail'}"
+        else:
+            return True
+        record.msg = f"{record.getMessage().rstrip(': ')}: {detail}"
+        record.args, record.exc_info, record.exc_text = None, None, None
         return True
 
 
-_STORAGE_FILTER = _StorageErrorsInOneLine()
-# the Ray Tune loggers that log a failed write into the storage with its traceback (Ray 2.60)
-_RAY_STORAGE_LOGGERS = ("ray.tune.execution.experiment_state", "ray.train._internal.storage", "ray.tune.execution.tune_controller")
+_ENVIRONMENT_FILTER = _EnvironmentErrorsInOneLine()
+# the Ray Tune loggers that log a failed write into the storage, or a trial's lost worker, with its traceback (Ray 2.60)
+_RAY_FAULT_LOGGERS = ("ray.tune.execution.experiment_state", "ray.train._internal.storage", "ray.tune.execution.tune_controller")
 
 
-def _quiet_storage_tracebacks() -> None:
-    for name in _RAY_STORAGE_LOGGERS:
+def _quiet_environment_tracebacks() -> None:
+    for name in _RAY_FAULT_LOGGERS:
         logger = logging.getLogger(name)
-        if _STORAGE_FILTER not in logger.filters:
-            logger.addFilter(_STORAGE_FILTER)
+        if _ENVIRONMENT_FILTER not in logger.filters:
+            logger.addFilter(_ENVIRONMENT_FILTER)
 
 
 

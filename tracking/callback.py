@@ -64,7 +64,7 @@ from typing import Callable
 
 from ray.tune import Callback
 
-from .contract import EPOCH_METRICS, FAULT_KINDS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, is_epoch_metric, storage_fault_text
+from .contract import EPOCH_METRICS, FAULT_KINDS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, is_epoch_metric, lost_worker, storage_fault_text
 from .store import TrackingWriter
 from .trial_note import trial_note
 
@@ -86,7 +86,8 @@ class TrialTracker(Callback):
     report, `on_finished(key, outcome)` once per trial when it ends, with the
     outcome the protocol needs (search/record.py), and `on_fault(key, outcome)`
     once per trial its environment ended (FAULT_KINDS: a trial's final with
-    that `error_kind`, or a Ray error that says a write found no room): its
+    that `error_kind`, a Ray error that says a write found no room, or the loss
+    of its worker process after its last retry: tracking.contract.lost_worker): its
     run stays open, for `interrupt_open` to close as interrupted when the
     driver stops the comparison, and `--resume` runs it again."""
 
@@ -301,6 +302,9 @@ class TrialTracker(Callback):
         error = _error_text(trial)
         if storage_fault_text(error):
             return self._storage_error(trial, error)
+        exc = _pickled_error(trial)
+        if lost_worker(exc):  # its process or node was lost more often than --max-failures allows: not its config's doing
+            return self._lost_worker(trial, exc)
         self._start_members(trial)
         for key, spec in self.members(trial):
             self._finish(key, {"status": "failed"}, error=error, spec=spec, last=self.last.get(key, {}), trial=trial)
@@ -312,6 +316,17 @@ class TrialTracker(Callback):
         self._start_members(trial)
         for key, spec in self.members(trial):
             self._fault(key, {"status": "failed", "error": error, "error_kind": "storage"}, spec)
+
+    def _lost_worker(self, trial, exc: BaseException) -> None:
+        """`trial`'s worker process was lost once more after its last retry
+        (killed, out of memory, its node died): a fault of each of its configs."""
+        self._start_members(trial)
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        cause = getattr(exc, "cause", None) or exc  # a RayTaskError carrying the loss: name the loss
+        for key, spec in self.members(trial):
+            lost = self.retries.get(key, 0) + 1
+            error = f"its worker process was lost {lost} time{'s' if lost > 1 else ''} ({type(cause).__name__}: {lines[0] if lines else 'no detail'})"
+            self._fault(key, {"status": "failed", "error": error, "error_kind": "lost"}, spec)
 
     def _fault(self, key: str, final: dict, spec: dict) -> None:
         """A trial its environment ended (FAULT_KINDS): its run stays open with
@@ -406,6 +421,22 @@ class TrialTracker(Callback):
                 self.writer.log_artifacts(key, folder, MODEL_ARTIFACT)
         except Exception as e:  # noqa: BLE001 - the run's numbers matter more than its model file
             self.writer.set_tags(key, {Tag.LAST_ERROR: f"model not kept: {type(e).__name__}: {e}"[:500]})
+
+
+def _pickled_error(trial) -> BaseException | None:
+    """The exception Ray Tune kept of `trial`'s latest error: its pickle in the
+    trial's local folder (the storage gets a copy later), or None if it kept
+    none or it cannot be read back."""
+    try:
+        path = trial.pickled_error_file
+        if path and os.path.isfile(path):
+            import cloudpickle
+
+            with open(path, "rb") as f:
+                return cloudpickle.load(f)
+        return trial.get_pickled_error()
+    except Exception:  # noqa: BLE001 - an unreadable error file: the error's text still ends the trial as failed
+        return None
 
 
 def _error_text(trial) -> str:

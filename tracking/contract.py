@@ -19,8 +19,9 @@ Trial statuses (tag `awnn.status`): `running` while it trains; one of
 TERMINAL once it has ended (`stopped`: ended early on purpose by an early-
 stopping scheduler such as ASHA); `interrupted` when its driver stopped
 before it ended, or its environment ended it (FAULT_KINDS: its data could
-not be read, or a checkpoint could not be written for want of room or
-permission): the run is KILLED and `--resume` runs the trial again.
+not be read, a checkpoint could not be written for want of room or
+permission, or its worker process was lost more often than --max-failures
+allows): the run is KILLED and `--resume` runs the trial again.
 Only SELECTABLE trials' scores are used to select a config or to report
 test accuracy.
 """
@@ -33,7 +34,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "FAULT_KINDS", "STORAGE_ERRNOS", "storage_fault_text", "experiment_name", "default_tracking_uri", "tracking_uri_source", "client",
+__all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "FAULT_KINDS", "STORAGE_ERRNOS", "storage_fault_text", "lost_worker", "experiment_name", "default_tracking_uri", "tracking_uri_source", "client",
            "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
            "ARM_HEADLINE", "arm_metric", "savings_metric", "budget_metric", "paper_metric",
            "EPOCH_METRICS", "FINAL_SCORES", "FINAL_METRICS", "is_epoch_metric", "TRUNCATION", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
@@ -44,10 +45,12 @@ PHASES = ("selection", "assessment")
 TERMINAL = ("ok", "diverged", "width_capped", "failed", "stopped")
 STATUSES = (*TERMINAL, "interrupted", "running")
 SELECTABLE = ("ok", "width_capped")
-# a trial's final `error_kind` when its environment ended it, not its config: its data cannot be read ("data"), or
-# a checkpoint cannot be written ("storage").  No retry fixes it: the driver stops the comparison and closes the
-# trial's run as `interrupted`, and `--resume` runs it again once the data or the disk is fixed (search/trial.py).
-FAULT_KINDS = ("data", "storage")
+# a trial's final `error_kind` when its environment ended it, not its config: its data cannot be read ("data"), a
+# checkpoint cannot be written ("storage"), or its worker process was lost (killed, out of memory, its node died)
+# more often than --max-failures allows ("lost").  No retry on the same machines fixes it: the driver stops the
+# comparison and closes the trial's run as `interrupted`, and `--resume` runs it again once the data, the disk or
+# the nodes are fixed (search/trial.py, tracking/callback.py).
+FAULT_KINDS = ("data", "storage", "lost")
 # "storage": a write that failed for want of room or permission (no space left, a disk quota, a read-only disk)
 STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
@@ -55,6 +58,22 @@ STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 def storage_fault_text(text: str) -> bool:
     """Does an error's text (e.g. a Ray trial's error) say a write failed for want of room or permission?"""
     return any(os.strerror(code) in text or f"[errno {code}]" in text.lower() for code in STORAGE_ERRNOS)
+
+
+def lost_worker(error: BaseException | None) -> bool:
+    """Is `error` (a Ray trial's error) the loss of the trial's worker process
+    rather than an exception of its own code: the process killed or crashed,
+    its node dead, or Ray's memory monitor killing it?  A RayTaskError counts
+    when its cause is such a loss (a Python exception of the trial does not)."""
+    if error is None:
+        return False
+    from ray import exceptions as rx
+
+    lost = tuple(getattr(rx, name) for name in ("RayActorError", "NodeDiedError", "WorkerCrashedError", "OutOfMemoryError",
+                                                "LocalRayletDiedError", "ObjectLostError") if hasattr(rx, name))
+    if isinstance(error, rx.RayTaskError):  # an exception raised in the trial: a loss only if it carries one
+        return isinstance(getattr(error, "cause", None), lost)
+    return isinstance(error, lost)
 # a re-training run's kept model: artifact folder `model/` of its trial run, file `model.pt` (awnn.models.load_model)
 MODEL_ARTIFACT, MODEL_FILE = "model", "model.pt"
 

@@ -181,10 +181,12 @@ def test_resumed_from_names_the_checkpoint_the_trial_really_continued_from(setup
     assert tag(fine) == fine.config["spec"]["resume_from"]
 
 
-@pytest.mark.parametrize("how", ["data final", "storage final", "ray storage error on retry", "ray storage error at the end"])
-def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setup, how):
+@pytest.mark.parametrize("how", ["data final", "storage final", "ray storage error on retry", "ray storage error at the end",
+                                 "lost worker after its retries"])
+def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setup, how, tmp_path):
     """A trial ended by its environment, not its config (its data cannot be
-    read, a checkpoint finds no room: tracking.contract.FAULT_KINDS), is no
+    read, a checkpoint finds no room, its worker process is lost once more than
+    --max-failures allows: tracking.contract.FAULT_KINDS), is no
     outcome: it is announced once through on_fault, never as finished, and
     its run stays open until the driver stops and closes it as interrupted
     (KILLED), with the error, its compute, and --resume's re-run to come.
@@ -197,8 +199,22 @@ def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setu
     report(t, victim, 1)
     error = {"data": "DataError: /d/labels.txt: no such file (on node-1)",
              "storage": "StorageFault: cannot copy a checkpoint into the storage (--storage): No space left on device (on node-1)",
-             "ray": "OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device"}[how.split()[0]]
-    if how.endswith("final"):
+             "ray": "OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device",
+             "lost": "its worker process was lost 2 times (ActorDiedError: The actor died unexpectedly before finishing this task.)"}[how.split()[0]]
+    kind = {"data": "data", "lost": "lost"}.get(how.split()[0], "storage")
+    if how.startswith("lost"):  # Ray retried it once, then lost it again: its pickled error is the loss, its text says nothing of it
+        import cloudpickle
+        from ray.exceptions import ActorDiedError
+
+        victim.error_msg = "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR"
+        victim.pickled_error_file = str(tmp_path / "error.pkl")
+        with open(victim.pickled_error_file, "wb") as f:
+            cloudpickle.dump(ActorDiedError(), f)
+        t.on_trial_recover(0, [], victim)  # a loss Ray retries is no fault yet
+        assert not faults and t.retries[f"awnn/selection/{victim.config['spec']['key']}"] == 1
+        t.on_trial_error(0, [], victim)
+        t.on_trial_error(0, [], victim)
+    elif how.endswith("final"):
         report(t, victim, 2, final={"status": "failed", "error": error, "error_kind": how.split()[0]})
         t.on_trial_complete(0, [], victim)
         t.on_trial_complete(0, [], victim)  # (Tune's end of it again: still one fault, no outcome)
@@ -210,7 +226,7 @@ def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setu
     t.on_trial_complete(0, [], other)
     key = lambda trial: f"awnn/selection/{trial.config['spec']['key']}"  # noqa: E731
     assert [k for k, _ in faults] == [key(victim)]
-    assert faults[0][1]["error"] == error and faults[0][1]["error_kind"] == ("data" if how == "data final" else "storage")
+    assert faults[0][1]["error"] == error and faults[0][1]["error_kind"] == kind
     assert [k for k, _ in setup.finished] == [key(other)]  # the config's own failure is an outcome; the fault is not
 
     assert setup.writer.flush(timeout=60)
@@ -227,6 +243,23 @@ def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setu
     assert Tag.ERROR not in run.data.tags and run.data.metrics["compute_seconds"] == pytest.approx(72.0 if how.endswith("final") else 36.0)
     assert (runs[other.config["spec"]["key"]].info.status, runs[other.config["spec"]["key"]].data.tags[Tag.STATUS]) == ("FAILED", "failed")
     assert (runs[ok.config["spec"]["key"]].info.status, runs[ok.config["spec"]["key"]].data.tags[Tag.STATUS]) == ("KILLED", "interrupted")
+
+
+def test_a_lost_worker_is_told_from_an_exception_of_the_trial():
+    """tracking.contract.lost_worker: Ray's errors of a process or node lost
+    (directly, or carried by a RayTaskError) are losses; an exception the
+    trial's own code raised (a RayTaskError of a ValueError, a CUDA out of
+    memory RuntimeError) is not, nor is no error."""
+    from ray import exceptions as rx
+
+    from tracking.contract import lost_worker
+
+    for loss in (rx.ActorDiedError(), rx.NodeDiedError("node gone"), rx.WorkerCrashedError(), rx.OutOfMemoryError("low memory"),
+                 rx.ActorUnavailableError("unavailable", None), rx.RayTaskError("train", "tb", rx.ActorDiedError())):
+        assert lost_worker(loss), type(loss).__name__
+    for own in (ValueError("bad config"), RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+                rx.RayTaskError("train", "tb", ValueError("x")), rx.RayTaskError("train", "tb", MemoryError()), None):
+        assert not lost_worker(own), repr(own)
 
 
 def test_storage_errors_are_told_from_other_errors():

@@ -1,0 +1,69 @@
+"""A trial's worker process is lost once more than --max-failures allows (an
+OOM killer, a preempted or dying node, a crash): SIGKILL to the trial's own
+process, on a local Ray, with --max-failures 0.
+
+The loss is the environment's, not the config's: before, the trial was closed
+`failed` like a config that raised, the sweep went on to select among the
+others and exited 0 with a verdict short of that config, and `--resume`
+(which re-runs nothing terminal) could never run it again.  Now the sweep
+stops in one line (exit 2) naming the trial, the loss and --max-failures,
+closes every trial in flight `interrupted`, counts none as a failure of its
+config, and `--resume` finishes the comparison with every config once."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
+
+pytestmark = [pytest.mark.slow, pytest.mark.fault]
+
+EPOCHS = 300  # trials of ~15 s on one core: the kill lands while the victim runs
+
+
+@pytest.mark.timeout(420)
+def test_a_trial_whose_worker_is_lost_past_max_failures_stops_the_sweep_and_resume_runs_it(tmp_path):
+    grids, budget = write_inputs(tmp_path, EPOCHS)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--max-failures", "0", "--num-cpus", "2"])
+    driver = Driver(args, cwd=tmp_path)
+    try:
+        def running_with_pid():
+            rs = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.pid")
+                  and r.data.tags.get("awnn.phase") == "selection"]
+            return rs[0] if rs else None
+        victim = wait_for(running_with_pid, 240, "a running selection trial that reported its pid", driver.proc, interval=0.2,
+                          output=driver.output)
+        os.kill(int(victim.data.tags["awnn.pid"]), signal.SIGKILL)
+        rc = driver.wait(timeout=300)
+        out = driver.output()
+    finally:
+        driver.cleanup()
+    key = victim.data.tags["awnn.trial_key"]
+    assert rc == 2, out[-4000:]
+    errors = [line for line in out.splitlines() if line.startswith("awnn sweep: error:")]
+    assert len(errors) == 1, out[-4000:]
+    line = errors[0]
+    assert f"trial awnn/selection/{key}: its worker process was lost 1 time (ActorDiedError" in line, line
+    assert "--max-failures 0" in line and "none is counted as a failure of its config" in line and "--resume" in line, line
+    assert "Traceback" not in out, out[-4000:]  # Ray Tune's "Trial task failed" in one line too (search/tune.py)
+
+    runs = trial_runs(tracking)
+    assert not [r for r in runs if r.data.tags.get("awnn.status") == "failed"], [(r.data.tags["awnn.trial_key"], r.data.tags["awnn.status"]) for r in runs]
+    lost = [r for r in runs if r.data.tags["awnn.trial_key"] == key]
+    assert len(lost) == 1 and (lost[0].info.status, lost[0].data.tags["awnn.status"]) == ("KILLED", "interrupted")
+    assert "ActorDiedError" in lost[0].data.tags["awnn.last_error"]
+    assert all(r.info.status != "RUNNING" for r in runs)  # the others in flight: interrupted too, none left open
+
+    again = Driver(args + ["--resume"], cwd=tmp_path)
+    try:
+        rc = again.wait(timeout=300)
+        out = again.output()
+    finally:
+        again.cleanup()
+    assert rc == 0, out[-4000:]
+    finished = [r for r in trial_runs(tracking) if r.info.status == "FINISHED"]
+    assert sorted(r.data.tags["awnn.trial_key"] for r in finished) == ["ass-01", "sel-0000", "sel-0001", "sel-0002"], out[-4000:]
+    assert all(r.data.tags["awnn.status"] == "ok" and r.data.metrics["epochs_run"] == EPOCHS for r in finished)
