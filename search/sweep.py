@@ -331,14 +331,14 @@ class Comparison:
 
     def _cluster_lost(self, message: str) -> None:
         """search/tune.py watch_cluster's `on_lost`, on its thread: the Ray
-        cluster stopped answering.  Interrupt the main thread (it then stops
+        cluster stopped answering, or a local Ray's node ended.  Interrupt the main thread (it then stops
         as on Ctrl-C); where it does not get there within LOST_GRACE_S (stuck
         in a call to the dead GCS inside Ray's C code), close the open runs
         as interrupted and flush MLflow from here, then end the process (exit
         1) before Ray's core worker aborts it."""
         import _thread
 
-        self.log(f"awnn: {message}: stopping; run the same command with --resume once the cluster is back")
+        self.log(f"awnn: {message}")
         _thread.interrupt_main()
         if self._closed.wait(self.LOST_GRACE_S):
             return

@@ -17,6 +17,7 @@ from it: the epoch counter goes on, it does not start over.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import logging
 import os
@@ -30,7 +31,7 @@ from typing import Any, Callable
 from . import _ray_speedups, signals
 from .trial import trainable  # the trial function Tune runs (search/trial.py)
 
-__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "gcs_gone", "watch_cluster", "check_trial_fits", "exit_process", "exit_now"]
+__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "gcs_gone", "local_node_gone", "watch_cluster", "check_trial_fits", "exit_process", "exit_now"]
 
 
 def tune_environment() -> None:
@@ -167,6 +168,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
             signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
         _SESSION["dir"] = context.address_info.get("session_dir")
         _SESSION["gcs"] = context.address_info.get("gcs_address")
+        _SESSION.pop("raylet_socket", None)  # a cluster's nodes come and go: its GCS is watched, not a node
         return
     num_cpus = settings.num_cpus or os.cpu_count() or 1
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -193,6 +195,8 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
         signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
     _SESSION["dir"] = context.address_info.get("session_dir")
     _SESSION["gcs"] = context.address_info.get("gcs_address")  # a node of our own: its GCS dies with us (or before us)
+    _SESSION["raylet_socket"] = context.address_info.get("raylet_socket_name")  # (a local node only: local_node_gone)
+    _SESSION.pop("raylet_pid", None)
     if system_config:
         _ray_speedups.use_prestarted_workers()
         _WARMING.update(dir=warm_dir, workers=num_cpus)
@@ -225,6 +229,57 @@ def gcs_gone() -> bool:
     except ValueError:  # an address of another form: assume it lives
         return False
     return False
+
+
+def _raylet_pid(socket_name: str) -> int | None:
+    """The pid of the raylet serving `socket_name` (its command line names
+    it), found in /proc; None where there is no /proc or no such process."""
+    proc = "/proc"
+    if not socket_name or not os.path.isdir(proc):
+        return None
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if args and os.path.basename(args[0]) == b"raylet" and f"--raylet_socket_name={socket_name}".encode() in args:
+            return int(entry)
+    return None
+
+
+def local_node_gone() -> str | None:
+    """Why the node of the local Ray this process started (init_ray without
+    --address) is gone, or None while it lives (or it cannot be told).
+
+    Its raylet runs the node: killed (an OOM killer picks it as readily as a
+    trial) or crashed, its trials' actors die, Ray Tune retries them and
+    waits for a node that can hold them, and a local Ray gets none: the
+    driver hung without end, printing nothing (reproduced: SIGKILL to the
+    raylet mid-sweep).  Its pid is found once, from the socket its command
+    line names (public in ray.init's address_info), then polled; no call to
+    Ray and no connection to the raylet."""
+    socket_name = _SESSION.get("raylet_socket")
+    if not socket_name:
+        return None
+    pid = _SESSION.get("raylet_pid")
+    if pid is None:
+        pid = _SESSION["raylet_pid"] = _raylet_pid(socket_name) or 0
+    if not pid:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return f"the local Ray's node ended: its raylet (pid {pid}) exited (killed, e.g. by an out-of-memory killer, or crashed)"
+    except PermissionError:  # alive, another user's (a pid reused): nothing to tell
+        return None
+    with contextlib.suppress(OSError):  # a zombie (exited, not yet reaped by its parent) is gone too
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                return f"the local Ray's node ended: its raylet (pid {pid}) exited (killed, e.g. by an out-of-memory killer, or crashed)"
+    return None
 
 
 def gcs_lost_after_s() -> float:
@@ -319,8 +374,13 @@ def watch_cluster(on_lost: Callable[[str], None], interval: float = 2.0) -> Call
         while not stop.wait(interval):
             if not gcs_gone():
                 last_answer = time.monotonic()
+                node = local_node_gone()
+                if node is not None:  # no node will ever join a local Ray: nothing can run
+                    on_lost(f"{node}; no trial can run: stopping; run the same command with --resume")
+                    return
             elif time.monotonic() - last_answer >= limit:
-                on_lost(f"the Ray cluster's GCS at {_SESSION['gcs']} has not answered for {limit:.0f} s (its head node died, or the network to it)")
+                on_lost(f"the Ray cluster's GCS at {_SESSION['gcs']} has not answered for {limit:.0f} s (its head node died, or the network "
+                        "to it): stopping; run the same command with --resume once the cluster is back")
                 return
 
     threading.Thread(target=watch, name="awnn-gcs-watch", daemon=True).start()

@@ -1,0 +1,77 @@
+"""The local Ray's node ends under a sweep: SIGKILL to its raylet (an
+out-of-memory killer picks it as readily as a trial), no --address.
+
+Before, the actors already running went on without their raylet until the
+GCS declared the node dead (~20 s after the kill); then they died, Ray Tune
+retried their trials and waited for a node that could hold them, which a
+local Ray never gets: the driver hung without end and printed nothing more
+(reproduced with trials of a minute).  Trials as short as this test's could
+finish on those actors first, by luck.  Now the driver's watch (search/tune.py
+local_node_gone) sees the raylet gone within seconds and stops as on Ctrl-C:
+one line naming the raylet and --resume, every trial run it had open closed
+`interrupted`, nothing left RUNNING, and `--resume` (on a new local Ray)
+finishes the comparison with every config once."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
+from servers import _processes_with_marker
+
+pytestmark = [pytest.mark.slow, pytest.mark.fault]
+
+EPOCHS = 400  # trials of ~10 s on one core: the raylet dies while both slots' trials run
+
+
+def _raylet(marker: str) -> int | None:
+    for pid in _processes_with_marker(marker):
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(args[0]) == b"raylet":
+            return pid
+    return None
+
+
+@pytest.mark.timeout(300)
+def test_the_local_rays_raylet_killed_mid_sweep_stops_the_driver_and_resume_finishes(tmp_path):
+    grids, budget = write_inputs(tmp_path, EPOCHS)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
+    driver = Driver(args, cwd=tmp_path)
+    try:
+        wait_for(lambda: [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.pid")],
+                 240, "a running trial", driver.proc, interval=0.2, output=driver.output)
+        raylet = _raylet(driver.marker)
+        assert raylet, "no raylet among the driver's processes"
+        os.kill(raylet, signal.SIGKILL)
+        killed = time.monotonic()
+        rc = driver.wait(timeout=120)  # was: no end
+        took = time.monotonic() - killed
+        out = driver.output()
+    finally:
+        driver.cleanup()
+    assert rc in (130, 1), out[-4000:]
+    assert took < 60, took
+    assert f"awnn: the local Ray's node ended: its raylet (pid {raylet}) exited" in out and "--resume" in out, out[-4000:]
+    assert "Traceback" not in out, out[-4000:]
+    runs = trial_runs(tracking)
+    assert runs and all(r.info.status != "RUNNING" for r in runs), [(r.data.tags["awnn.trial_key"], r.info.status) for r in runs]
+    assert {r.data.tags["awnn.status"] for r in runs if r.info.status == "KILLED"} == {"interrupted"}
+
+    again = Driver(args + ["--resume"], cwd=tmp_path)
+    try:
+        rc = again.wait(timeout=240)
+        out = again.output()
+    finally:
+        again.cleanup()
+    assert rc == 0, out[-4000:]
+    finished = [r for r in trial_runs(tracking) if r.info.status == "FINISHED"]
+    assert sorted(r.data.tags["awnn.trial_key"] for r in finished) == ["ass-01", "sel-0000", "sel-0001", "sel-0002"], out[-4000:]
+    assert all(r.data.tags["awnn.status"] == "ok" and r.data.metrics["epochs_run"] == EPOCHS for r in finished)
