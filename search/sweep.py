@@ -41,14 +41,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
-from tracking.fmt import fbytes
 from tracking.contract import Param, Tag, default_tracking_uri, experiment_name, redact_uri, tag_equals, tracking_uri_source
 from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, folder_lock,
                             init_tracking, replay_spool)
@@ -302,14 +300,11 @@ class Comparison:
 
     def _storage_room(self) -> str:
         """'; --storage PATH: N free of M' for a storage on this machine's file system, else ''."""
+        from tracking.checks import free_space
+
         storage = self.settings.storage_path()
-        if "://" in storage:
-            return ""
-        try:
-            usage = shutil.disk_usage(storage)
-        except OSError:
-            return ""
-        return f"; --storage {storage}: {fbytes(usage.free)} free of {fbytes(usage.total)}"
+        room = free_space(storage) if "://" not in storage else ""
+        return f"; --storage {storage}: {room}" if room else ""
 
     def _close_writer(self) -> None:
         leftover = self.writer.close(timeout=float(os.environ.get("AWNN_TRACKING_FLUSH_TIMEOUT", "120")))

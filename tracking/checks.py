@@ -218,6 +218,23 @@ def check_writable(folder: Path, what: str) -> None:
         raise TrackingUnavailable(f"{what}: cannot write in {probe} ({e.strerror or type(e).__name__})") from None
 
 
+def free_space(path: str | Path) -> str:
+    """'N free of M' of the file system holding `path` (or its nearest existing
+    parent), '' where that cannot be told (a URI, a folder gone)."""
+    import shutil
+
+    from .fmt import fbytes
+
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        usage = shutil.disk_usage(probe)
+    except OSError:
+        return ""
+    return f"{fbytes(usage.free)} free of {fbytes(usage.total)}"
+
+
 def _bounded(call, timeout: float) -> tuple[bool, BaseException | None]:
     """Run `call` on a daemon thread for at most `timeout` seconds: (finished, its exception)."""
     import threading

@@ -9,6 +9,7 @@ a report rebuilt later, or elsewhere against the same server, can be diffed.
 """
 from __future__ import annotations
 
+import errno
 import json
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 from . import analysis as A
 from . import contract as C
-from .checks import check_writable
+from .checks import TrackingUnavailable, check_writable, free_space
 from .document import build_document  # noqa: F401 - part of this module's API
 from .plots import (PLOTS, plot_accuracy_cost, plot_accuracy_width, plot_anytime, plot_budget_curve, plot_cost, plot_projection, plot_truncation,
                     plot_widths)
@@ -41,23 +42,29 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
     a = A.analyze(data, margin=margin, n_boot=n_boot, n_orders=n_orders)
     # every file is built in a staging folder and moved into `out` once all are complete:
     # an interrupted or failed write leaves the previous report whole (tracking/files.py)
-    with staged_folder(out) as stage:
-        paths = {name: stage / fname for name, fname in PLOTS.items()}
-        plot_anytime(a, paths["anytime"])
-        plot_cost(a, paths["cost"])
-        plot_widths(a, paths["widths"])
-        plot_accuracy_width(a, paths["accuracy_width"])
-        plot_projection(a, paths["projection"])
-        plot_accuracy_cost(a, paths["accuracy_cost"])
-        plot_truncation(a, paths["truncation"])
-        summary = summarize(a, load_budget_records(data))  # + the selection runs' per-epoch records (the verdict against the budget)
-        plot_budget_curve(summary["budget_curve"], paths["budget_curve"])
-        summary["files"] = {"report_md": "report.md", "report_html": "report.html", "summary_json": "summary.json", "plots": dict(PLOTS)}
-        doc = build_document(a, summary, tracking_hint=C.redact_uri(tracking_uri))
-        (stage / "report.md").write_text(render_markdown(doc, PLOTS))
-        images = {name: p.read_bytes() for name, p in paths.items()}
-        (stage / "report.html").write_text(render_html(doc, images, title=f"AWNN search-cost report: {data.comparison['id']}"))
-        (stage / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    try:
+        with staged_folder(out) as stage:
+            paths = {name: stage / fname for name, fname in PLOTS.items()}
+            plot_anytime(a, paths["anytime"])
+            plot_cost(a, paths["cost"])
+            plot_widths(a, paths["widths"])
+            plot_accuracy_width(a, paths["accuracy_width"])
+            plot_projection(a, paths["projection"])
+            plot_accuracy_cost(a, paths["accuracy_cost"])
+            plot_truncation(a, paths["truncation"])
+            summary = summarize(a, load_budget_records(data))  # + the selection runs' per-epoch records (the verdict against the budget)
+            plot_budget_curve(summary["budget_curve"], paths["budget_curve"])
+            summary["files"] = {"report_md": "report.md", "report_html": "report.html", "summary_json": "summary.json", "plots": dict(PLOTS)}
+            doc = build_document(a, summary, tracking_hint=C.redact_uri(tracking_uri))
+            (stage / "report.md").write_text(render_markdown(doc, PLOTS))
+            images = {name: p.read_bytes() for name, p in paths.items()}
+            (stage / "report.html").write_text(render_html(doc, images, title=f"AWNN search-cost report: {data.comparison['id']}"))
+            (stage / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    except OSError as e:  # the disk filled up (or turned read-only, ...) while the files were written: the staging folder is gone
+        why, room = e.strerror or type(e).__name__, free_space(out)
+        if e.errno == errno.ENOSPC and room:  # (measured with the staged files removed)
+            why += f": {room} there, less than the report needs"
+        raise TrackingUnavailable(f"--out {out}: cannot write the report ({why}); nothing in it changed") from None
     paths = {name: out / fname for name, fname in PLOTS.items()}
     return {"out_dir": str(out), "report_md": str(out / "report.md"), "report_html": str(out / "report.html"),
             "summary_json": str(out / "summary.json"), "plots": {k: str(v) for k, v in paths.items()}, "summary": summary}

@@ -50,15 +50,15 @@ UNSHARE = _unshare()
 needs_unshare = pytest.mark.skipif(UNSHARE is None, reason="needs unshare(1) with mount namespaces (to mount a small tmpfs)")
 
 
-def on_small_disk(args: list[str], storage: Path, size: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`awnn ARGS` with `storage` a tmpfs of `size` that only it sees."""
+def on_small_disk(args: list[str], storage: Path, size: str, cwd: Path, timeout: float = 600, prefix: list[str] = ()) -> subprocess.CompletedProcess:
+    """`awnn ARGS` with `storage` a tmpfs of `size` that only it sees (run by `prefix`, a command that runs its arguments)."""
     e = os.environ.copy()
     e.pop("RAY_ADDRESS", None)
     e.pop("MLFLOW_TRACKING_URI", None)
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
     e.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     storage.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([*UNSHARE, "sh", "-c", MOUNT, "sh", size, str(storage), *AWNN, *args],
+    return subprocess.run([*UNSHARE, "sh", "-c", MOUNT, "sh", size, str(storage), *prefix, *AWNN, *args],
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, env=e)
 
 
@@ -199,3 +199,22 @@ def test_a_full_temporary_folder_on_the_node_is_a_storage_fault_naming_it(tmp_pa
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.startswith(f"FAULT cannot write a checkpoint in this node's temporary folder {full}/awnn-ckpt-"), p.stdout + p.stderr[-2000:]
     assert "No space left on device []" in p.stdout  # and the half-written folder is gone
+
+
+@needs_unshare
+def test_a_report_that_does_not_fit_its_disk_is_one_line_and_leaves_nothing_half_written(tmp_path, smoke_comparison):
+    """`awnn report --out` on a disk with room for the write check (64 KiB)
+    but not for the report: before, matplotlib's OSError came out as a
+    40-line traceback (exit 1).  Now one line naming --out, the error and
+    the room there (exit 2), and the folder holds no staged or cut file."""
+    out, listing = tmp_path / "small", tmp_path / "listing.txt"
+    # in the namespace that sees the small disk: the report, then what the disk holds (written outside it)
+    then_list = ["sh", "-c", 'd=$1 l=$2; shift 2; "$@"; rc=$?; find "$d" -mindepth 1 > "$l"; exit $rc', "sh", str(out), str(listing)]
+    p = on_small_disk(["report", "--tracking-uri", smoke_comparison["tracking_uri"], "--out", str(out / "rep")], out, "200k", tmp_path,
+                      timeout=300, prefix=then_list)
+    assert p.returncode == 2, p.stderr[-4000:]
+    assert listing.read_text().split() in ([], [str(out / "rep")]), listing.read_text()  # at most the (empty) folder it made
+    assert "Traceback" not in p.stderr, p.stderr[-4000:]
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert line.startswith(f"awnn report: error: --out {out / 'rep'}: cannot write the report (No space left on device: "), line
+    assert "free of 200.0 KiB there, less than the report needs); nothing in it changed" in line, line
