@@ -9,6 +9,7 @@ CLI prints them as `awnn <command>: error: <message>` and exits 2.
         TrialsNotRun     Ray Tune ended before every trial of a phase ran (resumable)
         StorageFull      a trial could not write its checkpoint: no space left, a quota, a read-only disk (resumable)
         WorkerLost       a trial's worker process was lost more often than --max-failures allows (resumable)
+        StudyUnwritable  TPE's Optuna study could not be written (--optuna-storage full, read-only, its server gone) (resumable)
 
 The other layers' input errors are their own (awnn.config.ConfigError,
 awnn.data.DataError, tracking.checks.TrackingUnavailable,
@@ -17,7 +18,7 @@ reports this way, so that no command has to translate them.
 """
 from __future__ import annotations
 
-__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "storage_error", "connect_error", "user_errors"]
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "StudyUnwritable", "storage_error", "connect_error", "user_errors"]
 
 
 class UsageError(Exception):
@@ -57,6 +58,13 @@ class WorkerLost(SearchError):
     died) once more than --max-failures allows: the comparison stops, its
     trials in flight interrupted, none counted as a failure of its config;
     `--resume` runs them once the nodes are fixed."""
+
+
+class StudyUnwritable(SearchError):
+    """TPE's Optuna study could not be written (its --optuna-storage full,
+    read-only, locked, its database server gone): TPE cannot ask for another
+    config, so the comparison stops, its trials in flight interrupted;
+    `--resume` goes on with the same study once it can be written."""
 
 
 def storage_error(error: BaseException) -> OSError | None:

@@ -423,7 +423,12 @@ class PhasedSearcher(_SearcherBase):
             if REGISTRY[arm.family].derived_from:  # no selection of its own (fixedplus)
                 return None
             if arm.family == "tpe" and arm.name not in self.tpe:
-                self.tpe[arm.name] = self.make_tpe(arm)
+                source = self.tpe[arm.name] = self.make_tpe(arm)
+                prefix = f"{arm.name}/selection/"
+                told = source.catch_up({k[len(prefix):]: o for k, o in self.record.earlier.items() if k.startswith(prefix)},
+                                       {k[len(prefix):] for k in self.prior.reruns if k.startswith(prefix)})
+                if told:
+                    self.hooks.log(f"{arm.name}: told the Optuna study the ends of {told} trials its earlier driver could not")
             specs = arm.selection_specs(self.budget)
         else:
             sr = self.by_arm[arm.name]

@@ -251,6 +251,9 @@ class Comparison:
                         self._raise_storage(e)
                         raise
                 self._raise_fault(record.stop_reason())
+                for source in searcher.tpe.values():  # a study write that failed after TPE's last ask
+                    if source.unwritten():
+                        self.log(f"warning: {source.unwritten()}")
             searcher.finish_all()
             self.runs.finish()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (search/cli.py), the cluster lost (_cluster_lost): resumable, visibly not running

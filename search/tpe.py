@@ -16,7 +16,7 @@ from .protocol import TrialSpec, _protocol_values, budget_config
 if TYPE_CHECKING:
     from .strategies import Arm
 
-__all__ = ["TpeSource", "default_optuna_storage", "KEY_ATTR", "OBJECTIVE_ATTR", "SELECTED_ATTR", "SELECTED_NUMBER_ATTR"]
+__all__ = ["TpeSource", "study_storage_errors", "default_optuna_storage", "KEY_ATTR", "OBJECTIVE_ATTR", "SELECTED_ATTR", "SELECTED_NUMBER_ATTR"]
 
 
 def default_optuna_storage(tracking_uri: str) -> str:
@@ -29,6 +29,26 @@ def default_optuna_storage(tracking_uri: str) -> str:
     return f"sqlite:///{(Path.cwd() / 'optuna.db').resolve()}"
 
 
+def study_storage_errors() -> tuple[type[BaseException], ...]:
+    """What Optuna's RDB storage raises when a write (or read) of the study
+    fails: its own StorageInternalError around a failed commit, SQLAlchemy's
+    errors (a full disk, a read-only or locked SQLite file, a server gone)."""
+    import optuna
+    import sqlalchemy.exc
+
+    return (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError)
+
+
+def _root_cause(error: BaseException) -> str:
+    """The first line of the innermost cause of `error` (e.g. sqlite3's "database or disk is full")."""
+    seen = set()
+    while (error.__cause__ or error.__context__) is not None and id(error) not in seen:
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
+
+
 KEY_ATTR = "awnn_trial_key"  # user attribute of a study trial: the trial key it was asked for
 OBJECTIVE_ATTR = "awnn_objective"  # study user attribute: what the study's value is
 SELECTED_ATTR, SELECTED_NUMBER_ATTR = "awnn_selected_key", "awnn_selected_number"  # the protocol's choice (record_selection)
@@ -39,8 +59,10 @@ class TpeSource:
     an RDB storage.
 
     `fill(spec, trial_id)` asks the study for the next config and writes it
-    into the spec; `complete(trial_id, status, value)` tells the study the
-    trial's selection score (trials the protocol would not select - diverged,
+    into the spec (search/errors.StudyUnwritable where the study cannot be
+    written: a config asked of a study that cannot record it is not TPE's);
+    `complete(trial_id, status, value)` tells the study the trial's
+    selection score (trials the protocol would not select - diverged,
     failed, stopped - are told as failed, so TPE models only usable scores).
     The search space is each grid key a categorical choice, built as Ray
     Tune's OptunaSearch builds it (`convert_search_space`, public), and the
@@ -61,21 +83,53 @@ class TpeSource:
         self.keys = list(arm.grid.grid)
         self.index = {tuple(repr(c[k]) for k in self.keys): i for i, c in enumerate(arm.grid.configs())}
         self.distributions = OptunaSearch.convert_search_space({k: tune.choice(list(v)) for k, v in arm.grid.grid.items()})
-        self.study = optuna.create_study(
-            storage=optuna.storages.RDBStorage(storage_url), sampler=optuna.samplers.TPESampler(seed=arm.seed),
-            pruner=optuna.pruners.NopPruner(), study_name=study_name, load_if_exists=True,
-            direction="minimize" if self.mode == "min" else "maximize",
-        )
-        # the objective, named: the protocol's selection score on the inner validation part
-        with warnings.catch_warnings():  # experimental since Optuna 3.2; still so in 4.x
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            self.study.set_metric_names([self.metric])
-        self.study.set_user_attr(OBJECTIVE_ATTR, f"{self.metric} ({self.mode}) on the inner validation part; the protocol breaks ties "
-                                 f"by the lower validation loss, then the earlier grid position (search/protocol.py select_best)")
+        try:
+            self.study = optuna.create_study(
+                storage=optuna.storages.RDBStorage(storage_url), sampler=optuna.samplers.TPESampler(seed=arm.seed),
+                pruner=optuna.pruners.NopPruner(), study_name=study_name, load_if_exists=True,
+                direction="minimize" if self.mode == "min" else "maximize",
+            )
+            # the objective, named: the protocol's selection score on the inner validation part
+            with warnings.catch_warnings():  # experimental since Optuna 3.2; still so in 4.x
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                self.study.set_metric_names([self.metric])
+            self.study.set_user_attr(OBJECTIVE_ATTR, f"{self.metric} ({self.mode}) on the inner validation part; the protocol breaks "
+                                     f"ties by the lower validation loss, then the earlier grid position (search/protocol.py select_best)")
+        except study_storage_errors() as e:
+            raise self.unwritable(e) from None
+        self.broken: Exception | None = None  # a write of the study that failed where it could not be raised (complete)
+        self.cause = ""  # what `unwritable` last said
         self.asked: dict[str, Any] = {}  # Ray trial id -> the study trial asked for it, until told
         self.pending: dict[str, tuple[dict, int | None]] = {}  # Ray trial id -> (config, open study trial) of re-runs
 
+    def unwritable(self, error: BaseException):
+        """The one-line StudyUnwritable of a failed write of the study (its cause also in `self.cause`)."""
+        from tracking.checks import free_space
+        from tracking.contract import redact_uri
+
+        from .errors import StudyUnwritable
+
+        room = free_space(self.storage_url[len("sqlite:///"):]) if self.storage_url.startswith("sqlite:///") else ""
+        self.cause = f"--optuna-storage {redact_uri(self.storage_url)}: TPE's study {self.study_name} could not be written " \
+                     f"({_root_cause(error)}{'; ' + room + ' there' if room else ''})"
+        return StudyUnwritable(f"{self.cause}; make room (or give another --optuna-storage), then run the same command with --resume")
+
+    def unwritten(self) -> str | None:
+        """After the sweep: a line saying the study missed writes no later ask
+        revealed (the ends of its last trials, the selection), or None."""
+        if self.broken is None:
+            return None
+        return f"{self.cause}: the comparison's results in MLflow are complete, but the study lacks the ends of its last trials"
+
     def fill(self, spec: TrialSpec, trial_id: str) -> None:
+        if self.broken is not None:
+            raise self.broken
+        try:
+            self._fill(spec, trial_id)
+        except study_storage_errors() as e:
+            raise self.unwritable(e) from None
+
+    def _fill(self, spec: TrialSpec, trial_id: str) -> None:
         trial = self.asked.get(trial_id)
         if trial is None:
             trial = self.asked[trial_id] = self.study.ask(fixed_distributions=self.distributions)
@@ -88,6 +142,14 @@ class TpeSource:
         spec.config = {**budget_config(cfg, self.arm.grid, self.budget), **_protocol_values(self.arm.grid, self.budget, "inner", 0)}
 
     def told_later(self, spec: TrialSpec, trial_id: str) -> None:
+        if self.broken is not None:
+            raise self.broken
+        try:
+            self._told_later(spec, trial_id)
+        except study_storage_errors() as e:
+            raise self.unwritable(e) from None
+
+    def _told_later(self, spec: TrialSpec, trial_id: str) -> None:
         """A trial re-run after a resume: its config came from the earlier
         driver.  The study trial the earlier driver asked for it is told the
         re-run's score when it ends - unless that driver had told it already
@@ -104,7 +166,7 @@ class TpeSource:
             opened = t.number if t.state == optuna.trial.TrialState.RUNNING else opened
         self.pending[trial_id] = ({k: spec.config[k] for k in self.keys}, opened)
 
-    def record_selection(self, best: Mapping[str, Any]) -> None:
+    def _record_selection(self, best: Mapping[str, Any]) -> None:
         """The protocol's choice as the study's user attributes: the study's own
         `best_trial` is the highest score, first on ties; where ties make the two
         differ, `awnn_selected_key` / `awnn_selected_number` is the one this tool re-trained."""
@@ -114,6 +176,58 @@ class TpeSource:
             self.study.set_user_attr(SELECTED_NUMBER_ATTR, number)
 
     def complete(self, trial_id: str, status: str | None, value: float | None) -> None:
+        """Tell the study a trial's end.  Called inside Ray Tune's loop, which
+        logs an exception with its traceback and goes on: a failed write is
+        kept in `broken` instead, and the next `fill` raises it (the sweep
+        stops), or the sweep says it at its end (search/sweep.py)."""
+        if self.broken is not None:
+            return
+        try:
+            self._complete(trial_id, status, value)
+        except study_storage_errors() as e:
+            self.broken = self.unwritable(e)
+
+    def record_selection(self, best: Mapping[str, Any]) -> None:
+        if self.broken is not None:
+            return
+        try:
+            self._record_selection(best)
+        except study_storage_errors() as e:
+            self.broken = self.unwritable(e)
+
+    def catch_up(self, finished: Mapping[str, Mapping[str, Any]], rerun: set[str] = frozenset()) -> int:
+        """On a resumed driver: tell the study the ends it missed.  A study
+        trial still RUNNING whose trial key finished in MLflow (`finished`:
+        trial key -> its outcome) with the same config gets that outcome (its earlier driver could
+        not tell it: the study's storage failed, or the driver died between
+        MLflow and Optuna); one without a key (an ask the storage failed
+        midway), or whose trial never ran (asked just before the driver
+        stopped: neither finished nor among the `rerun` keys, it is asked
+        anew), is told failed.  Those left RUNNING are re-run (told_later).
+        Returns how many were told."""
+        import optuna
+
+        told = 0
+        try:
+            for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+                key = t.user_attrs.get(KEY_ATTR)
+                if key in rerun and t.params:
+                    continue
+                outcome = finished.get(key)
+                config = (outcome or {}).get("config") or {}
+                if outcome is not None and t.params and all(config.get(k) == t.params.get(k) for k in self.keys):  # that trial's own end
+                    value = outcome.get(self.metric)
+                    usable = outcome.get("status") in SELECTABLE and isinstance(value, (int, float)) and math.isfinite(value)
+                    self.study.tell(t.number, value if usable else None,
+                                    state=optuna.trial.TrialState.COMPLETE if usable else optuna.trial.TrialState.FAIL)
+                else:
+                    self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+                told += 1
+        except study_storage_errors() as e:
+            raise self.unwritable(e) from None
+        return told
+
+    def _complete(self, trial_id: str, status: str | None, value: float | None) -> None:
         import optuna
 
         usable = status in SELECTABLE and value is not None and math.isfinite(value)

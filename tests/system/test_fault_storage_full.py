@@ -218,3 +218,45 @@ def test_a_report_that_does_not_fit_its_disk_is_one_line_and_leaves_nothing_half
     (line,) = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert line.startswith(f"awnn report: error: --out {out / 'rep'}: cannot write the report (No space left on device: "), line
     assert "free of 200.0 KiB there, less than the report needs); nothing in it changed" in line, line
+
+
+@needs_unshare
+def test_a_full_optuna_storage_stops_tpe_in_one_line_and_resume_catches_the_study_up(tmp_path):
+    """TPE's study on a disk that fills up mid-selection.  Before: Ray Tune
+    logged a 60-line traceback for every trial whose end Optuna could not
+    store ("Error stopping trial"), the sweep went on asking configs of a
+    study that no longer recorded them, and the driver died in a traceback
+    (exit 1).  Now: one line naming --optuna-storage, the error and the room
+    there (exit 2); after room is made (the same tmpfs, grown), `--resume`
+    finishes, and the study holds one COMPLETE trial per trial key, nothing
+    left RUNNING (the ends the earlier driver could not store are told from
+    MLflow; an ask whose trial never ran is told failed)."""
+    import math
+
+    import optuna
+
+    empty = tmp_path / "empty.db"  # the room an empty study takes with this Optuna and SQLite, plus ~25 smoke trials' rows
+    optuna.create_study(storage=f"sqlite:///{empty}", study_name="x")
+    size = f"{math.ceil((empty.stat().st_size + 28 * 1024) / 4096) * 4}k"
+    disk, copy, listing = tmp_path / "db", tmp_path / "o-copy.db", tmp_path / "rc.txt"
+    args = ["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "tpe", "--tpe-trials", "40", "--num-cpus", "2",
+            "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "--optuna-storage", f"sqlite:///{disk / 'o.db'}", "--storage", str(tmp_path / "st")]
+    # in the namespace that sees the small disk: the run, room made (the tmpfs grown), the same command with --resume, the study copied out
+    script = ('disk=$1 copy=$2 rcs=$3; shift 3; "$@" 2> "$rcs.err1"; echo $? > "$rcs"; mount -o remount,size=4m "$disk" && '
+              '"$@" --resume 2> "$rcs.err2"; echo $? >> "$rcs"; cp "$disk/o.db" "$copy"')
+    p = on_small_disk(args, disk, size, tmp_path, prefix=["sh", "-c", script, "sh", str(disk), str(copy), str(listing)])
+    first, second = listing.read_text().split()
+    err1 = Path(f"{listing}.err1").read_text()
+    assert first == "2", err1[-4000:]
+    assert "Traceback" not in err1, err1[-4000:]
+    (line,) = [ln for ln in err1.splitlines() if ln.startswith("awnn compare: error:")]
+    assert f"--optuna-storage sqlite:///{disk / 'o.db'}: TPE's study " in line and "could not be written (OperationalError: database or disk is full" in line, line
+    assert "--resume" in line, line
+    assert second == "0", Path(f"{listing}.err2").read_text()[-4000:] + p.stdout[-3000:]
+
+    (summary,) = optuna.get_all_study_summaries(f"sqlite:///{copy}")
+    study = optuna.load_study(study_name=summary.study_name, storage=f"sqlite:///{copy}")
+    states = Counter(t.state.name for t in study.trials)
+    assert states["RUNNING"] == 0, states
+    complete = Counter(t.user_attrs.get("awnn_trial_key") for t in study.trials if t.state.name == "COMPLETE")
+    assert sorted(complete) == [f"sel-{i:04d}" for i in range(40)] and set(complete.values()) == {1}, complete
