@@ -121,13 +121,18 @@ class TpeSource:
             return None
         return f"{self.cause}: the comparison's results in MLflow are complete, but the study lacks the ends of its last trials"
 
-    def fill(self, spec: TrialSpec, trial_id: str) -> None:
+    def _asking(self, step, *args) -> None:
+        """A step of handing out a trial (`_fill`, `_told_later`): a study that
+        failed a write before, or fails one now, raises StudyUnwritable."""
         if self.broken is not None:
             raise self.broken
         try:
-            self._fill(spec, trial_id)
+            step(*args)
         except study_storage_errors() as e:
             raise self.unwritable(e) from None
+
+    def fill(self, spec: TrialSpec, trial_id: str) -> None:
+        self._asking(self._fill, spec, trial_id)
 
     def _fill(self, spec: TrialSpec, trial_id: str) -> None:
         trial = self.asked.get(trial_id)
@@ -142,12 +147,7 @@ class TpeSource:
         spec.config = {**budget_config(cfg, self.arm.grid, self.budget), **_protocol_values(self.arm.grid, self.budget, "inner", 0)}
 
     def told_later(self, spec: TrialSpec, trial_id: str) -> None:
-        if self.broken is not None:
-            raise self.broken
-        try:
-            self._told_later(spec, trial_id)
-        except study_storage_errors() as e:
-            raise self.unwritable(e) from None
+        self._asking(self._told_later, spec, trial_id)
 
     def _told_later(self, spec: TrialSpec, trial_id: str) -> None:
         """A trial re-run after a resume: its config came from the earlier
@@ -180,18 +180,18 @@ class TpeSource:
         logs an exception with its traceback and goes on: a failed write is
         kept in `broken` instead, and the next `fill` raises it (the sweep
         stops), or the sweep says it at its end (search/sweep.py)."""
-        if self.broken is not None:
-            return
-        try:
-            self._complete(trial_id, status, value)
-        except study_storage_errors() as e:
-            self.broken = self.unwritable(e)
+        self._telling(self._complete, trial_id, status, value)
 
     def record_selection(self, best: Mapping[str, Any]) -> None:
+        self._telling(self._record_selection, best)
+
+    def _telling(self, step, *args) -> None:
+        """A write of an end (`_complete`, `_record_selection`), inside Ray Tune's
+        loop: a failure is kept in `broken` (no write after it), not raised."""
         if self.broken is not None:
             return
         try:
-            self._record_selection(best)
+            step(*args)
         except study_storage_errors() as e:
             self.broken = self.unwritable(e)
 

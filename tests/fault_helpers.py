@@ -148,3 +148,20 @@ def checkpoints(storage: Path, before_epoch: int | None = None) -> list[Path]:
             continue
         done.append(d)
     return done
+
+
+def resume_finishes(args: list[str], cwd: Path, tracking: str, epochs: int, timeout: float = 300,
+                    keys: tuple[str, ...] = ("ass-01", "sel-0000", "sel-0001", "sel-0002")) -> str:
+    """Run `awnn ARGS --resume` (GRID's sweep) to its end and check it finished
+    every config once, ok, with all its epochs.  Returns its output."""
+    again = Driver(args + ["--resume"], cwd=cwd)
+    try:
+        rc = again.wait(timeout=timeout)
+        out = again.output()
+    finally:
+        again.cleanup()
+    assert rc == 0, out[-4000:]
+    finished = [r for r in trial_runs(tracking) if r.info.status == "FINISHED"]
+    assert sorted(r.data.tags["awnn.trial_key"] for r in finished) == sorted(keys), out[-4000:]
+    assert all(r.data.tags["awnn.status"] == "ok" and r.data.metrics["epochs_run"] == epochs for r in finished)
+    return out

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, resume_finishes, sweep_args, trial_runs, wait_for, write_inputs
 from servers import _processes_with_marker
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 400  # trials of ~10 s on one core: the raylet dies while both slots' trials run
+EPOCHS = 250  # trials of ~5 s on one core: the raylet dies while both slots' trials run
 
 
 def _raylet(marker: str) -> int | None:
@@ -65,13 +65,4 @@ def test_the_local_rays_raylet_killed_mid_sweep_stops_the_driver_and_resume_fini
     assert runs and all(r.info.status != "RUNNING" for r in runs), [(r.data.tags["awnn.trial_key"], r.info.status) for r in runs]
     assert {r.data.tags["awnn.status"] for r in runs if r.info.status == "KILLED"} == {"interrupted"}
 
-    again = Driver(args + ["--resume"], cwd=tmp_path)
-    try:
-        rc = again.wait(timeout=240)
-        out = again.output()
-    finally:
-        again.cleanup()
-    assert rc == 0, out[-4000:]
-    finished = [r for r in trial_runs(tracking) if r.info.status == "FINISHED"]
-    assert sorted(r.data.tags["awnn.trial_key"] for r in finished) == ["ass-01", "sel-0000", "sel-0001", "sel-0002"], out[-4000:]
-    assert all(r.data.tags["awnn.status"] == "ok" and r.data.metrics["epochs_run"] == EPOCHS for r in finished)
+    resume_finishes(args, tmp_path, tracking, EPOCHS, timeout=240)

@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, resume_finishes, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
@@ -57,13 +57,4 @@ def test_a_trial_whose_worker_is_lost_past_max_failures_stops_the_sweep_and_resu
     assert "ActorDiedError" in lost[0].data.tags["awnn.last_error"]
     assert all(r.info.status != "RUNNING" for r in runs)  # the others in flight: interrupted too, none left open
 
-    again = Driver(args + ["--resume"], cwd=tmp_path)
-    try:
-        rc = again.wait(timeout=300)
-        out = again.output()
-    finally:
-        again.cleanup()
-    assert rc == 0, out[-4000:]
-    finished = [r for r in trial_runs(tracking) if r.info.status == "FINISHED"]
-    assert sorted(r.data.tags["awnn.trial_key"] for r in finished) == ["ass-01", "sel-0000", "sel-0001", "sel-0002"], out[-4000:]
-    assert all(r.data.tags["awnn.status"] == "ok" and r.data.metrics["epochs_run"] == EPOCHS for r in finished)
+    resume_finishes(args, tmp_path, tracking, EPOCHS, timeout=300)
