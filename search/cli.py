@@ -7,6 +7,7 @@ naming what is wrong and where), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 
@@ -62,6 +63,19 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout at exit
         return 141
+    except OSError as e:  # a write found no room or permission where no layer said it better (e.g. stdout on a full disk)
+        from .errors import storage_error
+
+        found = storage_error(e)
+        if found is None:
+            raise
+        import os
+
+        where = found.filename or "its output (stdout)"
+        with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes a stdout that cannot take it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"awnn {args.command}: error: cannot write {where}: {os.strerror(found.errno)}", file=sys.stderr)
+        return 2
     except (KeyboardInterrupt, SystemExit) as e:
         if isinstance(e, SystemExit) and not signals.ray_sigterm(e):
             raise

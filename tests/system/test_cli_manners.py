@@ -5,6 +5,7 @@ have grids, with "did you mean"; a reader that goes away (`| head`) ends the
 command quietly.  All before Ray starts."""
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -47,8 +48,6 @@ def test_known_task_without_that_grid_says_which_it_has(tmp_path):
 
 @pytest.mark.parametrize("args", [["grids"], ["grids", "--json"]])
 def test_a_closed_pipe_ends_quietly(tmp_path, args):
-    import os
-
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([*AWNN, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     proc.stdout.read(10)
@@ -57,6 +56,19 @@ def test_a_closed_pipe_ends_quietly(tmp_path, args):
     proc.wait(timeout=60)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert proc.returncode in (0, 141), (proc.returncode, err)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device every write to fails with no space left)")
+@pytest.mark.parametrize("args", [["grids"], ["train", "--task", "doublemoon", "--model", "fixed", "--epochs", "2", "--quiet"]])
+def test_an_output_on_a_full_disk_is_one_line(tmp_path, args):
+    """stdout redirected to a full disk (`awnn train ... > /full/result.json`):
+    before, a traceback ending in OSError, exit 1; now one line, exit 2."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([*AWNN, *args], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+    assert p.returncode == 2, p.stderr[-3000:]
+    assert p.stderr.strip().splitlines()[-1:] == [f"awnn {args[0]}: error: cannot write its output (stdout): No space left on device"], p.stderr[-3000:]
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
 
 
 def test_every_subcommand_has_a_description_and_examples_that_parse():
