@@ -297,9 +297,22 @@ class Comparison:
         from .errors import StorageFull, storage_error
 
         found = storage_error(error)
-        if found is not None:
-            raise StorageFull(f"Ray Tune could not write its state into the storage (--storage): {os.strerror(found.errno)}"
-                              f"{self._storage_room()}; make room (or give another --storage) and run the same command with --resume") from error
+        if found is None:
+            return
+        from tracking.checks import free_space
+
+        from .tune import ray_session_dir
+
+        # Ray Tune writes its state into a staging folder in Ray's session folder (RAY_TMPDIR, else /tmp/ray), then
+        # copies it into --storage; its OSError names no file: give the room of both
+        storage, session, places = self.settings.storage_path(), ray_session_dir(), []
+        if "://" not in storage and free_space(storage):
+            places.append(f"--storage {storage}: {free_space(storage)}")
+        if session and free_space(session):
+            places.append(f"Ray's temporary folder {session}: {free_space(session)}")
+        raise StorageFull(f"Ray Tune could not write its state: {os.strerror(found.errno)}{''.join('; ' + p for p in places)}; make room where "
+                          "it is short (or give another --storage, or point RAY_TMPDIR at a disk with room) and run the same command with "
+                          "--resume") from error
 
     def _storage_room(self) -> str:
         """'; --storage PATH: N free of M' for a storage on this machine's file system, else ''."""

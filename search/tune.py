@@ -31,7 +31,7 @@ from typing import Any, Callable
 from . import _ray_speedups, signals
 from .trial import trainable  # the trial function Tune runs (search/trial.py)
 
-__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "gcs_gone", "local_node_gone", "watch_cluster", "check_trial_fits", "exit_process", "exit_now"]
+__all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "ray_session_dir", "gcs_gone", "local_node_gone", "watch_cluster", "check_trial_fits", "exit_process", "exit_now"]
 
 
 def tune_environment() -> None:
@@ -203,6 +203,11 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
 
 
 _SESSION: dict[str, Any] = {}  # the Ray session init_ray started or joined: its folder on this machine (init_ray -> run_plan)
+def ray_session_dir() -> str | None:
+    """The session folder of the Ray this process started or joined (init_ray), where Ray Tune stages its state."""
+    return _SESSION.get("dir")
+
+
 def gcs_gone() -> bool:
     """True when the GCS of the Ray this process started or joined
     (init_ray) no longer accepts connections.

@@ -260,3 +260,20 @@ def test_a_full_optuna_storage_stops_tpe_in_one_line_and_resume_catches_the_stud
     assert states["RUNNING"] == 0, states
     complete = Counter(t.user_attrs.get("awnn_trial_key") for t in study.trials if t.state.name == "COMPLETE")
     assert sorted(complete) == [f"sel-{i:04d}" for i in range(40)] and set(complete.values()) == {1}, complete
+
+
+@needs_unshare
+def test_a_full_ray_temporary_folder_is_named_not_the_storage(tmp_path):
+    """Ray's temporary folder (/tmp/ray, where Ray Tune stages its state
+    before copying it into --storage) fills up, --storage has room.  Before,
+    the line blamed --storage and gave its free space (gigabytes); now it gives
+    the room of both, the short one being Ray's folder, and RAY_TMPDIR."""
+    args = ["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2", "--storage", str(tmp_path / "st"),
+            "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"]
+    p = on_small_disk(args, Path("/tmp/ray"), "1m", tmp_path, timeout=300)  # (a tmpfs over /tmp/ray that only this command sees)
+    assert p.returncode == 2, p.stderr[-4000:]
+    assert "Traceback" not in p.stderr, p.stderr[-4000:]
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("awnn compare: error:")]
+    assert "No space left on device" in line and f"--storage {tmp_path / 'st'}: " in line, line
+    assert re.search(r"Ray's temporary folder /tmp/ray/session_\S+: [0-9.]+ \w?B free of 1\.0 MiB", line), line
+    assert "RAY_TMPDIR" in line and "--resume" in line, line
