@@ -76,13 +76,14 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
         else:
             return True
         record.msg = f"{record.getMessage().rstrip(': ')}: {detail}"
-        record.args, record.exc_info, record.exc_text = None, None, None
+        record.args, record.exc_info, record.exc_text, record.stack_info = None, None, None, None
         return True
 
 
 _ENVIRONMENT_FILTER = _EnvironmentErrorsInOneLine()
 # the Ray Tune loggers that log a failed write into the storage, or a trial's lost worker, with its traceback (Ray 2.60)
-_RAY_FAULT_LOGGERS = ("ray.tune.execution.experiment_state", "ray.train._internal.storage", "ray.tune.execution.tune_controller")
+_RAY_FAULT_LOGGERS = ("ray.tune.execution.experiment_state", "ray.train._internal.storage", "ray.tune.execution.tune_controller",
+                      "ray.tune.tune")  # (the last: "Experiment state snapshotting failed" at the end of a run)
 
 
 def _quiet_environment_tracebacks() -> None:

@@ -31,6 +31,7 @@ import errno
 import math
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,9 @@ def lost_worker(error: BaseException | None) -> bool:
     rather than an exception of its own code: the process killed or crashed,
     its node dead, or Ray's memory monitor killing it?  A RayTaskError counts
     when its cause is such a loss (a Python exception of the trial does not)."""
-    if error is None:
+    rx = sys.modules.get("ray.exceptions")  # not imported: no Ray error (and no import of Ray from a log filter)
+    if error is None or rx is None:
         return False
-    from ray import exceptions as rx
 
     lost = tuple(getattr(rx, name) for name in ("RayActorError", "NodeDiedError", "WorkerCrashedError", "OutOfMemoryError",
                                                 "LocalRayletDiedError", "ObjectLostError") if hasattr(rx, name))

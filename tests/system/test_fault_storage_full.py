@@ -267,12 +267,18 @@ def test_a_full_ray_temporary_folder_is_named_not_the_storage(tmp_path):
     """Ray's temporary folder (/tmp/ray, where Ray Tune stages its state
     before copying it into --storage) fills up, --storage has room.  Before,
     the line blamed --storage and gave its free space (gigabytes); now it gives
-    the room of both, the short one being Ray's folder, and RAY_TMPDIR."""
+    the room of both, the short one being Ray's folder, and RAY_TMPDIR.  Where
+    the folder fills only at Ray Tune's last snapshot (all trials done), the
+    comparison is complete: exit 0, Tune's error in one line, the report out."""
     args = ["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2", "--storage", str(tmp_path / "st"),
             "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"]
     p = on_small_disk(args, Path("/tmp/ray"), "1m", tmp_path, timeout=300)  # (a tmpfs over /tmp/ray that only this command sees)
-    assert p.returncode == 2, p.stderr[-4000:]
     assert "Traceback" not in p.stderr, p.stderr[-4000:]
+    if p.returncode == 0:  # on a loaded machine the folder may fill only at Tune's last snapshot, after every trial ended
+        assert "Experiment state snapshotting failed: No space left on device" in p.stderr, p.stderr[-4000:]  # one line (search/tune.py)
+        assert "Report: " in p.stdout, p.stdout[-3000:]
+        return
+    assert p.returncode == 2, p.stderr[-4000:]
     (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("awnn compare: error:")]
     assert "No space left on device" in line and f"--storage {tmp_path / 'st'}: " in line, line
     assert re.search(r"Ray's temporary folder /tmp/ray/session_\S+: [0-9.]+ \w?B free of 1\.0 MiB", line), line

@@ -181,7 +181,8 @@ def test_the_head_node_dies_the_driver_stops_with_its_runs_closed(cluster, tmp_p
     to connect to GCS within 60 seconds") with its trial runs left RUNNING.
     Now search/tune.py's watch_cluster notices (AWNN_GCS_LOST_S, 5 s here;
     36 s by default) and the driver closes its runs as interrupted, says why
-    and how to go on, and exits 1."""
+    and how to go on, and exits 130 (or 1 from the watch thread, where the
+    main thread is stuck in Ray's C code)."""
     import subprocess
     import time
 
@@ -203,7 +204,9 @@ def test_the_head_node_dies_the_driver_stops_with_its_runs_closed(cluster, tmp_p
     finally:
         driver.cleanup()
     print(f"exit {rc} {took:.1f} s after the head died")
-    assert rc == 1, out[-3000:]
+    # 130: the main thread took the interrupt (search/sweep.py _cluster_lost); 1: it was stuck in a call to the dead GCS and
+    # the watch thread closed the runs and ended the process (which one depends on where the main thread was when the head died)
+    assert rc in (1, 130), out[-3000:]
     assert "has not answered for 5 s" in out and "run the same command with --resume" in out, out[-3000:]
     assert "Failed to connect to GCS" not in out, out[-3000:]
     statuses = [r.data.tags.get("awnn.status") for r in trial_runs(tracking)]
