@@ -69,10 +69,12 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
         found = storage_error(error)
         if found is not None:
             detail = os.strerror(found.errno)
-        elif lost_worker(error):
+        elif lost_worker(error) or record.getMessage().startswith(_RAY_STATE_SAVES):
+            # a lost worker; or any failed save of Ray Tune's experiment state, which awnn never reads (--resume reads
+            # MLflow): e.g. Ray's own race copying a temporary file its atomic save renamed meanwhile (FileNotFoundError)
             cause = getattr(error, "cause", None) or error
             lines = [ln.strip() for ln in str(cause).splitlines() if ln.strip()]
-            detail = f"{type(cause).__name__}: {lines[0] if lines else 'no detail'}"
+            detail = f"{type(cause).__name__}: {lines[0][:300] if lines else 'no detail'}"
         else:
             return True
         record.msg = f"{record.getMessage().rstrip(': ')}: {detail}"
@@ -80,6 +82,7 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
         return True
 
 
+_RAY_STATE_SAVES = ("Saving experiment state", "Experiment state snapshotting failed")  # Ray Tune's log of a failed save of its state
 _ENVIRONMENT_FILTER = _EnvironmentErrorsInOneLine()
 # the Ray Tune loggers that log a failed write into the storage, or a trial's lost worker, with its traceback (Ray 2.60)
 _RAY_FAULT_LOGGERS = ("ray.tune.execution.experiment_state", "ray.train._internal.storage", "ray.tune.execution.tune_controller",
