@@ -47,18 +47,26 @@ def test_sweep_smoke_one_child_run_per_config_under_right_parent(smoke_compariso
 
 def test_sweep_reuses_one_actor_per_slot_across_phases(smoke_comparison):
     """Four phases (two strategies x selection, re-training) on a 2-CPU local
-    Ray: every trial ran in one of exactly two worker processes - no actor
+    Ray: every trial ran in one of at most two worker processes - no actor
     was stopped at a phase's tail and started again (search/tune.py,
-    _ray_speedups.keep_idle_actors), and both were warm before the first trial (init_ray)."""
+    _ray_speedups.keep_idle_actors; without it each phase starts new ones),
+    and those were warm before the first trial (init_ray).
+
+    Not "exactly two": the smoke trials last well under a second, and on a
+    loaded machine (a fresh-clone CI run: two test workers on two cores) the
+    first actor ran every trial (pid 17404 for all 46): a trial there is shorter
+    than the start of an actor, and Tune hands a pending trial to an idle actor
+    it has rather than wait for another to start."""
     c, runs = _runs(smoke_comparison["tracking_uri"])
     trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
     pids = {(t.data.tags["awnn.node_id"], t.data.tags["awnn.pid"]) for t in trials}
-    assert len(pids) == 2, sorted(pids)
-    # ... and those two are the workers the local Ray started with the node and
-    # warmed (torch & co. imported) while the driver set up MLflow (init_ray)
+    assert 1 <= len(pids) <= 2, sorted(pids)
+    assert len({node for node, _ in pids}) == 1, sorted(pids)  # one local node
+    # ... and those are among the two workers the local Ray started with the node
+    # and warmed (torch & co. imported) while the driver set up MLflow (init_ray)
     (cmp,) = [r for r in runs if r.data.tags.get("awnn.kind") == "comparison"]
     warm = set(cmp.data.tags["awnn.warm_pids"].split(","))
-    assert len(warm) == 2 and {pid for _, pid in pids} == warm, (sorted(pids), warm)
+    assert len(warm) == 2 and {pid for _, pid in pids} <= warm, (sorted(pids), warm)
     phases = {(t.data.tags["awnn.strategy"], t.data.tags["awnn.phase"]) for t in trials}
     assert len(phases) == 4
 
