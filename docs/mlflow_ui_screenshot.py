@@ -327,21 +327,23 @@ def read_table(page: Chromium) -> RunsTable:
 
 def show_comparisons(page: Chromium, base_url: str, experiment_id: str, *, search_filter: str = COMPARISON_FILTER,
                      columns: tuple[str, ...] = HEADLINE_COLUMNS, hide: tuple[str, ...] = (),
-                     sort_by: str | None = None) -> RunsTable:
+                     sort_by: str | None = None, matching: int | None = None) -> RunsTable:
     """Open the experiment's runs table, filter it with `search_filter` typed
     into the search box and add `columns` (and take off `hide`) in the Columns
     menu, as a reader would; return what the table then shows.  `sort_by`, a
-    metric, sorts it (descending) through the address."""
+    metric, sorts it (descending) through the address; `matching`: the number
+    of runs the filter matches in the store, when known (see filter_runs)."""
     query = {}
     if sort_by:
         query.update(orderByKey=f"metrics.`{sort_by}`", orderByAsc="false")
     open_runs_table(page, base_url, experiment_id, query)
-    filter_runs(page, search_filter)
+    filter_runs(page, search_filter, matching_runs=matching)
     return choose_columns(page, columns, hide)
 
 
 def show_trials(page: Chromium, base_url: str, experiment_id: str, comparison: str, *,
-                columns: tuple[str, ...] = TRIAL_COLUMNS, sort_by: str | None = TRIAL_SORT) -> RunsTable:
+                columns: tuple[str, ...] = TRIAL_COLUMNS, sort_by: str | None = TRIAL_SORT,
+                matching: int | None = None) -> RunsTable:
     """docs/tracking.md's "One comparison's trials": the runs table filtered to
     the trials of the comparison whose `awnn.comparison` tag is `comparison`,
     sorted by the metric `sort_by` (descending) in the Sort menu, `columns`
@@ -349,9 +351,9 @@ def show_trials(page: Chromium, base_url: str, experiment_id: str, comparison: s
 
     The Sort step is what lists the trials: `sort_by=None` leaves the table
     sorted by Created, where MLflow nests them under their (collapsed) sweep
-    runs and the table shows those instead."""
+    runs and the table shows those instead.  `matching`: as for show_comparisons."""
     open_runs_table(page, base_url, experiment_id)
-    filter_runs(page, TRIAL_FILTER.format(comparison=comparison))
+    filter_runs(page, TRIAL_FILTER.format(comparison=comparison), matching_runs=matching)
     if sort_by:
         sort_runs(page, sort_by)
     return choose_columns(page, columns)
@@ -364,16 +366,37 @@ def open_runs_table(page: Chromium, base_url: str, experiment_id: str, query: di
     page.goto(f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?{urllib.parse.urlencode(query)}")
 
 
-def filter_runs(page: Chromium, search_filter: str) -> None:
-    """Type `search_filter` into the runs search box and press Enter."""
+def matching_text(n: int) -> str:
+    """The table's count line for `n` runs."""
+    return f"{n} matching run{'' if n == 1 else 's'}"
+
+
+def count_matching(tracking_uri: str, experiment_id: str, search_filter: str) -> int:
+    """How many runs of the experiment `search_filter` matches in the store (what the table's count should say)."""
+    from mlflow.tracking import MlflowClient
+
+    return len(MlflowClient(tracking_uri).search_runs([experiment_id], search_filter, max_results=50000))
+
+
+def filter_runs(page: Chromium, search_filter: str, matching_runs: int | None = None) -> None:
+    """Type `search_filter` into the runs search box and press Enter.
+
+    `matching_runs`: the number of runs the filter matches in the store, when the
+    caller knows it: the wait for the count line then waits for that number
+    (30 s at most; what the line shows after is the caller's to check).  A
+    loaded CI run showed the unfiltered count (45) under the filtered rows
+    when the unfiltered one had not been drawn within 10 s, so a change of
+    the line could not be waited for."""
     matching = "(document.body?.innerText.match(/\\d+ matching runs?/)?.[0] || '')"
     page.click(_SEARCH_BOX, "the runs search box")  # waits for the page (document.body is null while it navigates)
     # the unfiltered count first, so that the filtered one can be told from it (a CI run read the page while it
     # navigated); an experiment whose table shows no count: 10 s, then ''
-    try:
-        before = page.wait_for(matching, "the unfiltered count", timeout=10)
-    except BrowserError:
-        before = ""
+    before = ""
+    if matching_runs is None:
+        try:
+            before = page.wait_for(matching, "the unfiltered count", timeout=10)
+        except BrowserError:
+            pass
     page.evaluate(f"{_SEARCH_BOX}.select()")
     page.type_text(search_filter)
     page.press("Enter")
@@ -383,7 +406,10 @@ def filter_runs(page: Chromium, search_filter: str) -> None:
     # ... and its "N matching runs" line, which can lag the rows by seconds on a loaded machine (a CI run read the
     # unfiltered count under the filtered rows), has changed; a filter that matches as many runs as before: 10 s
     try:
-        page.wait_for(f"{matching} !== {json.dumps(before)}", "the filtered count", timeout=10)
+        if matching_runs is None:
+            page.wait_for(f"{matching} !== {json.dumps(before)}", "the filtered count", timeout=10)
+        else:
+            page.wait_for(f"{matching} === {json.dumps(matching_text(matching_runs))}", "the filtered count", timeout=30)
     except BrowserError:
         pass
     page.press("Escape")  # close the search box's suggestions, if any
@@ -591,7 +617,8 @@ def main(argv: list[str] | None = None) -> int:
     experiment_id, name = comparison_experiment(a.tracking_uri, a.experiment)
     if a.trials:
         with mlflow_ui(a.tracking_uri) as url, Chromium(a.chromium, width=width, height=height) as page:
-            table = show_trials(page, url, experiment_id, a.trials)
+            table = show_trials(page, url, experiment_id, a.trials,
+                                matching=count_matching(a.tracking_uri, experiment_id, TRIAL_FILTER.format(comparison=a.trials)))
             tidy_for_screenshot(page)
             page.screenshot(a.output)
         print(f"{a.output}: {name}, the trials of {a.trials}: {table.matching or len(table.rows)}; in view:")
@@ -600,7 +627,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row.get('Run Name', run_id).splitlines()[-1]}: " + ", ".join(f"{c}={row.get(c)}" for c in TRIAL_COLUMNS))
         return 0
     with mlflow_ui(a.tracking_uri) as url, Chromium(a.chromium, width=width, height=height) as page:
-        table = show_comparisons(page, url, experiment_id, hide=("Dataset", "Source", "Models"), sort_by=SORT_BY)
+        table = show_comparisons(page, url, experiment_id, hide=("Dataset", "Source", "Models"), sort_by=SORT_BY,
+                                 matching=count_matching(a.tracking_uri, experiment_id, COMPARISON_FILTER))
         fit_columns(page)
         tidy_for_screenshot(page)
         page.screenshot(a.output)

@@ -93,7 +93,7 @@ def test_the_comparison_view_shows_the_headline_numbers_in_chromium(smoke_compar
 
     with mlflow_server(smoke_comparison["tracking_uri"], tmp_path, auth=False) as ml, \
             shot.Chromium(chromium, width=1400, height=800) as page:
-        table = shot.show_comparisons(page, ml.url, exp.experiment_id)
+        table = shot.show_comparisons(page, ml.url, exp.experiment_id, matching=len(comparisons))
         # the screenshot's own steps, on the same page
         shot.fit_columns(page)
         shot.tidy_for_screenshot(page)
@@ -139,7 +139,7 @@ def test_the_trial_steps_list_a_comparisons_trials_with_their_test_acc_in_chromi
 
     with mlflow_server(smoke_comparison["tracking_uri"], tmp_path, auth=False) as ml, \
             shot.Chromium(chromium, width=1400, height=800) as page:
-        table = shot.show_trials(page, ml.url, exp.experiment_id, comparison)
+        table = shot.show_trials(page, ml.url, exp.experiment_id, comparison, matching=len(trials))
 
     names = {i: (table.rows[i].get("Run Name", "").splitlines() or [i])[-1] for i in table.rows}
     hidden = [trials[i].info.run_name for i in retrained if i not in table.visible]
