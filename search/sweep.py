@@ -194,6 +194,8 @@ class Comparison:
         """Run every arm's phases on one Tuner; returns the arms' results in run order."""
         from tracking.callback import TrialTracker
 
+        from .stall import StallWatch
+
         init_ray(self.settings, log=self.log)
         check_trial_fits(self.settings, log=self.log)  # a trial no node can hold would wait for ever
         init_tracking(self.tracking_uri)  # a new SQLite store's schema, created by one driver at a time
@@ -243,8 +245,13 @@ class Comparison:
                 # a trial its environment ended (its data cannot be read, a checkpoint cannot be written, its worker lost
                 # after its last retry) stops the comparison at once: no retry on the same machines can fix it
                 stop = stop_on_fault(record.stop_reason, lambda fault: self.tracker.interrupt_open())
+                def say(text: str) -> None:  # a line of its own, not glued to a terminal's progress line
+                    searcher.progress.close()
+                    self.log(text)
+
+                quiet = StallWatch(say, self.settings.stall_warning)  # a trial that neither reports nor ends is named
                 try:
-                    run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker],
+                    run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker, quiet],
                              scheduler=make_scheduler(self.arms, self.budget), stop=stop)
                 except Exception as e:  # on a full disk Ray's own writes fail too (its state, a torn error file)
                     if record.stop_reason() is None:

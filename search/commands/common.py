@@ -18,6 +18,9 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--max-failures", type=int, default=2, help="retries of a failed trial, from its last checkpoint (default 2; -1: without end)")
     p.add_argument("--report-interval", type=float, default=2.0, help="seconds between a trial's reports to Ray (each blocks the trial for a driver round trip); every epoch is still logged (0 = one report per epoch; default 2)")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds between a trial's checkpoints (default 10)")
+    p.add_argument("--stall-warning", type=float, default=600.0, metavar="SECONDS",
+                   help="warn about a running trial that has reported nothing for this long, or for 10x its longest gap between "
+                        "reports if longer (a hung data read, a stopped process); the sweep goes on waiting (default 600; 0: never)")
     p.add_argument("--fuse", type=fuse_flag, default="auto", metavar="N|auto",
                    help="train up to N fixed-grid selection configs of one shape as one stacked model in one Ray trial "
                         "(each keeps its own MLflow run; docs/design.md 'Fused trials'); 1 = one config per trial; "
@@ -80,6 +83,7 @@ _NUMERIC_FLAGS = {
     "max_failures": (-1, True, "an integer >= -1 (-1: retry without end)"),
     "report_interval": (0, True, "a number of seconds >= 0"),
     "checkpoint_interval": (0, True, "a number of seconds >= 0 (0: at every report)"),
+    "stall_warning": (0, True, "a number of seconds >= 0 (0: never warn)"),
     "num_cpus": (1, True, "an integer >= 1"),
     "fuse": (1, True, "an integer >= 1 (1: one config per trial)"),
 }
@@ -111,6 +115,7 @@ def settings_from(args):
         max_failures=args.max_failures,
         report_interval=args.report_interval,
         checkpoint_interval=args.checkpoint_interval,
+        stall_warning=args.stall_warning,
         num_cpus=args.num_cpus,
         fuse=resolve_fuse(args.fuse, args.gpus_per_trial),
         flush_denormal=not args.keep_denormals,

@@ -132,6 +132,8 @@ def _can_write(folder: str) -> bool:
         ("--report-interval", "nan", "--report-interval: expected a number of seconds >= 0, found nan"),
         ("--checkpoint-interval", "-1", "--checkpoint-interval: expected a number of seconds >= 0 (0: at every report), found -1.0"),
         ("--num-cpus", "0", "--num-cpus: expected an integer >= 1, found 0"),
+        ("--stall-warning", "-5", "--stall-warning: expected a number of seconds >= 0 (0: never warn), found -5.0"),
+        ("--stall-warning", "nan", "--stall-warning: expected a number of seconds >= 0 (0: never warn), found nan"),
         ("--max-failures", "-2", "--max-failures: expected an integer >= -1 (-1: retry without end), found -2"),
     ],
 )

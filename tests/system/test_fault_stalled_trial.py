@@ -1,0 +1,63 @@
+"""A trial that neither reports nor ends: its worker process stopped (SIGSTOP -
+what a read blocked on a dead network mount, a deadlock or a debugger look like
+from the driver).
+
+Before, the driver waited without a word: the progress line is only redrawn on
+a report.  Now one warning names the trial, how long it has been silent and
+its process (search/stall.py); the sweep goes on waiting, and once the process
+runs again (SIGCONT) one line says it reported again and the sweep finishes
+with every config once."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+
+import pytest
+
+from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
+
+pytestmark = [pytest.mark.slow, pytest.mark.fault]
+
+EPOCHS = 150  # trials of several seconds on one core: the stop lands while the victim runs
+
+
+@pytest.mark.timeout(360)
+def test_a_stopped_trial_is_named_once_the_sweep_waits_and_finishes_when_it_runs_again(tmp_path):
+    grids, budget = write_inputs(tmp_path, EPOCHS)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2", "--stall-warning", "3"])
+    driver = Driver(args, cwd=tmp_path)
+    pid = None
+    try:
+        def running_with_pid():
+            rs = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.pid")
+                  and r.data.tags.get("awnn.phase") == "selection"]
+            return rs[0] if rs else None
+        victim = wait_for(running_with_pid, 240, "a running selection trial that reported its pid", driver.proc, interval=0.2,
+                          output=driver.output)
+        key, pid = victim.data.tags["awnn.trial_key"], int(victim.data.tags["awnn.pid"])
+        os.kill(pid, signal.SIGSTOP)
+        warning = re.compile(rf"^warning: trial awnn/selection/{key} has reported nothing for (\S+) \(.*pid {pid}\b.*\)\n  it may be hung", re.M)
+        wait_for(lambda: warning.search(driver.output()), 120, f"the warning about the stopped trial {key}", driver.proc,
+                 interval=0.5, output=driver.output)
+        assert driver.proc.poll() is None  # the sweep waits for it
+        os.kill(pid, signal.SIGCONT)
+        pid = None
+        rc = driver.wait(timeout=240)
+        out = driver.output()
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        driver.cleanup()
+    assert rc == 0, out[-4000:]
+    assert len(warning.findall(out)) == 1, out[-4000:]  # once per silence
+    assert re.search(rf"^trial awnn/selection/{key} reported again after \S+ of silence$", out, re.M), out[-4000:]
+    assert "Traceback" not in out, out[-4000:]
+    runs = trial_runs(tracking)
+    by_key = {}
+    for r in runs:
+        by_key.setdefault(r.data.tags["awnn.trial_key"], []).append(r)
+    assert all(len(rs) == 1 and rs[0].data.tags["awnn.status"] == "ok" for rs in by_key.values()), \
+        {k: [r.data.tags["awnn.status"] for r in rs] for k, rs in by_key.items()}
+    assert by_key[key][0].data.metrics["epochs_run"] == EPOCHS
