@@ -100,7 +100,15 @@ def tracking_uri_source(given: str | None) -> str:
 
 
 def client(uri: str):
-    """An MLflow client for `uri` (MLflow is imported on first use)."""
+    """An MLflow client for `uri` (MLflow is imported on first use).
+
+    Against a tracking server MLflow 3 prints two lines ("View run ... at:",
+    "View experiment at:") to stdout for every run it ends, each after one more
+    request for the run: 2 lines per trial, hundreds in a comparison, between
+    the progress lines.  The comparison's summary names the store once; MLflow's
+    public MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT turns them off, unless the
+    user set it."""
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
