@@ -170,12 +170,22 @@ def print_summary(comparison, results, stream=None, summary: dict | None = None)
             _say(out, line)
     for line in caveats(comparison.budget.name, results):
         _say(out, f"warning: {line}")
+    _say(out, mlflow_line(comparison.tracking_uri, getattr(getattr(comparison, "writer", None), "experiment_id", None)))
+
+
+def mlflow_line(tracking_uri: str, experiment_id: str | None = None) -> str:
+    """Where the comparison's runs are: a tracking server's experiment page (open it in a browser), or the
+    command that serves a store that is no server (tracking/links.py, as the report says it); never credentials."""
     from shlex import quote
 
     from tracking.contract import redact_uri
+    from tracking.links import run_url, server_base
 
-    uri = redact_uri(comparison.tracking_uri)  # (credentials in a server URI stay off the terminal)
-    _say(out, f"MLflow: {uri}  (open it with: mlflow ui --backend-store-uri {quote(uri)})")
+    uri = redact_uri(tracking_uri)
+    if server_base(tracking_uri) is None:
+        return f"MLflow: {uri}  (open it with: mlflow ui --backend-store-uri {quote(uri)})"
+    page = run_url(tracking_uri, experiment_id) if experiment_id else server_base(tracking_uri)
+    return f"MLflow: {uri}  (a tracking server: open {page} in a browser)"
 
 
 def _truncation_line(r) -> str | None:

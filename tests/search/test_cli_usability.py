@@ -186,3 +186,16 @@ def test_a_command_whose_comparisons_left_mlflow_incomplete_says_so_in_one_line(
     assert line == ("awnn study: b-2 ran to the end, but MLflow did not take the writes of 3 runs (database or disk is full); they are saved in "
                     "/s/p.jsonl; what MLflow holds is incomplete until the same command with --resume applies them")
     assert "(and more for the others)" in unwritten_line("study", [bad, SimpleNamespace(id="c-3", unwritten="x")])
+
+
+def test_the_summary_says_where_the_runs_are_for_every_kind_of_store():
+    """A SQLite file or database is served with `mlflow ui`; a tracking server
+    is opened in a browser (the line said `mlflow ui --backend-store-uri
+    http://...`, which serves nothing); credentials never reach the terminal."""
+    from search.summary import mlflow_line
+
+    assert mlflow_line("sqlite:////tmp/a b/m.db") == "MLflow: sqlite:////tmp/a b/m.db  (open it with: mlflow ui --backend-store-uri 'sqlite:////tmp/a b/m.db')"
+    assert mlflow_line("postgresql://u:pw@db/mlflow") == "MLflow: postgresql://***@db/mlflow  (open it with: mlflow ui --backend-store-uri 'postgresql://***@db/mlflow')"
+    assert mlflow_line("http://u:pw@10.0.0.5:5000/", "7") == ("MLflow: http://***@10.0.0.5:5000/  (a tracking server: open "
+                                                              "http://10.0.0.5:5000/#/experiments/7 in a browser)")
+    assert mlflow_line("https://mlflow.example.org") == "MLflow: https://mlflow.example.org  (a tracking server: open https://mlflow.example.org in a browser)"

@@ -127,6 +127,8 @@ def test_tracking_server_smoke_sweep_logs_with_credentials(tracking, tmp_path, m
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     kinds = [r.data.tags.get("awnn.kind") for r in runs]
     assert kinds.count("comparison") == 1
+    # where the runs are: the server's experiment page (not `mlflow ui --backend-store-uri http://...`)
+    assert f"(a tracking server: open {ml.url.rstrip('/')}/#/experiments/{exp.experiment_id} in a browser)" in " ".join(p.stdout.split()), p.stdout[-1500:]
     sweeps = [r for r in runs if r.data.tags.get("awnn.kind") == "sweep"]
     assert sorted(r.data.tags["awnn.phase"] for r in sweeps) == ["assessment", "selection"]
     assert {r.data.tags["awnn.strategy"] for r in sweeps} == {"awnn"}
