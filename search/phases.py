@@ -263,8 +263,9 @@ class PhasedSearcher(_SearcherBase):
         their trials' epochs not yet reported; phases still waiting: their
         planned trials at their epochs) at its measured device-seconds per
         config-epoch (`_cost_per_epoch`), spread over the devices this driver
-        has kept busy (device-seconds of its finished trials per wall second
-        since its first phase opened); never less than a running trial still
+        has kept busy (`_devices_busy`: device-seconds of its finished and
+        running trials per wall second since its first phase opened, at least
+        one trial's devices); never less than a running trial still
         needs at its own pace.  The phase on the line without a measured cost
         counts at its own eta; any other at this driver's mean wall time per
         finished trial, and the result is then a lower bound.  The mean alone, as this once was, read
@@ -276,7 +277,7 @@ class PhasedSearcher(_SearcherBase):
             return math.nan, True
         done = self.record.done()
         elapsed = max(1e-9, now - self.started_at)
-        busy = sum(_device_seconds(o) for o in self.record.here.values()) / elapsed  # devices kept busy
+        busy = self._devices_busy(elapsed)
         left, unmeasured = 0.0, 0
         for p in self.plan:
             if p.state == "closed":
@@ -293,6 +294,21 @@ class PhasedSearcher(_SearcherBase):
         left += elapsed / here * unmeasured
         running = max((self._running_left(p, done) for p in self.plan.open()), default=0.0)
         return max(left, running), measured
+
+    def _devices(self) -> float:
+        """The devices one trial holds (its GPU share on GPUs, else its CPUs)."""
+        return float(self.trial_settings.get("gpus_per_trial") or self.trial_settings.get("cpus_per_trial") or 1)
+
+    def _devices_busy(self, elapsed: float) -> float:
+        """The devices this driver has kept busy: the device-seconds of its
+        finished trials and of its running ones so far (between their first and
+        last report) per wall second, never less than one trial's devices.
+        Finished trials alone read near 0 when those were short - configs that
+        diverged or hit max_width after an epoch - while a slow one ran: the
+        line said `all phases eta ~8h19m` beside a phase eta of 33 s."""
+        finished = sum(_device_seconds(o) for o in self.record.here.values())
+        running = sum(p[2] - p[0] for k, p in self.record.paces.items() if k not in self.record.here) * self._devices()
+        return max((finished + running) / elapsed, self._devices())
 
     def _cost_per_epoch(self, ph: Phase) -> float | None:
         """Device-seconds per config-epoch of `ph`'s finished trials (this
@@ -315,8 +331,7 @@ class PhasedSearcher(_SearcherBase):
         per = sorted(v for v in per if v == v and v > 0)
         if not per:
             return 0.0
-        devices = self.trial_settings.get("gpus_per_trial") or self.trial_settings.get("cpus_per_trial") or 1
-        return per[len(per) // 2] * float(devices)
+        return per[len(per) // 2] * self._devices()
 
     def _finished_cost(self, ph: Phase) -> float | None:
         for sweep in (ph.sweep, f"{ph.arm.name}/selection"):

@@ -390,3 +390,44 @@ def test_the_whole_comparisons_eta_follows_each_arms_measured_cost(tmp_path, mon
     assert all(1 / 1.5 <= r <= 1.5 for r in ratios), ratios
     old = [est / (total - t) for t, est in mean_based if total - t >= 0.2 * total]
     assert min(old) < 0.5  # what the line said before: far too low
+
+
+def test_the_whole_comparisons_eta_stays_sane_when_the_finished_trials_were_short(tmp_path, monkeypatch):
+    """Configs that diverge or hit max_width after an epoch finish in a moment
+    with almost no device time, while a slow config runs: the devices this
+    driver kept busy were read from the finished trials alone (~0), and the
+    line said `all phases eta ~8h19m` beside a phase eta of 33 s (a real
+    sweep, lr 1e6 and rate 1e-4 in the grid).  Now the running trials count
+    too, and never fewer than one trial's devices are busy."""
+    import search.phases
+    import search.record
+
+    clock = _Clock(0.0)
+    monkeypatch.setattr(search.phases.time, "monotonic", clock)
+    monkeypatch.setattr(search.record.time, "monotonic", clock)
+    _, record, hooks, searcher = make(["awnn"], resolve_budget("quick"), tmp_path)
+    searcher.progress.min_interval = 0.0
+    specs = []
+    while True:
+        answer = searcher.suggest(f"t{len(specs)}")
+        if not isinstance(answer, dict):
+            break
+        specs.append(answer["spec"])
+    keys = [f"{sp['strategy']}/{sp['phase']}/{sp['key']}" for sp in specs]
+    slow, short = keys[-1], keys[:-1]
+    epochs = specs[-1]["config"]["epochs"]
+    per_epoch = 1.5  # the slow config: 1.5 s an epoch on one device
+    clock.t = 1.0
+    for key, sp in zip(short, specs):  # each diverged in its first epoch: 0.05 device-seconds
+        record.finished(key, {**score(sp), "status": "diverged", "epochs_run": 1, "device_hours": 0.05 / 3600})
+    for epoch in range(1, 11):
+        clock.t = 1.0 + per_epoch * epoch
+        record.reported(slow, {"best_val_acc": 0.5, "epochs": [{"epoch": epoch}]})
+    line = searcher.stream.getvalue().splitlines()[-1]
+    phase_eta = _seconds(re.search(r"  eta (\S+)  phase", line).group(1))
+    overall = _seconds(re.search(r"all phases eta [~>](\S+?)(?:  |$)", line).group(1))
+    selection_left = (epochs - 10) * per_epoch
+    assert phase_eta == pytest.approx(selection_left, abs=1), line
+    # then the re-training runs at the arm's measured cost: at most all of them on one device, one after another
+    runs = resolve_budget("quick").runs(searcher.plan.open()[0].arm.grid)
+    assert selection_left <= overall <= selection_left + runs * epochs * per_epoch * 1.5, line
