@@ -10,9 +10,12 @@ and when it last reported; at every step of Tune's loop (several a second) it
 warns once about each trial silent for longer than its limit:
 
     max(--stall-warning, 10 x the longest gap between its reports so far)
+    + --report-interval
 
-(before its first report only the flag counts: that report waits for the
-data, the model and a whole epoch).  The driver keeps waiting - a slow trial
+(before its first report only the flag and the interval count: that report
+waits for the data, the model and a whole epoch; the interval is added
+because a trial reports no sooner than that - `--report-interval 900` would
+otherwise have every trial called quiet before its first report).  The driver keeps waiting - a slow trial
 is not a hung one, and only the user knows which - and says how to stop and
 resume.  When the trial reports again, one line says so.  A retry starts the
 count afresh.  `--stall-warning 0` turns the watch off.
@@ -49,12 +52,15 @@ class _Watched:
 
 class StallWatch(Callback):
     """Warns (through `warn`, the driver's log) about a running trial silent for
-    longer than `max(after, GAP_FACTOR x its longest gap between reports)`;
-    `after <= 0`: never.  `clock`: seconds, monotonic (tests give their own)."""
+    longer than `max(after, GAP_FACTOR x its longest gap between reports) +
+    report_interval`; `after <= 0`: never.  `clock`: seconds, monotonic (tests
+    give their own)."""
 
-    def __init__(self, warn: Callable[[str], None], after: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, warn: Callable[[str], None], after: float, report_interval: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic):
         self.warn = warn
         self.after = float(after)
+        self.report_interval = max(0.0, float(report_interval))
         self.clock = clock
         self.running: dict[str, _Watched] = {}
 
@@ -77,7 +83,7 @@ class StallWatch(Callback):
         return f"{key} (a fused group of {len(members) - len(spec.get('done') or ())} configs)" if members else key
 
     def limit(self, w: _Watched) -> float:
-        return max(self.after, GAP_FACTOR * w.gap) if w.reports >= 2 else self.after
+        return (max(self.after, GAP_FACTOR * w.gap) if w.reports >= 2 else self.after) + self.report_interval
 
     # ------------------------------------------------------------ Tune's events
     def on_trial_start(self, iteration, trials, trial, **info):

@@ -249,7 +249,7 @@ class Comparison:
                     searcher.progress.close()
                     self.log(text)
 
-                quiet = StallWatch(say, self.settings.stall_warning)  # a trial that neither reports nor ends is named
+                quiet = StallWatch(say, self.settings.stall_warning, self.settings.report_interval)  # a trial that neither reports nor ends is named
                 try:
                     run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker, quiet],
                              scheduler=make_scheduler(self.arms, self.budget), stop=stop)

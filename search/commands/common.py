@@ -20,7 +20,8 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds between a trial's checkpoints (default 10)")
     p.add_argument("--stall-warning", type=float, default=600.0, metavar="SECONDS",
                    help="warn about a running trial that has reported nothing for this long, or for 10x its longest gap between "
-                        "reports if longer (a hung data read, a stopped process); the sweep goes on waiting (default 600; 0: never)")
+                        "reports if longer, beyond --report-interval (a hung data read, a stopped process); the sweep goes on "
+                        "waiting (default 600; 0: never)")
     p.add_argument("--fuse", type=fuse_flag, default="auto", metavar="N|auto",
                    help="train up to N fixed-grid selection configs of one shape as one stacked model in one Ray trial "
                         "(each keeps its own MLflow run; docs/design.md 'Fused trials'); 1 = one config per trial; "

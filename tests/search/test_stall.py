@@ -27,9 +27,9 @@ class Clock:
         return self.now
 
 
-def _watch(after: float = 60.0):
+def _watch(after: float = 60.0, report_interval: float = 0.0):
     said, clock = [], Clock()
-    return StallWatch(said.append, after, clock=clock), said, clock
+    return StallWatch(said.append, after, report_interval, clock=clock), said, clock
 
 
 def test_a_trial_silent_past_the_flag_is_named_once_with_its_process_and_again_when_it_reports():
@@ -112,3 +112,15 @@ def test_zero_turns_it_off_and_the_watch_pickles_without_its_hooks():
     back = pickle.loads(pickle.dumps(w2))
     assert back.warn is None and back.running == {} and back.after == 5
     back.on_step_end(0, [t])  # (no hook: says nothing, raises nothing)
+
+
+def test_the_report_interval_is_added_so_a_trial_that_reports_rarely_is_not_called_quiet_before_its_first_report():
+    w, said, clock = _watch(600, report_interval=900)  # `--report-interval 900`: a report every 15 minutes at most
+    t = Trial("a")
+    w.on_trial_start(0, [t], t)
+    clock.now += 1499
+    w.on_step_end(0, [t])
+    assert said == []
+    clock.now += 1
+    w.on_step_end(0, [t])
+    assert len(said) == 1 and "has reported nothing for 25m00s" in said[0], said
