@@ -100,6 +100,15 @@ def trial_runs(tracking: str) -> list:
     return [r for r in c.search_runs([exp.experiment_id], max_results=1000) if r.data.tags.get("awnn.kind") == "trial"]
 
 
+def running_selection_trial(driver: Driver, tracking: str, timeout: float = 240):
+    """The run of a selection trial of `driver`'s sweep that is running and has reported its process (tag awnn.pid)."""
+    def found():
+        rs = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.pid")
+              and r.data.tags.get("awnn.phase") == "selection"]
+        return rs[0] if rs else None
+    return wait_for(found, timeout, "a running selection trial that reported its pid", driver.proc, interval=0.2, output=driver.output)
+
+
 def _signals_as_from_a_terminal() -> None:
     """In the driver's process before it starts: SIGINT and SIGHUP at their defaults, as for a
     command typed at a terminal.  A test run started in the background by a non-interactive shell

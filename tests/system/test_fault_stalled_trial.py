@@ -15,7 +15,7 @@ import signal
 
 import pytest
 
-from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, running_selection_trial, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
@@ -30,12 +30,7 @@ def test_a_stopped_trial_is_named_once_the_sweep_waits_and_finishes_when_it_runs
     driver = Driver(args, cwd=tmp_path)
     pid = None
     try:
-        def running_with_pid():
-            rs = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.pid")
-                  and r.data.tags.get("awnn.phase") == "selection"]
-            return rs[0] if rs else None
-        victim = wait_for(running_with_pid, 240, "a running selection trial that reported its pid", driver.proc, interval=0.2,
-                          output=driver.output)
+        victim = running_selection_trial(driver, tracking)
         key, pid = victim.data.tags["awnn.trial_key"], int(victim.data.tags["awnn.pid"])
         os.kill(pid, signal.SIGSTOP)
         warning = re.compile(rf"^warning: trial awnn/selection/{key} has reported nothing for (\S+) \(.*pid {pid}\b.*\)\n  it may be hung", re.M)

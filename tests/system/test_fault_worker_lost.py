@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from fault_helpers import Driver, resume_finishes, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, resume_finishes, running_selection_trial, sweep_args, trial_runs, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
@@ -30,12 +30,7 @@ def test_a_trial_whose_worker_is_lost_past_max_failures_stops_the_sweep_and_resu
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--max-failures", "0", "--num-cpus", "2"])
     driver = Driver(args, cwd=tmp_path)
     try:
-        def running_with_pid():
-            rs = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.pid")
-                  and r.data.tags.get("awnn.phase") == "selection"]
-            return rs[0] if rs else None
-        victim = wait_for(running_with_pid, 240, "a running selection trial that reported its pid", driver.proc, interval=0.2,
-                          output=driver.output)
+        victim = running_selection_trial(driver, tracking)
         os.kill(int(victim.data.tags["awnn.pid"]), signal.SIGKILL)
         rc = driver.wait(timeout=300)
         out = driver.output()
