@@ -353,9 +353,12 @@ def show_trials(page: Chromium, base_url: str, experiment_id: str, comparison: s
     sorted by Created, where MLflow nests them under their (collapsed) sweep
     runs and the table shows those instead.  `matching`: as for show_comparisons."""
     open_runs_table(page, base_url, experiment_id)
-    filter_runs(page, TRIAL_FILTER.format(comparison=comparison), matching_runs=matching)
+    # sorted by Created the table counts what it shows nested (the sweep runs): the trials' count comes with the sort
+    filter_runs(page, TRIAL_FILTER.format(comparison=comparison), matching_runs=None if sort_by else matching)
     if sort_by:
         sort_runs(page, sort_by)
+        if matching is not None:
+            wait_for_count(page, matching)
     return choose_columns(page, columns)
 
 
@@ -387,7 +390,7 @@ def filter_runs(page: Chromium, search_filter: str, matching_runs: int | None = 
     loaded CI run showed the unfiltered count (45) under the filtered rows
     when the unfiltered one had not been drawn within 10 s, so a change of
     the line could not be waited for."""
-    matching = "(document.body?.innerText.match(/\\d+ matching runs?/)?.[0] || '')"
+    matching = _MATCHING
     page.click(_SEARCH_BOX, "the runs search box")  # waits for the page (document.body is null while it navigates)
     # the unfiltered count first, so that the filtered one can be told from it (a CI run read the page while it
     # navigated); an experiment whose table shows no count: 10 s, then ''
@@ -405,15 +408,26 @@ def filter_runs(page: Chromium, search_filter: str, matching_runs: int | None = 
                   " && !!document.querySelector('.ag-root .ag-row[row-id]')", f"a runs table filtered with {search_filter!r}")
     # ... and its "N matching runs" line, which can lag the rows by seconds on a loaded machine (a CI run read the
     # unfiltered count under the filtered rows), has changed; a filter that matches as many runs as before: 10 s
-    try:
-        if matching_runs is None:
+    if matching_runs is None:
+        try:
             page.wait_for(f"{matching} !== {json.dumps(before)}", "the filtered count", timeout=10)
-        else:
-            page.wait_for(f"{matching} === {json.dumps(matching_text(matching_runs))}", "the filtered count", timeout=30)
-    except BrowserError:
-        pass
+        except BrowserError:
+            pass
+    else:
+        wait_for_count(page, matching_runs)
     page.press("Escape")  # close the search box's suggestions, if any
     _wait_settled(page)
+
+
+_MATCHING = "(document.body?.innerText.match(/\\d+ matching runs?/)?.[0] || '')"
+
+
+def wait_for_count(page: Chromium, n: int, timeout: float = 30) -> None:
+    """Wait (`timeout` s at most) for the table's count line to read `n` runs; what it reads after is the caller's to check."""
+    try:
+        page.wait_for(f"{_MATCHING} === {json.dumps(matching_text(n))}", f"the count {matching_text(n)!r}", timeout=timeout)
+    except BrowserError:
+        pass
 
 
 def sort_runs(page: Chromium, metric: str, descending: bool = True) -> None:
