@@ -40,9 +40,20 @@ def _args(tmp_path, tracking):
 
 
 def _group_running_with_checkpoint(tmp_path, tracking):
+    """The group's four running runs, once Ray Tune holds a checkpoint of it: a complete one in storage and, in MLflow,
+    an epoch after it.  The files alone are not enough: the worker writes them before it sends the report that
+    registers them, and a loaded CI run killed it in between - the retry had no checkpoint and trained every epoch
+    again.  The driver handles reports in order and logs their epochs after, so a later epoch in MLflow says that
+    the report with the checkpoint was handled."""
     runs = [r for r in trial_runs(tracking) if r.data.tags.get(Tag.GROUP) == "fuse-sel-0000" and r.data.tags.get(Tag.STATUS) == "running"]
-    has_ckpt = any(p.parent.name == "fixed-fuse-sel-0000" for p in checkpoints(tmp_path / "results"))
-    return runs if len(runs) == 4 and has_ckpt and all(r.data.tags.get(Tag.PID) for r in runs) else None
+    if len(runs) != 4 or not all(r.data.tags.get(Tag.PID) for r in runs):
+        return None
+    import torch
+
+    epochs = [int(torch.load(p / "trainer.pt", map_location="cpu", weights_only=False).get("epoch", 0))
+              for p in checkpoints(tmp_path / "results") if p.parent.name == "fixed-fuse-sel-0000"]
+    logged = _steps(tracking, runs[0].info.run_id)
+    return runs if epochs and logged and logged[-1] > min(epochs) else None
 
 
 def _steps(tracking, run_id, name="train_loss"):
