@@ -51,7 +51,7 @@ import torch
 from torch.optim import adam as _adam
 from torch.optim import optimizer as _optimizer
 
-__all__ = ["LeanAdam", "SWITCH", "TESTED_TORCH", "enabled", "fused_adam", "kernel_applies", "make_adam"]
+__all__ = ["LeanAdam", "SWITCH", "TESTED_TORCH", "UNWRAPPED", "enabled", "fused_adam", "kernel_applies", "make_adam"]
 
 SWITCH = "AWNN_LEAN_ADAM"
 TESTED_TORCH = ("2.14.", "2.13.", "2.11.")  # version prefixes the kernel's signature and CPU behaviour were checked against (see above)
@@ -130,11 +130,40 @@ def _adam_step(optimizer: torch.optim.Adam, closure=None):
     return step(optimizer, closure)
 
 
+# torch.optim.Optimizer's methods that torch wraps in `torch._disable_dynamo`
+# (torch/_compile.py): the wrapper's first call imports torch._dynamo, only to
+# keep a torch.compile trace out of the method.  LeanAdam is never traced (the
+# product compiles nothing; its step is torch's fused kernel, called directly),
+# so it calls the methods themselves (`__wrapped__`, set by functools.wraps):
+# a trial process then never imports torch._dynamo - 1.1 CPU-s of a worker's
+# ~3.6 s start on a 2-core Xeon (search/warm.py no longer imports it either).
+# tests/awnn/test_lean_adam.py fails if torch stops wrapping them this way.
+UNWRAPPED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
+
+
+def _unwrapped(name: str):
+    method = getattr(_optimizer.Optimizer, name)
+    return getattr(method, "__wrapped__", method)
+
+
 class LeanAdam(torch.optim.Adam):
     """torch.optim.Adam whose step is one `torch._fused_adam_` call per param
-    group where that computes the same update (see the module docstring)."""
+    group where that computes the same update (see the module docstring), and
+    whose other methods skip torch's import of torch._dynamo (`UNWRAPPED`)."""
 
     lean_steps = 0  # steps taken by the kernel (tests and benchmarks read it)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        return _unwrapped("add_param_group")(self, param_group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        return _unwrapped("zero_grad")(self, set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return _unwrapped("state_dict")(self)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        return _unwrapped("load_state_dict")(self, state_dict)
 
     @torch.no_grad()
     def step(self, closure=None):

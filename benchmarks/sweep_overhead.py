@@ -23,7 +23,7 @@ their `train_seconds` and the worker process that ran them, `awnn.pid`):
     startup_slot_seconds      per worker process: phase start -> its first
                               trial's start, plus that trial's life minus its
                               training (worker start, import torch, ray.tune,
-                              torch._dynamo on the first optimiser)
+                              the trainer)
     steady_trial_overhead_s   median over the other trials of (life - training)
                               plus the median gap between a process's trials
     steady_overhead_fraction  overhead_fraction with the start-up slot-seconds

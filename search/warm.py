@@ -2,16 +2,20 @@
 
 `search.tune.init_ray` lists this module in Ray's `preload_python_modules`
 when it starts a local Ray: the workers Ray starts with the node (one per
-CPU) import what a trial needs - torch (and torch._dynamo, which the first
-optimiser step imports, ~1.3 s by itself), Ray Tune, the trainer - while the
+CPU) import what a trial needs - torch, Ray Tune, the trainer - while the
 driver still sets up MLflow and the Tuner, then leave a mark in
 $AWNN_WARM_DIR so the driver can wait for the rest of the warm-up instead of
 having Ray start more processes next to them.
+
+Not dynamo, torch's compiler (1.1 CPU-s of the 3.6 s a worker's warm-up took on a
+2-core Xeon): the trials of the tabular tasks never import it (the lean Adam
+skips torch.optim's wrappers that do, awnn/lean_adam.py `UNWRAPPED`; the
+stacked trainer uses no torch.optim).  A trial with another optimiser (SGD)
+imports it at its first step, once per worker.
 """
 import os
 
 import torch  # noqa: F401
-import torch._dynamo  # noqa: F401
 import ray.tune  # noqa: F401
 
 import awnn.train  # noqa: F401

@@ -204,6 +204,50 @@ def test_the_environment_switch_reaches_a_fresh_process():
     assert out.stdout.strip() == "Adam"
 
 
+def test_lean_adam_calls_the_methods_torch_wraps_to_import_dynamo_without_the_wrapper():
+    """`UNWRAPPED`: on this torch each is a `torch._disable_dynamo` wrapper
+    (torch/_compile.py) around the method itself; LeanAdam calls the method.
+    Fails when a torch release wraps them otherwise (then look again)."""
+    for name in lean_adam.UNWRAPPED:
+        wrapper = getattr(torch.optim.Optimizer, name)
+        assert wrapper.__code__.co_filename.endswith(os.path.join("torch", "_compile.py")), name
+        assert wrapper.__wrapped__.__name__ == name and wrapper.__wrapped__.__code__.co_filename.endswith("optimizer.py")
+        assert getattr(LeanAdam, name) is not getattr(torch.optim.Adam, name), name
+    def made(cls, params):  # two groups, then a third added
+        opt = cls(groups(params[:4]), lr=0.01, foreach=True)
+        opt.add_param_group({"params": params[4:], "weight_decay": 0.0})
+        return opt
+
+    p = make_params(torch.float32)
+    opt = made(LeanAdam, p)
+    assert [len(g["params"]) for g in opt.param_groups] == [2, 2, 1] and opt.param_groups[2]["lr"] == 0.01
+    drive(opt, p, 3, torch.float32)
+    opt.zero_grad()
+    assert all(q.grad is None for q in p)
+    ref = made(torch.optim.Adam, make_params(torch.float32))
+    ref.load_state_dict(opt.state_dict())  # (the state dict torch.optim.Adam's own methods read and write)
+    again = made(LeanAdam, make_params(torch.float32))
+    again.load_state_dict(ref.state_dict())
+    for g_old, g_new in zip(opt.param_groups, again.param_groups):
+        for a, b in zip(g_old["params"], g_new["params"]):
+            assert torch.equal(opt.state[a]["exp_avg_sq"], again.state[b]["exp_avg_sq"]) and int(again.state[b]["step"]) == 3
+
+
+@pytest.mark.parametrize("switch, imported", [("1", False), ("0", True)], ids=["lean", "reference"])
+def test_an_awnn_run_its_checkpoint_and_its_continuation_import_no_dynamo(switch, imported):
+    """A trial process never imports torch._dynamo (1.1 CPU-s; search/warm.py
+    no longer imports it for the trials): an AWNN training run, its
+    checkpoint, a new trainer continuing from it.  With the switch off,
+    torch.optim.Adam's own methods import it, as they always did."""
+    code = ("import io, sys, torch; from awnn.train import Trainer; from train_helpers import config, tiny_task\n"
+            "t = Trainer(config(epochs=2), tiny_task()); t.run(); buf = io.BytesIO(); torch.save(t.state_dict(), buf); buf.seek(0)\n"
+            "u = Trainer(config(epochs=3), tiny_task()); u.load_state_dict(torch.load(buf, weights_only=False)); u.run()\n"
+            "print(u.epoch, type(u.optimizer).__name__, 'torch._dynamo' in sys.modules)")
+    env = {**os.environ, lean_adam.SWITCH: switch, "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(__file__)), *sys.path])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["3", "LeanAdam" if switch == "1" else "Adam", str(imported)]
+
+
 def test_quick_step_is_step_without_the_wrapper_and_keeps_hooks_when_there_are_some():
     dtype = torch.float32
     a_p, b_p = make_params(dtype), make_params(dtype)
