@@ -58,8 +58,8 @@ import torch.nn.functional as F
 from .activations import resolve_activation
 from .config import TrainConfig
 from .data import Task, load_task
-from .data.tabular import GENERATORS
 from .fixed import FixedMLP
+from .fusable import GROUP_KEYS, PAD_WIDTH, PADDED, SLICE_KEYS, check_fusable, group_key, padded  # noqa: F401 (re-exported)
 from .models import build_model
 from .stacked_adam import BETAS, StackedAdam, sqrt_floor  # noqa: F401 (re-exported)
 from .stacked_grad import forward_backward, supported
@@ -68,14 +68,6 @@ from .train import DIVERGED, OK, BatchCallback, RunResult, resolve_device
 __all__ = ["GROUP_KEYS", "SLICE_KEYS", "check_fusable", "group_key", "group_configs", "StackedMLP", "StackedAdam",
            "StackedTrainer", "train_stacked", "train_grouped"]
 
-# SLICE_KEYS may differ between the slices of a fused group (each slice's own optimiser values, seed, selection rules,
-# and its weights' initialisation: every slice is built apart); every other TrainConfig key is one value in a group, so
-# a key the stack does not handle per slice can never differ inside one (GROUP_KEYS)
-SLICE_KEYS = ("lr", "weight_decay", "adam_eps", "seed", "patience", "select_metric", "best_epoch_ties", "init", "init_distribution",
-              "activation")
-GROUP_KEYS = tuple(k for k in TrainConfig.keys() if k not in SLICE_KEYS)
-PAD_WIDTH = 32  # uniform hidden widths up to this share a stack padded to its widest (docs/design.md "Fused trials": measured)
-PADDED = f"<={PAD_WIDTH}"  # group_key's width value for such configs
 EVAL_BATCH = 4096  # awnn.train.evaluate's chunk
 _LAYOUT_WARNING = "grad and param do not obey the gradient layout contract"  # grads are rows of one flat buffer, on purpose
 
@@ -87,27 +79,6 @@ EpochCallback = Callable[[int, dict[str, Any]], Any]  # (index of the config in 
 EndCallback = Callable[[int, RunResult], Any]  # (index of the config in the group, its result) when it leaves the stack
 STACK_FORMAT = "awnn-stacked-v1"
 _SLICE_STATE = ("best", "history", "status", "epoch", "train_seconds", "best_model", "final_model")
-
-
-def check_fusable(config: TrainConfig) -> None:
-    """Raise a ValueError naming the key when `config` cannot be trained fused."""
-    supported = {"model": ["fixed"], "task": sorted(GENERATORS), "optimizer": ["adam"], "lr_schedule": ["none"]}
-    for key, allowed in supported.items():
-        if getattr(config, key) not in allowed:
-            why = " (AWNN slices change width on their own: they are not stacked)" if key == "model" else ""
-            raise ValueError(f"key {key!r}: fused training supports {allowed} only, found {getattr(config, key)!r}{why}")
-
-
-def padded(config: TrainConfig) -> bool:
-    """Is `config` a small uniform-width MLP that may share a stack with other
-    widths up to PAD_WIDTH (padded to the group's widest; see StackedMLP)?"""
-    return config.hidden_layers >= 1 and 1 <= config.width <= PAD_WIDTH and not config.layer_widths
-
-
-def group_key(config: TrainConfig) -> tuple:
-    """The values of GROUP_KEYS (a width up to PAD_WIDTH as one value): configs with equal keys can share a stack."""
-    check_fusable(config)
-    return tuple(PADDED if k == "width" and padded(config) else getattr(config, k, None) for k in GROUP_KEYS)
 
 
 def group_configs(configs: Sequence[TrainConfig], max_group: int = 32) -> list[list[int]]:

@@ -3,8 +3,8 @@
 With `--fuse N` (N > 1), the selection trials of an arm whose family fuses
 (search/strategies.py, `Family.fuses`: a whole grid with no launch order and
 no scheduler, i.e. `fixed`) are put in groups of at most N configs that
-awnn.stacked can train as one stacked model (equal awnn.stacked.GROUP_KEYS,
-awnn.stacked.check_fusable).  A group is one Ray trial (search/
+awnn.stacked can train as one stacked model (equal awnn.fusable.GROUP_KEYS,
+awnn.fusable.check_fusable).  A group is one Ray trial (search/
 fused_trial.py); each of its configs keeps its own trial key, MLflow run,
 outcome and place in the protocol, and the run is tagged with the group
 (tracking.contract.Tag.GROUP).  A config that cannot be fused (an AWNN
@@ -44,7 +44,7 @@ def member_keys(spec: TrialSpec) -> list[str]:
 def _group_key(spec: TrialSpec):
     """awnn.stacked's group key of a trial's config, or None when it cannot be fused."""
     from awnn.config import TrainConfig
-    from awnn.stacked import group_key
+    from awnn.fusable import group_key
 
     try:
         return group_key(TrainConfig.from_dict(spec.config))

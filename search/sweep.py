@@ -180,9 +180,13 @@ class Comparison:
         return out
 
     def _check_data(self) -> None:
-        """Load the task once on the driver: missing data fails here, in seconds."""
-        from awnn.data import load_task
+        """Load the task once on the driver: missing data fails here, in seconds.
+        Not a tabular task: its data is generated from the seed, nothing can be
+        missing (and the driver of a tabular comparison never imports torch)."""
+        from awnn.data import load_task, task_kind
 
+        if task_kind(self.task) == "tabular" and self.folds <= 1:
+            return
         task = load_task(self.task, self.data_root)  # raises DataError naming the file
         if self.folds > 1:
             self.folds_digest = task.folds_digest

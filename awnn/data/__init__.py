@@ -9,10 +9,12 @@ nothing else, so new domains plug in by registering a loader in `TASKS`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # (torch is imported where tensors are made: the driver checks grids and data without it)
+    import torch
 
 from .splits import Split, outer_inner_splits, stratified_split
 from .tabular import GENERATORS, make_tabular, outer_fractions
@@ -102,6 +104,8 @@ class TensorTask(Task):
     def tensors(self, split: str, part: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         key = (split, part, str(device))
         if key not in self._cache:
+            import torch
+
             idx = torch.as_tensor(self.indices(split, part), dtype=torch.long)
             self._cache[key] = (self.x[idx].to(device), self.y[idx].to(device))
         return self._cache[key]
@@ -113,6 +117,8 @@ class TensorTask(Task):
             for s in range(0, n, batch_size):
                 yield x[s : s + batch_size], y[s : s + batch_size]
             return
+        import torch
+
         perm = torch.randperm(n, generator=generator).to(device)
         for s in range(0, n, batch_size):
             idx = perm[s : s + batch_size]
@@ -121,6 +127,8 @@ class TensorTask(Task):
 
 def _tabular(name: str) -> Callable[..., TensorTask]:
     def load(data_root: str | None = None, data_seed: int = 0) -> TensorTask:
+        import torch
+
         x, y = make_tabular(name, seed=data_seed)
         outer, inner = outer_inner_splits(y, seed=data_seed, outer=outer_fractions(name))
         return TensorTask(name, torch.from_numpy(x), torch.from_numpy(y).long(), outer, inner, num_classes=int(y.max()) + 1)
