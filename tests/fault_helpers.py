@@ -100,13 +100,21 @@ def trial_runs(tracking: str) -> list:
     return [r for r in c.search_runs([exp.experiment_id], max_results=1000) if r.data.tags.get("awnn.kind") == "trial"]
 
 
-def running_selection_trial(driver: Driver, tracking: str, timeout: float = 240):
-    """The run of a selection trial of `driver`'s sweep that is running and has reported its process (tag awnn.pid)."""
+def running_selection_trial(driver: Driver, tracking: str, before_epoch: int, timeout: float = 240):
+    """The run of a selection trial of `driver`'s sweep that is running, has reported its process (tag awnn.pid)
+    and has logged no epoch from `before_epoch` on.  The fault a test then injects must find the trial still running:
+    one caught near its last epoch can finish between the query and the kill (a loaded run saw its victim's
+    process already idle, the sweep then finishing every trial ok)."""
     def found():
-        rs = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.pid")
-              and r.data.tags.get("awnn.phase") == "selection"]
-        return rs[0] if rs else None
-    return wait_for(found, timeout, "a running selection trial that reported its pid", driver.proc, interval=0.2, output=driver.output)
+        c = MlflowClient(tracking)
+        for r in trial_runs(tracking):
+            if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.pid") and r.data.tags.get("awnn.phase") == "selection":
+                steps = [m.step for m in c.get_metric_history(r.info.run_id, "train_loss")]
+                if max(steps, default=0) < before_epoch:
+                    return r
+        return None
+    return wait_for(found, timeout, f"a running selection trial that reported its pid, before epoch {before_epoch}", driver.proc,
+                    interval=0.2, output=driver.output)
 
 
 def _signals_as_from_a_terminal() -> None:

@@ -30,7 +30,7 @@ def test_a_stopped_trial_is_named_once_the_sweep_waits_and_finishes_when_it_runs
     driver = Driver(args, cwd=tmp_path)
     pid = None
     try:
-        victim = running_selection_trial(driver, tracking)
+        victim = running_selection_trial(driver, tracking, before_epoch=EPOCHS // 3)
         key, pid = victim.data.tags["awnn.trial_key"], int(victim.data.tags["awnn.pid"])
         os.kill(pid, signal.SIGSTOP)
         warning = re.compile(rf"^warning: trial awnn/selection/{key} has reported nothing for (\S+) \(.*pid {pid}\b.*\)\n  it may be hung", re.M)

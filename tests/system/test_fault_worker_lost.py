@@ -20,7 +20,7 @@ from fault_helpers import Driver, resume_finishes, running_selection_trial, swee
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 120  # trials of ~6 s on one core: the kill lands while the victim runs (it reports every epoch, its pid first)
+EPOCHS = 300  # trials of ~5 s on one core (2 s at 120 epochs, 2026-11-27): the kill lands while the victim runs, in its first third
 
 
 @pytest.mark.timeout(420)
@@ -30,7 +30,7 @@ def test_a_trial_whose_worker_is_lost_past_max_failures_stops_the_sweep_and_resu
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--max-failures", "0", "--num-cpus", "2"])
     driver = Driver(args, cwd=tmp_path)
     try:
-        victim = running_selection_trial(driver, tracking)
+        victim = running_selection_trial(driver, tracking, before_epoch=EPOCHS // 3)
         os.kill(int(victim.data.tags["awnn.pid"]), signal.SIGKILL)
         rc = driver.wait(timeout=300)
         out = driver.output()
