@@ -28,6 +28,7 @@ test accuracy.
 from __future__ import annotations
 
 import errno
+import logging
 import math
 import os
 import re
@@ -107,8 +108,17 @@ def client(uri: str):
     request for the run: 2 lines per trial, hundreds in a comparison, between
     the progress lines.  The comparison's summary names the store once; MLflow's
     public MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT turns them off, unless the
-    user set it."""
+    user set it.
+
+    On a new SQLite file MLflow logs two INFO lines of its own format
+    ("2026/11/27 17:51:47 INFO mlflow.store.db.utils: Creating initial MLflow
+    database tables...", "... Updating database tables") before the
+    command's first line; the command names the store itself.  That logger
+    is set to WARNING (its errors stay), unless the user set its level."""
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    schema_log = logging.getLogger("mlflow.store.db.utils")
+    if schema_log.level == logging.NOTSET:
+        schema_log.setLevel(logging.WARNING)
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
