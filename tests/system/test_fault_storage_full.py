@@ -24,6 +24,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import AWNN, ROOT, run_awnn
+from fault_helpers import store_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
@@ -63,7 +64,7 @@ def on_small_disk(args: list[str], storage: Path, size: str, cwd: Path, timeout:
 
 
 def trial_runs(tracking: str) -> list:
-    c = MlflowClient(tracking)
+    c = store_client(tracking)  # (polled while a driver makes the store)
     exp = c.get_experiment_by_name("awnn-doublemoon")
     return c.search_runs([exp.experiment_id], max_results=5000) if exp else []
 

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import run_awnn
 from data_helpers import make_mnist, write_tu
-from fault_helpers import Driver, wait_for
+from fault_helpers import Driver, store_client, wait_for
 
 pytest.importorskip("torch_geometric", reason="the graph tasks need torch-geometric")
 pytest.importorskip("torchvision", reason="the image tasks need torchvision")
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def runs(tracking: str, task: str) -> list:
-    c = MlflowClient(tracking)
+    c = store_client(tracking)  # (polled while a driver makes the store)
     exp = c.get_experiment_by_name(f"awnn-{task}")
     return c.search_runs([exp.experiment_id], max_results=5000) if exp else []
 
