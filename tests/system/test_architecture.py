@@ -135,3 +135,24 @@ def test_torchs_private_adam_kernel_is_used_only_in_the_lean_adam_module():
                 if re.search(rf"\.{name}", code):  # (a prefix: _fused_adam_, _fused_adamw_)
                     found.add((path.relative_to(ROOT).as_posix(), name))
     assert found == {("awnn/lean_adam.py", "_fused_adam"), ("awnn/lean_adam.py", "_init_group")}, found
+
+
+# what the repository's top level holds (the layout the README describes);
+# anything else tracked there is a stray file (a command's output committed
+# by mistake: an `out.txt` once was)
+TOP_LEVEL = {".ci", ".env.example", ".gitignore", "Makefile", "README.md", "pyproject.toml", "docker-compose.yml",
+             "awnn", "search", "tracking", "cluster", "tests", "benchmarks", "docs"}
+
+
+def test_the_top_level_holds_only_the_projects_layout():
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an unpacked sdist): nothing tracked to check")
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    top = {p.split("/")[0] for p in tracked}
+    assert top, "git ls-files listed nothing"
+    assert top <= TOP_LEVEL, f"tracked at the top level but not part of the layout: {sorted(top - TOP_LEVEL)}"
