@@ -512,13 +512,13 @@ def _check_optuna_storage(url: str) -> None:
         if not path.parent.is_dir():
             raise TrackingUnavailable(f"{what}: folder {path.parent} does not exist")
         check_writable(path.parent, what)
-        if path.is_file() and path.stat().st_size > 0:
-            check_sqlite_store(path, what, tables={"studies", "trials"}, kind="an Optuna SQLite storage")
         lock = folder_lock(path.parent)
     elif url.split(":", 1)[0].split("+")[0] in DATABASE_SCHEMES:
         check_database(url, f"--optuna-storage {redact_uri(url)}")  # the driver installed, the server there (bounded wait)
-    try:
-        with lock:
+    with lock:  # the file is checked under the lock too: a storage another driver is creating is not "not Optuna's"
+        if url.startswith("sqlite:///") and path.is_file() and path.stat().st_size > 0:
+            check_sqlite_store(path, what, tables={"studies", "trials"}, kind="an Optuna SQLite storage")
+        try:
             optuna.storages.RDBStorage(url)
-    except Exception as e:  # noqa: BLE001 - one readable line whatever the driver raises
-        raise OptionError(f"--optuna-storage: cannot open {redact_uri(url)!r} as an Optuna RDB storage: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+        except Exception as e:  # noqa: BLE001 - one readable line whatever the driver raises
+            raise OptionError(f"--optuna-storage: cannot open {redact_uri(url)!r} as an Optuna RDB storage: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None

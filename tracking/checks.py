@@ -155,6 +155,15 @@ def _check_sqlite(what: str, path: Path, write: bool) -> None:
         raise TrackingUnavailable(f"{what}: {folder} is not a folder")
     if path.exists() and not path.is_file():
         raise TrackingUnavailable(f"{what}: {path} is not a file")
+    # under the lock a driver holds while it creates a new store's schema
+    # (init_tracking): a store seen mid-creation (an empty file, tables without
+    # alembic_version) would be called "not an MLflow store"
+    with folder_lock(folder):
+        _check_sqlite_file(what, path, write)
+
+
+def _check_sqlite_file(what: str, path: Path, write: bool) -> None:
+    folder = path.parent
     has_data = path.is_file() and path.stat().st_size > 0
     if not write and not has_data:
         found = "an empty file, not an MLflow store" if path.exists() else "no such SQLite file"
@@ -284,14 +293,30 @@ def check_remote_storage(uri: str, what: str, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def folder_lock(folder: Path):
+def folder_lock(folder: Path, say_after: float = 10.0):
     """An exclusive lock on `folder` (flock on the folder itself: no lock file
-    is left behind) between processes on this host."""
+    is left behind) between processes on this host.  Held for a store's
+    creation (about a second); a wait past `say_after` seconds (a holder
+    stopped or hung) is said once on stderr, naming the folder, and goes on."""
     import fcntl
+    import sys
+    import time
 
     fd = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        start = time.monotonic()
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not said and time.monotonic() - start >= say_after:
+                    print(f"waiting for the lock on {folder}: another process has held it for {say_after:.0f}s "
+                          f"(an awnn driver creating a store there; a process stopped with it holds it until it "
+                          f"ends or continues)", file=sys.stderr, flush=True)
+                    said = True
+                time.sleep(0.05)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)

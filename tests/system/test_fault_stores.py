@@ -125,6 +125,70 @@ def test_fault_stores_drivers_starting_together_on_a_new_sqlite_file(tmp_path):
     assert sorted(r.info.run_name for r in c.search_runs([exp.experiment_id])) == ["d0", "d1", "d2"]
 
 
+CHECK_DURING_CREATION = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    from search.errors import OptionError
+    from search.sweep import _check_optuna_storage
+    from tracking.checks import TrackingUnavailable, check_tracking
+    url, kind = sys.argv[1], sys.argv[2]
+    print("ready", flush=True)
+    try:
+        if kind == "mlflow-read":
+            check_tracking(url, write=False)
+        elif kind == "mlflow-write":
+            check_tracking(url, write=True)
+        else:
+            _check_optuna_storage(url)
+    except (TrackingUnavailable, OptionError) as e:
+        print("error:", e, flush=True)
+        sys.exit(2)
+    print("ok", flush=True)
+""")
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("kind", ["mlflow-read", "mlflow-write", "optuna"])
+def test_fault_stores_a_store_checked_while_another_process_creates_it_waits_for_it(tmp_path, kind):
+    """`awnn report` (or a second driver) checking a new SQLite store while a
+    driver creates its schema saw it half made (an empty file; tables without
+    alembic_version, or Optuna's `studies` without `trials`) and said it was
+    not a store (the probe: 3 false errors in 1455 checks during one creation).
+    The check now waits for the lock the creator holds.  Here the test is the
+    creator: it holds the lock with a half-made file in place, lets the checker
+    start, then completes the store and lets go: the checker must say ok (on
+    the old code it said 'not an MLflow SQLite store (no table alembic_version)')."""
+    import sqlite3
+
+    from tracking.checks import folder_lock
+
+    path = tmp_path / "store.db"
+    url = f"sqlite:///{path}"
+    script = tmp_path / "check.py"
+    script.write_text(CHECK_DURING_CREATION.format(root=str(ROOT)))
+    with folder_lock(tmp_path):
+        con = sqlite3.connect(path)  # what another process's reader sees part-way through the creation
+        for table in (["studies"] if kind == "optuna" else ["experiments", "runs"]):
+            con.execute(f"CREATE TABLE {table} (id INTEGER)")
+        con.commit()
+        con.close()
+        checker = subprocess.Popen([sys.executable, str(script), url, kind], cwd=tmp_path, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        assert checker.stdout.readline().strip() == "ready"
+        time.sleep(1.0)  # the check runs now, unless it waits for the lock
+        path.unlink()  # the creation completes (a whole store, as the creator would leave it)
+        if kind == "optuna":
+            import optuna
+
+            optuna.storages.RDBStorage(url)
+        else:
+            from tracking.contract import client
+
+            client(url).search_experiments(max_results=1)
+    out = checker.communicate(timeout=120)[0]
+    assert checker.returncode == 0 and out.strip() == "ok", out[-3000:]
+
+
 @pytest.mark.fault
 def test_fault_stores_spool_cut_short_by_a_kill_is_still_applied(tmp_path):
     """A driver killed while saving its unwritten MLflow operations leaves a
@@ -257,3 +321,28 @@ def test_a_writable_file_uri_storage_passes_the_check_and_is_left_clean(tmp_path
 
     check_remote_storage(f"file://{tmp_path / 'results' / 'deeper'}", "--storage")
     assert (tmp_path / "results" / "deeper").is_dir() and not list((tmp_path / "results" / "deeper").iterdir())
+
+
+def test_a_wait_for_the_store_lock_is_said_once_and_then_goes_on(tmp_path, capsys):
+    """A holder that keeps the lock (a driver stopped mid-creation) is not a
+    silent hang: the waiter says once whose lock it waits for, and takes it
+    when the holder lets go."""
+    import threading
+
+    from tracking.checks import folder_lock
+
+    got = threading.Event()
+
+    def waiter():
+        with folder_lock(tmp_path, say_after=0.2):
+            got.set()
+
+    with folder_lock(tmp_path):
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(1.0)
+        assert not got.is_set(), "the lock was taken twice"
+    t.join(timeout=30)
+    assert got.is_set()
+    err = capsys.readouterr().err
+    assert err.count("waiting for the lock on") == 1 and str(tmp_path) in err, err
