@@ -74,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         where = found.filename or "its output (stdout)"
         with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes a stdout that cannot take it
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        print(f"awnn {args.command}: error: cannot write {where}: {os.strerror(found.errno)}", file=sys.stderr)
+        from tracking.contract import NO_ROOM_ERRNOS
+
+        said = f"cannot write {where}" if found.errno in NO_ROOM_ERRNOS else where  # (a permission: a read or a write)
+        print(f"awnn {args.command}: error: {said}: {os.strerror(found.errno)}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, SystemExit) as e:
         if isinstance(e, SystemExit) and not signals.ray_sigterm(e):

@@ -48,9 +48,9 @@ class TrialsNotRun(SearchError):
 
 class StorageFull(SearchError):
     """A trial could not write its checkpoint for want of room or permission
-    (no space left on the device, a disk quota, a read-only disk): the
-    comparison stops, its trials in flight interrupted; `--resume` runs them
-    once there is room."""
+    (no space left on the device, a disk quota, a read-only disk, a folder it
+    may not write): the comparison stops, its trials in flight interrupted;
+    `--resume` runs them once it can be written."""
 
 
 class WorkerLost(SearchError):
@@ -65,6 +65,17 @@ class StudyUnwritable(SearchError):
     read-only, locked, its database server gone): TPE cannot ask for another
     config, so the comparison stops, its trials in flight interrupted;
     `--resume` goes on with the same study once it can be written."""
+
+
+def storage_remedy(code: int | None, option: str = "--storage", nodes: bool = True) -> str:
+    """What to do about a write that failed with `code` (tracking.contract.STORAGE_ERRNOS) under `option`
+    (`nodes`: written by the trials, on every node, not by the driver alone)."""
+    from tracking.contract import NO_ROOM_ERRNOS
+
+    if code is None or code in NO_ROOM_ERRNOS:
+        return f"make room (or give another {option})"
+    return (f"make it writable by this user{' on every node that runs trials' if nodes else ''} (its permissions, "
+            f"a read-only or missing mount) (or give another {option})")
 
 
 def storage_error(error: BaseException) -> OSError | None:

@@ -299,9 +299,13 @@ class Comparison:
             raise WorkerLost(f"{message}, more than --max-failures {retries} allows: the process was killed, ran out of memory, or its node "
                              "died; the comparison stopped and its trials in flight were interrupted, none is counted as a failure of its "
                              "config; check the nodes (memory, preemption) or raise --max-failures, then run the same command with --resume")
-        from .errors import StorageFull
+        from tracking.contract import NO_ROOM_ERRNOS, storage_fault_errno
 
-        raise StorageFull(f"{message}{self._storage_room()}; make room (or give another --storage) and run the same command with --resume")
+        from .errors import StorageFull, storage_remedy
+
+        code = storage_fault_errno(message)
+        room = self._storage_room() if code is None or code in NO_ROOM_ERRNOS else ""
+        raise StorageFull(f"{message}{room}; {storage_remedy(code)} and run the same command with --resume")
 
     def _raise_storage(self, error: BaseException) -> None:
         """Ray Tune's own write into --storage found no room or permission (no trial's fault recorded): one line, resumable."""
@@ -311,6 +315,7 @@ class Comparison:
         if found is None:
             return
         from tracking.checks import free_space
+        from tracking.contract import NO_ROOM_ERRNOS
 
         from .tune import ray_session_dir
 
@@ -321,6 +326,11 @@ class Comparison:
             places.append(f"--storage {storage}: {free_space(storage)}")
         if session and free_space(session):
             places.append(f"Ray's temporary folder {session}: {free_space(session)}")
+        if found.errno not in NO_ROOM_ERRNOS:  # a permission: name the folder, not the room
+            where = f" ({found.filename})" if found.filename else f" (--storage {storage} or Ray's temporary folder {session})"
+            raise StorageFull(f"Ray Tune could not write its state{where}: {os.strerror(found.errno)}; make it writable by this user "
+                              "(or give another --storage, or point RAY_TMPDIR at a folder this user may write) and run the same "
+                              "command with --resume") from error
         raise StorageFull(f"Ray Tune could not write its state: {os.strerror(found.errno)}{''.join('; ' + p for p in places)}; make room where "
                           "it is short (or give another --storage, or point RAY_TMPDIR at a disk with room) and run the same command with "
                           "--resume") from error

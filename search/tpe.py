@@ -104,15 +104,20 @@ class TpeSource:
 
     def unwritable(self, error: BaseException):
         """The one-line StudyUnwritable of a failed write of the study (its cause also in `self.cause`)."""
-        from tracking.checks import free_space
-        from tracking.contract import redact_uri
+        import errno
 
-        from .errors import StudyUnwritable
+        from tracking.checks import free_space
+        from tracking.contract import redact_uri, storage_fault_errno
+
+        from .errors import StudyUnwritable, storage_remedy
 
         room = free_space(self.storage_url[len("sqlite:///"):]) if self.storage_url.startswith("sqlite:///") else ""
         self.cause = f"--optuna-storage {redact_uri(self.storage_url)}: TPE's study {self.study_name} could not be written " \
                      f"({_root_cause(error)}{'; ' + room + ' there' if room else ''})"
-        return StudyUnwritable(f"{self.cause}; make room (or give another --optuna-storage), then run the same command with --resume")
+        code = storage_fault_errno(self.cause) or (errno.ENOSPC if "disk is full" in self.cause else None)  # (SQLite's words)
+        fix = storage_remedy(code, "--optuna-storage", nodes=False) if code is not None else \
+            "check it (room on its disk, its permissions, its database server) or give another --optuna-storage"
+        return StudyUnwritable(f"{self.cause}; {fix}, then run the same command with --resume")
 
     def unwritten(self) -> str | None:
         """After the sweep: a line saying the study missed writes no later ask

@@ -115,10 +115,22 @@ def report_with_checkpoint(metrics: dict[str, Any], state: Any = None, filename:
             found = storage_error(e)
             if found is None:
                 raise
-            raise StorageFault(f"cannot copy a checkpoint into the storage (--storage): {os.strerror(found.errno)}") from e
+            raise StorageFault(f"cannot copy a checkpoint into the storage (--storage): {os.strerror(found.errno)}{_named_path(found)}") from e
     finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _named_path(error: OSError) -> str:
+    """' (at PATH)' for the file or folder an OSError names (its filename, or
+    the first quoted path of its text: pyarrow's errors carry no filename), or ''."""
+    import re
+
+    path = error.filename
+    if not path:
+        m = re.search(r"'(/[^']+|[a-z][a-z0-9+.-]*://[^']+)'", str(error))
+        path = m.group(1) if m else None
+    return f" (at {path})" if path else ""
 
 
 def trial_config(spec: dict[str, Any], settings: dict[str, Any]):

@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "FAULT_KINDS", "STORAGE_ERRNOS", "storage_fault_text", "lost_worker", "experiment_name", "default_tracking_uri", "tracking_uri_source", "client",
+__all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "FAULT_KINDS", "STORAGE_ERRNOS", "NO_ROOM_ERRNOS", "DENIED_ERRNOS", "storage_fault_errno", "storage_fault_text", "lost_worker", "experiment_name", "default_tracking_uri", "tracking_uri_source", "client",
            "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
            "ARM_HEADLINE", "arm_metric", "savings_metric", "budget_metric", "paper_metric",
            "EPOCH_METRICS", "FINAL_SCORES", "FINAL_METRICS", "is_epoch_metric", "TRUNCATION", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
@@ -53,13 +53,22 @@ SELECTABLE = ("ok", "width_capped")
 # comparison and closes the trial's run as `interrupted`, and `--resume` runs it again once the data, the disk or
 # the nodes are fixed (search/trial.py, tracking/callback.py).
 FAULT_KINDS = ("data", "storage", "lost")
-# "storage": a write that failed for want of room or permission (no space left, a disk quota, a read-only disk)
-STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+# "storage": a write that failed for want of room (no space left, a disk quota) or of permission (a read-only disk,
+# a folder this user may not write, e.g. after a chmod, an immutable folder, a node whose mount maps the user to nobody)
+NO_ROOM_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+DENIED_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+STORAGE_ERRNOS = NO_ROOM_ERRNOS + DENIED_ERRNOS
+
+
+def storage_fault_errno(text: str) -> int | None:
+    """The errno (STORAGE_ERRNOS) an error's text (e.g. a Ray trial's error) names, no room first, or None."""
+    low = text.lower()
+    return next((code for code in STORAGE_ERRNOS if os.strerror(code) in text or f"[errno {code}]" in low), None)
 
 
 def storage_fault_text(text: str) -> bool:
     """Does an error's text (e.g. a Ray trial's error) say a write failed for want of room or permission?"""
-    return any(os.strerror(code) in text or f"[errno {code}]" in text.lower() for code in STORAGE_ERRNOS)
+    return storage_fault_errno(text) is not None
 
 
 def lost_worker(error: BaseException | None) -> bool:

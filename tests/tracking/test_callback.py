@@ -279,3 +279,31 @@ def test_storage_errors_are_told_from_other_errors():
         found = storage_error(outer)
     assert found is not None and found.errno == 28
     assert storage_error(RuntimeError("no")) is None and storage_error(FileNotFoundError(2, "gone")) is None
+
+
+def test_a_write_this_user_may_not_make_is_a_storage_fault_with_its_own_remedy():
+    """EACCES/EPERM (a chmod, an immutable folder, a node whose mount maps the
+    user to nobody) are storage faults like a full disk (before: the trial was
+    retried on the same folder, then recorded as a failure of its config), and
+    the line says to make the folder writable, not to make room."""
+    import errno
+
+    from search.errors import storage_error, storage_remedy
+    from search.trial_common import _named_path
+    from tracking.contract import storage_fault_errno
+
+    pyarrow_text = ("PermissionError: [Errno 1] Cannot create directory '/s/cmp/awnn-ass-02'. Detail: [errno 1] Operation not "
+                    "permitted")
+    assert storage_fault_errno(pyarrow_text) == errno.EPERM
+    assert storage_fault_errno("PermissionError: [Errno 13] Permission denied: '/s/x'") == errno.EACCES
+    assert storage_fault_errno("[Errno 28] No space left on device; PermissionError: [Errno 13] Permission denied") == errno.ENOSPC
+    assert storage_fault_errno("OSError: [Errno 11] Resource temporarily unavailable") is None  # '[errno 1]' is not in '[errno 11]'
+    assert storage_error(RuntimeError("wrapped")) is None
+    assert storage_error(PermissionError(errno.EACCES, "Permission denied", "/s/x")).errno == errno.EACCES
+    assert "make room" in storage_remedy(errno.ENOSPC) and "make room" in storage_remedy(None)
+    denied = storage_remedy(errno.EACCES)
+    assert "writable" in denied and "every node" in denied and "make room" not in denied
+    assert "every node" not in storage_remedy(errno.EROFS, "--optuna-storage", nodes=False)
+    assert _named_path(OSError(errno.EPERM, pyarrow_text)) == " (at /s/cmp/awnn-ass-02)"
+    assert _named_path(PermissionError(errno.EACCES, "Permission denied", "/s/x")) == " (at /s/x)"
+    assert _named_path(OSError(errno.ENOSPC, "No space left on device")) == ""
