@@ -20,12 +20,26 @@ is not a hung one, and only the user knows which - and says how to stop and
 resume.  When the trial reports again, one line says so.  A retry starts the
 count afresh.  `--stall-warning 0` turns the watch off.
 
+`--stall-timeout S` (0: never, the default) goes one step further, for
+sweeps nobody watches: a running trial silent past the same limit with S in
+place of the flag has its worker process ended (SIGKILL, on its node: a Ray
+task pinned there when it is not the driver's), which Ray Tune sees as a
+lost worker and retries from the trial's last checkpoint (`--max-failures`;
+past it the comparison stops, resumable, as for any lost worker).  Only a
+trial that has reported knows its process; one silent before its first
+report is named, not ended.  The process must still be a Ray worker (its
+command line starts with `ray::`): a pid reused since is left alone.
+
 What it reads is Tune's own events (start, result, recover, end) and each
-report's `pid`, `node_ip` and `hostname` (search/trial_common.py); it writes
-nothing but the driver's log, and nothing reads its state.
+report's `pid`, `node_id`, `node_ip` and `hostname` (search/trial_common.py);
+it writes nothing but the driver's log (and, with --stall-timeout, ends a
+process), and nothing reads its state.
 """
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 from typing import Callable
 
@@ -33,13 +47,13 @@ from ray.tune import Callback
 
 from .progress import fmt_seconds
 
-__all__ = ["StallWatch", "GAP_FACTOR"]
+__all__ = ["StallWatch", "GAP_FACTOR", "end_worker", "end_ray_worker"]
 
 GAP_FACTOR = 10.0  # a trial whose reports came every g seconds is not called quiet before GAP_FACTOR * g
 
 
 class _Watched:
-    __slots__ = ("since", "last", "gap", "reports", "where", "warned")
+    __slots__ = ("since", "last", "gap", "reports", "where", "warned", "process", "ended")
 
     def __init__(self, now: float):
         self.since = now  # the attempt's start
@@ -48,20 +62,74 @@ class _Watched:
         self.reports = 0
         self.where = ""  # "pid N on HOST (IP)" from its last report
         self.warned = 0.0  # when it was last called quiet (0: not since its last report)
+        self.process: dict = {}  # pid, node_id, hostname of its worker, from its last report
+        self.ended = False  # its process was ended (or found unknown) past --stall-timeout, this attempt
+
+
+def end_ray_worker(pid: int) -> str | None:
+    """SIGKILL `pid` on this machine if it is still a Ray worker (its command
+    line starts with `ray::`, the title Ray gives its workers); None when it
+    was ended, else why not."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            title = f.read()
+    except OSError:
+        return f"pid {pid} no longer runs"
+    if not title.startswith(b"ray::"):
+        return f"pid {pid} is no longer a Ray worker"
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError as e:
+        return f"pid {pid} could not be ended ({e.strerror})"
+    return None
+
+
+def end_worker(process: dict, said: Callable[[str], None]) -> str | None:
+    """End the trial worker `process` (its report's pid and node_id): here when
+    it runs on the driver's Ray node, else by a Ray task pinned to its node (the
+    answer then comes later, through `said`, if it is a failure).  None when it
+    was ended or asked to end, else why not."""
+    import ray
+
+    pid, node = int(process["pid"]), process.get("node_id")
+    if not node or node == ray.get_runtime_context().get_node_id():
+        return end_ray_worker(pid)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    try:
+        ref = ray.remote(num_cpus=0, max_retries=0)(end_ray_worker).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(pid)
+    except Exception as e:  # noqa: BLE001 - a node gone: said, the sweep goes on waiting
+        return f"no task could be sent to its node ({type(e).__name__})"
+
+    def answer():
+        try:
+            why = ray.get(ref, timeout=120)
+        except Exception as e:  # noqa: BLE001
+            why = f"the task on its node did not answer ({type(e).__name__})"
+        if why:
+            said(f"warning: the trial's process was not ended: {why}")
+    threading.Thread(target=answer, name="awnn-end-worker", daemon=True).start()
+    return None
 
 
 class StallWatch(Callback):
     """Warns (through `warn`, the driver's log) about a running trial silent for
     longer than `max(after, GAP_FACTOR x its longest gap between reports) +
-    report_interval`; `after <= 0`: never.  `clock`: seconds, monotonic (tests
-    give their own)."""
+    report_interval`; `after <= 0`: never.  With `end_after > 0`, a trial
+    silent past that limit with `end_after` in place of `after` has its worker
+    process ended by `end` (default end_worker; returns None, or why not).
+    `clock`: seconds, monotonic (tests give their own)."""
 
     def __init__(self, warn: Callable[[str], None], after: float, report_interval: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, end_after: float = 0.0,
+                 end: Callable[[dict, Callable[[str], None]], str | None] | None = None):
         self.warn = warn
         self.after = float(after)
         self.report_interval = max(0.0, float(report_interval))
         self.clock = clock
+        self.end_after = float(end_after)
+        self.end = end or end_worker
         self.running: dict[str, _Watched] = {}
 
     def __getstate__(self):
@@ -69,6 +137,7 @@ class StallWatch(Callback):
         state = self.__dict__.copy()
         state["warn"] = None
         state["clock"] = time.monotonic
+        state["end"] = None
         state["running"] = {}
         return state
 
@@ -82,8 +151,9 @@ class StallWatch(Callback):
         members = spec.get("members") or ()
         return f"{key} (a fused group of {len(members) - len(spec.get('done') or ())} configs)" if members else key
 
-    def limit(self, w: _Watched) -> float:
-        return (max(self.after, GAP_FACTOR * w.gap) if w.reports >= 2 else self.after) + self.report_interval
+    def limit(self, w: _Watched, base: float | None = None) -> float:
+        base = self.after if base is None else base
+        return (max(base, GAP_FACTOR * w.gap) if w.reports >= 2 else base) + self.report_interval
 
     # ------------------------------------------------------------ Tune's events
     def on_trial_start(self, iteration, trials, trial, **info):
@@ -98,10 +168,11 @@ class StallWatch(Callback):
             w.gap = max(w.gap, now - w.last)
         if w.warned and self.warn is not None:
             self.warn(f"trial {self.name(trial)} reported again after {fmt_seconds(now - w.last)} of silence")
-        w.last, w.warned, w.reports = now, 0.0, w.reports + 1
+        w.last, w.warned, w.ended, w.reports = now, 0.0, False, w.reports + 1
         pid, host, ip = result.get("pid"), result.get("hostname"), result.get("node_ip")
         if pid:
             w.where = f"pid {pid}" + (f" on {host}" if host else "") + (f" ({ip})" if ip and ip != host else "")
+            w.process = {"pid": pid, "node_id": result.get("node_id"), "hostname": host}
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.running.pop(trial.trial_id, None)  # its retry starts afresh (on_trial_start)
@@ -117,15 +188,20 @@ class StallWatch(Callback):
 
     # ------------------------------------------------------------ the check
     def check(self, trials) -> list[str]:
-        """Warn about each running trial quiet past its limit (once per silence); return what was said."""
-        if self.after <= 0 or self.warn is None or not self.running:
+        """Warn about each running trial quiet past its limit (once per silence), end
+        those past --stall-timeout's (once per attempt); return what was said."""
+        if (self.after <= 0 and self.end_after <= 0) or self.warn is None or not self.running:
             return []
         said = []
         now = self.clock()
         by_id = {t.trial_id: t for t in trials}
         for trial_id, w in list(self.running.items()):
             trial = by_id.get(trial_id)
-            if trial is None or w.warned or now - w.last < self.limit(w):
+            if trial is None:
+                continue
+            if self.end_after > 0 and not w.ended and now - w.last >= self.limit(w, self.end_after):
+                said.append(self._end(trial, w, now))
+            if self.after <= 0 or w.warned or now - w.last < self.limit(w):
                 continue
             w.warned = now
             silent = fmt_seconds(now - w.last)
@@ -140,3 +216,25 @@ class StallWatch(Callback):
             self.warn(text)
             said.append(text)
         return said
+
+    def _end(self, trial, w: _Watched, now: float) -> str:
+        """End the worker of `trial`, silent past --stall-timeout's limit; say what was done."""
+        w.ended = True
+        w.warned = w.warned or now  # (the line below says it all: no second warning for this silence)
+        silent = fmt_seconds(now - w.last)
+        name = self.name(trial)
+        if not w.process.get("pid"):
+            why = "its process is not known: it has not reported yet"
+        else:
+            try:
+                why = self.end(w.process, self.warn)
+            except Exception as e:  # noqa: BLE001 - the sweep goes on waiting; said
+                why = f"{type(e).__name__}: {e}"
+        if why is None:
+            text = (f"warning: trial {name} has reported nothing for {silent}, past --stall-timeout {fmt_seconds(self.end_after)}:\n"
+                    f"  its process ({w.where}) was ended; Ray Tune retries it from its last checkpoint (--max-failures)")
+        else:
+            text = (f"warning: trial {name} has reported nothing for {silent}, past --stall-timeout {fmt_seconds(self.end_after)},\n"
+                    f"  but it was not ended ({why}); the sweep waits for it.  To stop: Ctrl-C, then the same command with --resume")
+        self.warn(text)
+        return text

@@ -253,7 +253,8 @@ class Comparison:
                     searcher.progress.close()
                     self.log(text)
 
-                quiet = StallWatch(say, self.settings.stall_warning, self.settings.report_interval)  # a trial that neither reports nor ends is named
+                # a trial that neither reports nor ends is named (and, with --stall-timeout, its process ended, so that it is retried)
+                quiet = StallWatch(say, self.settings.stall_warning, self.settings.report_interval, end_after=self.settings.stall_timeout)
                 try:
                     run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker, quiet],
                              scheduler=make_scheduler(self.arms, self.budget), stop=stop)

@@ -109,6 +109,7 @@ class RunSettings:
     report_interval: float = 2.0
     checkpoint_interval: float = 10.0
     stall_warning: float = 600.0  # driver side: seconds of silence before a running trial is called quiet (search/stall.py); 0: never
+    stall_timeout: float = 0.0  # driver side: seconds of silence after which a running trial's process is ended and retried; 0: never
     max_concurrent: int = 0
     num_cpus: int | None = None  # local Ray only; default: all cores
     fuse: int = 1  # selection configs per Ray trial, trained as one stacked model (search/fusion.py); 1: off

@@ -22,6 +22,10 @@ def add_run_flags(p, task: bool = True) -> None:
                    help="warn about a running trial that has reported nothing for this long, or for 10x its longest gap between "
                         "reports if longer, beyond --report-interval (a hung data read, a stopped process); the sweep goes on "
                         "waiting (default 600; 0: never)")
+    p.add_argument("--stall-timeout", type=float, default=0.0, metavar="SECONDS",
+                   help="end the process of a running trial that has reported nothing for this long (with the same 10x-gap "
+                        "and --report-interval allowance), so that Ray Tune retries it from its last checkpoint; for sweeps "
+                        "nobody watches (default 0: never; a trial that has not reported yet is only named)")
     p.add_argument("--fuse", type=fuse_flag, default="auto", metavar="N|auto",
                    help="train up to N fixed-grid selection configs of one shape as one stacked model in one Ray trial "
                         "(each keeps its own MLflow run; docs/design.md 'Fused trials'); 1 = one config per trial; "
@@ -85,6 +89,7 @@ _NUMERIC_FLAGS = {
     "report_interval": (0, True, "a number of seconds >= 0"),
     "checkpoint_interval": (0, True, "a number of seconds >= 0 (0: at every report)"),
     "stall_warning": (0, True, "a number of seconds >= 0 (0: never warn)"),
+    "stall_timeout": (0, True, "a number of seconds >= 0 (0: never end a trial)"),
     "num_cpus": (1, True, "an integer >= 1"),
     "fuse": (1, True, "an integer >= 1 (1: one config per trial)"),
 }
@@ -117,6 +122,7 @@ def settings_from(args):
         report_interval=args.report_interval,
         checkpoint_interval=args.checkpoint_interval,
         stall_warning=args.stall_warning,
+        stall_timeout=args.stall_timeout,
         num_cpus=args.num_cpus,
         fuse=resolve_fuse(args.fuse, args.gpus_per_trial),
         flush_denormal=not args.keep_denormals,

@@ -5,7 +5,10 @@ system test (tests/system/test_fault_stalled_trial.py) stops a real trial's
 process."""
 from __future__ import annotations
 
+import os
 import pickle
+import signal
+import time
 
 from search.stall import GAP_FACTOR, StallWatch
 
@@ -124,3 +127,105 @@ def test_the_report_interval_is_added_so_a_trial_that_reports_rarely_is_not_call
     clock.now += 1
     w.on_step_end(0, [t])
     assert len(said) == 1 and "has reported nothing for 25m00s" in said[0], said
+
+
+def _ending_watch(after: float, end_after: float, answer=None):
+    said, clock, ended = [], Clock(), []
+
+    def end(process, say):
+        ended.append(dict(process))
+        return answer
+    return StallWatch(said.append, after, 0.0, clock=clock, end_after=end_after, end=end), said, clock, ended
+
+
+def test_stall_timeout_ends_a_silent_trials_process_once_per_attempt_after_the_warning():
+    w, said, clock, ended = _ending_watch(after=60, end_after=300)
+    t = Trial("a")
+    w.on_trial_start(0, [t], t)
+    clock.now += 5
+    w.on_trial_result(0, [t], t, {"pid": 4242, "node_id": "n3", "hostname": "node-3", "node_ip": "10.0.0.3"})
+    clock.now += 60
+    w.on_step_end(0, [t])
+    assert len(said) == 1 and said[0].startswith("warning: trial awnn/selection/sel-0001 has reported nothing for 1m00s") and ended == []
+    clock.now += 239
+    w.on_step_end(0, [t])
+    assert ended == []  # not before --stall-timeout
+    clock.now += 1
+    w.on_step_end(0, [t])
+    assert ended == [{"pid": 4242, "node_id": "n3", "hostname": "node-3"}]
+    assert said[1] == ("warning: trial awnn/selection/sel-0001 has reported nothing for 5m00s, past --stall-timeout 5m00s:\n"
+                       "  its process (pid 4242 on node-3 (10.0.0.3)) was ended; Ray Tune retries it from its last checkpoint (--max-failures)"), said
+    clock.now += 1000
+    w.on_step_end(0, [t])
+    assert len(ended) == 1 and len(said) == 2  # once per attempt
+    w.on_trial_recover(0, [t], t)  # Ray Tune's retry: a new attempt, a new count
+    w.on_trial_start(0, [t], t)
+    clock.now += 299
+    w.on_step_end(0, [t])
+    assert len(ended) == 1
+
+
+def test_stall_timeout_alone_ends_without_a_warning_first_and_the_gap_allowance_holds():
+    w, said, clock, ended = _ending_watch(after=0, end_after=10)  # --stall-warning 0 --stall-timeout 10
+    t = Trial("a")
+    w.on_trial_start(0, [t], t)
+    for gap in (1, 30):  # reports 30 s apart: 10x that is its allowance
+        clock.now += gap
+        w.on_trial_result(0, [t], t, {"pid": 7, "node_id": "n1"})
+    clock.now += GAP_FACTOR * 30 - 1
+    w.on_step_end(0, [t])
+    assert ended == [] and said == []
+    clock.now += 1
+    w.on_step_end(0, [t])
+    assert len(ended) == 1 and len(said) == 1 and "past --stall-timeout 10s:\n  its process (pid 7) was ended" in said[0], said
+
+
+def test_a_trial_whose_process_is_unknown_or_cannot_be_ended_is_named_and_waited_for():
+    w, said, clock, ended = _ending_watch(after=0, end_after=10, answer="pid 7 is no longer a Ray worker")
+    silent, gone = Trial("s", "sel-0002"), Trial("g", "sel-0003")
+    trials = [silent, gone]
+    for t in trials:
+        w.on_trial_start(0, trials, t)
+    w.on_trial_result(0, trials, gone, {"pid": 7, "node_id": "n1"})
+    clock.now += 10
+    w.on_step_end(0, trials)
+    assert len(ended) == 1  # only the one whose process is known was tried
+    assert any("sel-0002 has reported nothing for 10s, past --stall-timeout 10s,\n  but it was not ended (its process is not known: "
+               "it has not reported yet); the sweep waits for it" in line for line in said), said
+    assert any("sel-0003" in line and "not ended (pid 7 is no longer a Ray worker)" in line for line in said), said
+    w.on_trial_result(0, trials, silent, {"pid": 9, "node_id": "n1"})  # it reports after all, then goes silent again
+    assert said[-1] == "trial awnn/selection/sel-0002 reported again after 10s of silence"
+    clock.now += 10
+    w.on_step_end(0, trials)
+    assert ended[-1]["pid"] == 9
+
+
+def test_end_ray_worker_ends_only_a_ray_worker():
+    import subprocess
+    import sys
+
+    from search.stall import end_ray_worker
+
+    plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert end_ray_worker(plain.pid) == f"pid {plain.pid} is no longer a Ray worker"
+        assert plain.poll() is None  # left alone
+    finally:
+        plain.kill()
+        plain.wait()
+    assert end_ray_worker(plain.pid) == f"pid {plain.pid} no longer runs"
+    # a process titled as Ray titles its workers (argv[0] "ray::ImplicitFunc.train"): ended, even while stopped
+    titled = subprocess.Popen(["bash", "-c", 'exec -a "ray::ImplicitFunc.train" sleep 60'])
+    try:
+        for _ in range(100):
+            with open(f"/proc/{titled.pid}/cmdline", "rb") as f:
+                if f.read().startswith(b"ray::"):
+                    break
+            time.sleep(0.05)
+        os.kill(titled.pid, signal.SIGSTOP)
+        assert end_ray_worker(titled.pid) is None
+        assert titled.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if titled.poll() is None:
+            titled.kill()
+            titled.wait()

@@ -134,6 +134,8 @@ def _can_write(folder: str) -> bool:
         ("--num-cpus", "0", "--num-cpus: expected an integer >= 1, found 0"),
         ("--stall-warning", "-5", "--stall-warning: expected a number of seconds >= 0 (0: never warn), found -5.0"),
         ("--stall-warning", "nan", "--stall-warning: expected a number of seconds >= 0 (0: never warn), found nan"),
+        ("--stall-timeout", "-1", "--stall-timeout: expected a number of seconds >= 0 (0: never end a trial), found -1.0"),
+        ("--stall-timeout", "inf", "--stall-timeout: expected a number of seconds >= 0 (0: never end a trial), found inf"),
         ("--max-failures", "-2", "--max-failures: expected an integer >= -1 (-1: retry without end), found -2"),
     ],
 )

@@ -56,3 +56,44 @@ def test_a_stopped_trial_is_named_once_the_sweep_waits_and_finishes_when_it_runs
     assert all(len(rs) == 1 and rs[0].data.tags["awnn.status"] == "ok" for rs in by_key.values()), \
         {k: [r.data.tags["awnn.status"] for r in rs] for k, rs in by_key.items()}
     assert by_key[key][0].data.metrics["epochs_run"] == EPOCHS
+
+
+@pytest.mark.timeout(360)
+def test_stall_timeout_ends_a_stopped_trials_process_and_ray_retries_it_from_its_checkpoint(tmp_path):
+    """`--stall-timeout`: the stopped process is ended (SIGKILL reaches a stopped
+    process), Ray Tune retries the trial from its last checkpoint, and the sweep
+    finishes on its own with every config once, ok (before: it waited for as
+    long as the process stayed stopped)."""
+    grids, budget = write_inputs(tmp_path, EPOCHS)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2", "--stall-warning", "2", "--stall-timeout", "5"])
+    driver = Driver(args, cwd=tmp_path)
+    pid = None
+    try:
+        victim = running_selection_trial(driver, tracking, before_epoch=EPOCHS // 3)
+        key, pid = victim.data.tags["awnn.trial_key"], int(victim.data.tags["awnn.pid"])
+        os.kill(pid, signal.SIGSTOP)
+        rc = driver.wait(timeout=240)
+        out = driver.output()
+    finally:
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        driver.cleanup()
+    assert rc == 0, out[-4000:]
+    ended = re.compile(rf"^warning: trial awnn/selection/{key} has reported nothing for \S+, past --stall-timeout 5s:\n"
+                       rf"  its process \(pid {pid}\b.*\) was ended; Ray Tune retries it from its last checkpoint", re.M)
+    assert len(ended.findall(out)) == 1, out[-4000:]
+    assert len(re.findall(rf"^warning: trial awnn/selection/{key} has reported nothing for \S+ \(", out, re.M)) == 1, out[-4000:]
+    assert "Traceback" not in out, out[-4000:]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the stopped process is gone
+    by_key = {}
+    for r in trial_runs(tracking):
+        by_key.setdefault(r.data.tags["awnn.trial_key"], []).append(r)
+    assert all(len(rs) == 1 and rs[0].data.tags["awnn.status"] == "ok" for rs in by_key.values()), \
+        {k: [r.data.tags["awnn.status"] for r in rs] for k, rs in by_key.items()}
+    run = by_key[key][0]
+    assert run.data.metrics["epochs_run"] == EPOCHS and run.data.metrics.get("retries") == 1, run.data.metrics

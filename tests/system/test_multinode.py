@@ -12,7 +12,7 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import run_awnn
+from conftest import ROOT, run_awnn
 from servers import ServerUnavailable, ray_cluster
 
 pytestmark = pytest.mark.slow
@@ -21,10 +21,10 @@ pytestmark = pytest.mark.slow
 EXPECTED_TRIALS = 6 + 2
 
 
-@pytest.fixture
-def cluster(tmp_path):
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
     try:
-        with ray_cluster(tmp_path, nodes=2, cpus_per_node=1) as c:
+        with ray_cluster(tmp_path_factory.mktemp("cluster"), nodes=2, cpus_per_node=1) as c:
             yield c
     except ServerUnavailable as e:
         pytest.skip(str(e))
@@ -75,3 +75,51 @@ def test_multinode_sweep_runs_trials_on_both_nodes(cluster, tmp_path):
     retrained = {t.data.tags["awnn.trial_key"] for t in trials if t.data.tags["awnn.phase"] == "assessment"}
     assert retrained and {d.name.removeprefix("awnn-") for d in trial_dirs} == retrained
     assert all(list(d.glob("checkpoint_*/model.pt")) for d in trial_dirs)
+
+
+# --stall-timeout's end of a trial's process on another node (search/stall.py end_worker): a Ray task pinned there
+END_ON_OTHER_NODE = """
+import os, sys
+sys.path.insert(0, {root!r})
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from search.stall import end_worker
+
+ray.init(address={address!r})
+here = ray.get_runtime_context().get_node_id()
+other = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != here)
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class Stuck:
+    def where(self):
+        return os.getpid(), ray.get_runtime_context().get_node_id()
+
+a = Stuck.options(scheduling_strategy=NodeAffinitySchedulingStrategy(other, soft=False)).remote()
+pid, node = ray.get(a.where.remote(), timeout=120)
+assert node == other
+said = []
+print("asked", end_worker({{"pid": pid, "node_id": node}}, said.append))
+import time
+state = "alive"
+for _ in range(120):  # the task starts a worker on that node first: the end comes within seconds
+    try:
+        ray.get(a.where.remote(), timeout=30)
+    except ray.exceptions.RayActorError:
+        state = "ended"
+        break
+    if said:
+        break
+    time.sleep(0.5)
+print(state)
+print("said", said)
+"""
+
+
+def test_stall_timeout_ends_a_process_on_another_node(cluster, tmp_path):
+    script = tmp_path / "end.py"
+    script.write_text(END_ON_OTHER_NODE.format(root=str(ROOT), address=cluster.address))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_")}, **cluster.client_env()}
+    p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = [ln for ln in p.stdout.splitlines() if not ln.startswith("\x1b[33m(raylet)")]  # (Ray's line on the worker's death)
+    assert lines[-3:] == ["asked None", "ended", "said []"], p.stdout[-2000:] + p.stderr[-2000:]
