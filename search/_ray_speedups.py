@@ -43,6 +43,13 @@ What is changed:
    concurrent slots for the run (Tune's default for a custom searcher is 1,
    which starts the slots' actors one after another); restored afterwards,
    and a value the user set is kept.
+
+One read, no patch: `trial_actor` gives Tune's handle to the Ray actor that
+runs a trial (`trial.temporary_state.ray_actor`), so that `--stall-timeout`
+can end a silent trial with `ray.kill` (search/stall.py): also one that has
+not reported its process yet, and one whose process is stuck in an
+uninterruptible read (the actor is marked dead at once).  Off, or on another
+Ray, the trial's process is ended by the pid it reported.
 """
 from __future__ import annotations
 
@@ -51,7 +58,8 @@ import os
 import sys
 from typing import Any, Iterator
 
-__all__ = ["TESTED_RAY", "SWITCH", "enabled", "node_system_config", "use_prestarted_workers", "keep_idle_actors", "pending_trials"]
+__all__ = ["TESTED_RAY", "SWITCH", "enabled", "node_system_config", "use_prestarted_workers", "keep_idle_actors", "pending_trials",
+           "trial_actor"]
 
 TESTED_RAY = ("2.60.",)  # version prefixes these patches were written and tested against
 SWITCH = "AWNN_RAY_SPEEDUPS"
@@ -199,3 +207,11 @@ def pending_trials(slots: int) -> Iterator[bool]:
         yield True
     finally:
         os.environ.pop("TUNE_MAX_PENDING_TRIALS_PG", None)
+
+
+def trial_actor(trial: Any) -> Any | None:
+    """The Ray actor handle Tune keeps for a running `trial`, or None (the
+    switch off, an untested Ray, the attribute moved, no actor yet)."""
+    if not enabled():
+        return None
+    return getattr(getattr(trial, "temporary_state", None), "ray_actor", None)

@@ -22,13 +22,17 @@ count afresh.  `--stall-warning 0` turns the watch off.
 
 `--stall-timeout S` (0: never, the default) goes one step further, for
 sweeps nobody watches: a running trial silent past the same limit with S in
-place of the flag has its worker process ended (SIGKILL, on its node: a Ray
-task pinned there when it is not the driver's), which Ray Tune sees as a
-lost worker and retries from the trial's last checkpoint (`--max-failures`;
-past it the comparison stops, resumable, as for any lost worker).  Only a
-trial that has reported knows its process; one silent before its first
-report is named, not ended.  The process must still be a Ray worker (its
-command line starts with `ray::`): a pid reused since is left alone.
+place of the flag has its worker ended, which Ray Tune sees as a lost
+worker and retries from the trial's last checkpoint (`--max-failures`; past
+it the comparison stops, resumable, as for any lost worker).  How: `ray.kill`
+of the trial's Ray actor, whose handle Tune keeps (a private read, in
+search/_ray_speedups.py: the actor is marked dead at once, even when its
+process is stuck in an uninterruptible read, and a trial that has not
+reported yet is ended too); with the speed-ups off or on an untested Ray,
+SIGKILL to the process its last report named, on its node (a Ray task
+pinned there when it is not the driver's), only if it is still a Ray worker
+(its command line starts with `ray::`: a pid reused since is left alone); a
+trial that has not reported is then named, not ended.
 
 What it reads is Tune's own events (start, result, recover, end) and each
 report's `pid`, `node_id`, `node_ip` and `hostname` (search/trial_common.py);
@@ -47,7 +51,7 @@ from ray.tune import Callback
 
 from .progress import fmt_seconds
 
-__all__ = ["StallWatch", "GAP_FACTOR", "end_worker", "end_ray_worker"]
+__all__ = ["StallWatch", "GAP_FACTOR", "end_trial", "end_worker", "end_ray_worker"]
 
 GAP_FACTOR = 10.0  # a trial whose reports came every g seconds is not called quiet before GAP_FACTOR * g
 
@@ -84,6 +88,29 @@ def end_ray_worker(pid: int) -> str | None:
     return None
 
 
+def end_trial(trial, process: dict, said: Callable[[str], None]) -> str | None:
+    """End the worker of `trial`: its Ray actor with `ray.kill` where Tune's
+    handle to it can be read (search/_ray_speedups.trial_actor: the actor is
+    marked dead at once, even one whose process is stuck in an uninterruptible
+    read, and one that has not reported yet), else the process its last report
+    named (end_worker).  None when it was ended or asked to end, else why not."""
+    from ._ray_speedups import trial_actor
+
+    actor = trial_actor(trial)
+    failed = ""
+    if actor is not None:
+        import ray
+
+        try:
+            ray.kill(actor, no_restart=True)
+            return None
+        except Exception as e:  # noqa: BLE001 - then by its pid, if known
+            failed = f"ray.kill: {type(e).__name__}; "
+    if not process.get("pid"):
+        return f"{failed}its process is not known: it has not reported yet"
+    return end_worker(process, said)
+
+
 def end_worker(process: dict, said: Callable[[str], None]) -> str | None:
     """End the trial worker `process` (its report's pid and node_id): here when
     it runs on the driver's Ray node, else by a Ray task pinned to its node (the
@@ -118,18 +145,19 @@ class StallWatch(Callback):
     longer than `max(after, GAP_FACTOR x its longest gap between reports) +
     report_interval`; `after <= 0`: never.  With `end_after > 0`, a trial
     silent past that limit with `end_after` in place of `after` has its worker
-    process ended by `end` (default end_worker; returns None, or why not).
+    process ended by `end(trial, process, warn)` (default end_trial; returns
+    None, or why not).
     `clock`: seconds, monotonic (tests give their own)."""
 
     def __init__(self, warn: Callable[[str], None], after: float, report_interval: float = 0.0,
                  clock: Callable[[], float] = time.monotonic, end_after: float = 0.0,
-                 end: Callable[[dict, Callable[[str], None]], str | None] | None = None):
+                 end: Callable[[object, dict, Callable[[str], None]], str | None] | None = None):
         self.warn = warn
         self.after = float(after)
         self.report_interval = max(0.0, float(report_interval))
         self.clock = clock
         self.end_after = float(end_after)
-        self.end = end or end_worker
+        self.end = end or end_trial
         self.running: dict[str, _Watched] = {}
 
     def __getstate__(self):
@@ -223,16 +251,14 @@ class StallWatch(Callback):
         w.warned = w.warned or now  # (the line below says it all: no second warning for this silence)
         silent = fmt_seconds(now - w.last)
         name = self.name(trial)
-        if not w.process.get("pid"):
-            why = "its process is not known: it has not reported yet"
-        else:
-            try:
-                why = self.end(w.process, self.warn)
-            except Exception as e:  # noqa: BLE001 - the sweep goes on waiting; said
-                why = f"{type(e).__name__}: {e}"
+        try:
+            why = self.end(trial, w.process, self.warn)
+        except Exception as e:  # noqa: BLE001 - the sweep goes on waiting; said
+            why = f"{type(e).__name__}: {e}"
         if why is None:
+            what = f"its process ({w.where})" if w.where else "its Ray actor"
             text = (f"warning: trial {name} has reported nothing for {silent}, past --stall-timeout {fmt_seconds(self.end_after)}:\n"
-                    f"  its process ({w.where}) was ended; Ray Tune retries it from its last checkpoint (--max-failures)")
+                    f"  {what} was ended; Ray Tune retries it from its last checkpoint (--max-failures)")
         else:
             text = (f"warning: trial {name} has reported nothing for {silent}, past --stall-timeout {fmt_seconds(self.end_after)},\n"
                     f"  but it was not ended ({why}); the sweep waits for it.  To stop: Ctrl-C, then the same command with --resume")

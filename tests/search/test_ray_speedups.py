@@ -65,6 +65,11 @@ def test_every_patch_target_still_exists():
     assert "has_cached_object" in inspect.getsource(tune_controller.TuneController._maybe_reuse_cached_actor)
     # 4. the variable Tune's controller reads
     assert "TUNE_MAX_PENDING_TRIALS_PG" in inspect.getsource(tune_controller)
+    # the read: Tune keeps a trial's actor handle in its temporary state (trial_actor, for --stall-timeout)
+    from ray.tune.experiment.trial import Trial, _TemporaryTrialState
+
+    assert hasattr(_TemporaryTrialState(), "ray_actor")
+    assert "self.temporary_state.ray_actor = ray_actor" in inspect.getsource(Trial.set_ray_actor)
 
 
 def test_switch_off_changes_nothing(switch):
@@ -79,6 +84,9 @@ def test_switch_off_changes_nothing(switch):
         assert kept is False and pending is False
         assert tune_controller._ObjectCache is before
         assert "TUNE_MAX_PENDING_TRIALS_PG" not in os.environ
+    from types import SimpleNamespace
+
+    assert speedups.trial_actor(SimpleNamespace(temporary_state=SimpleNamespace(ray_actor="handle"))) is None
 
 
 def test_patches_apply_and_are_undone(switch, monkeypatch):
@@ -100,6 +108,10 @@ def test_patches_apply_and_are_undone(switch, monkeypatch):
         assert sorted(cache.flush_cached_objects(force_all=True)) == ["actor-a", "actor-b"]
     assert tune_controller._ObjectCache is before
     assert "TUNE_MAX_PENDING_TRIALS_PG" not in os.environ
+    from types import SimpleNamespace
+
+    assert speedups.trial_actor(SimpleNamespace(temporary_state=SimpleNamespace(ray_actor="handle"))) == "handle"
+    assert speedups.trial_actor(SimpleNamespace()) is None  # (moved: no handle, the pid path)
     # a value the user set is theirs
     monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "7")
     with speedups.pending_trials(3) as pending:

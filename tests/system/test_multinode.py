@@ -112,6 +112,24 @@ for _ in range(120):  # the task starts a worker on that node first: the end com
     time.sleep(0.5)
 print(state)
 print("said", said)
+
+# a trial that has not reported its process, itself stopped: ended through Tune's handle to its actor (ray.kill)
+import signal
+from types import SimpleNamespace
+from search.stall import end_trial
+
+b = Stuck.options(scheduling_strategy=NodeAffinitySchedulingStrategy(other, soft=False)).remote()
+pid, node = ray.get(b.where.remote(), timeout=120)
+os.kill(pid, signal.SIGSTOP)
+trial = SimpleNamespace(temporary_state=SimpleNamespace(ray_actor=b))
+print("actor asked", end_trial(trial, {{}}, said.append))
+try:
+    ray.get(b.where.remote(), timeout=60)
+    print("actor alive")
+except ray.exceptions.RayActorError:
+    print("actor ended")
+except ray.exceptions.GetTimeoutError:
+    print("actor alive")
 """
 
 
@@ -122,4 +140,4 @@ def test_stall_timeout_ends_a_process_on_another_node(cluster, tmp_path):
     p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     lines = [ln for ln in p.stdout.splitlines() if not ln.startswith("\x1b[33m(raylet)")]  # (Ray's line on the worker's death)
-    assert lines[-3:] == ["asked None", "ended", "said []"], p.stdout[-2000:] + p.stderr[-2000:]
+    assert lines[-5:] == ["asked None", "ended", "said []", "actor asked None", "actor ended"], p.stdout[-2000:] + p.stderr[-2000:]
