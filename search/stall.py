@@ -146,18 +146,20 @@ class StallWatch(Callback):
     report_interval`; `after <= 0`: never.  With `end_after > 0`, a trial
     silent past that limit with `end_after` in place of `after` has its worker
     process ended by `end(trial, process, warn)` (default end_trial; returns
-    None, or why not).
+    None, or why not), and `on_end(trial id, why)` told.
     `clock`: seconds, monotonic (tests give their own)."""
 
     def __init__(self, warn: Callable[[str], None], after: float, report_interval: float = 0.0,
                  clock: Callable[[], float] = time.monotonic, end_after: float = 0.0,
-                 end: Callable[[object, dict, Callable[[str], None]], str | None] | None = None):
+                 end: Callable[[object, dict, Callable[[str], None]], str | None] | None = None,
+                 on_end: Callable[[str, str], None] | None = None):
         self.warn = warn
         self.after = float(after)
         self.report_interval = max(0.0, float(report_interval))
         self.clock = clock
         self.end_after = float(end_after)
         self.end = end or end_trial
+        self.on_end = on_end  # (Ray trial id, why) once a trial's worker was ended: the tracking callback records why
         self.running: dict[str, _Watched] = {}
 
     def __getstate__(self):
@@ -166,6 +168,7 @@ class StallWatch(Callback):
         state["warn"] = None
         state["clock"] = time.monotonic
         state["end"] = None
+        state["on_end"] = None
         state["running"] = {}
         return state
 
@@ -256,6 +259,8 @@ class StallWatch(Callback):
         except Exception as e:  # noqa: BLE001 - the sweep goes on waiting; said
             why = f"{type(e).__name__}: {e}"
         if why is None:
+            if self.on_end is not None:
+                self.on_end(trial.trial_id, f"ended by --stall-timeout {fmt_seconds(self.end_after)} after {silent} without a report")
             what = f"its process ({w.where})" if w.where else "its Ray actor"
             text = (f"warning: trial {name} has reported nothing for {silent}, past --stall-timeout {fmt_seconds(self.end_after)}:\n"
                     f"  {what} was ended; Ray Tune retries it from its last checkpoint (--max-failures)")

@@ -254,7 +254,8 @@ class Comparison:
                     self.log(text)
 
                 # a trial that neither reports nor ends is named (and, with --stall-timeout, its process ended, so that it is retried)
-                quiet = StallWatch(say, self.settings.stall_warning, self.settings.report_interval, end_after=self.settings.stall_timeout)
+                quiet = StallWatch(say, self.settings.stall_warning, self.settings.report_interval, end_after=self.settings.stall_timeout,
+                                   on_end=self.tracker.worker_ended)
                 try:
                     run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker, quiet],
                              scheduler=make_scheduler(self.arms, self.budget), stop=stop)

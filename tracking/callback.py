@@ -120,6 +120,7 @@ class TrialTracker(Callback):
         self.nodes: dict[str, list[tuple[str, str]]] = {}  # (node id, node ip) per attempt, in order
         self.retries: dict[str, int] = {}
         self.last_errors: dict[str, str] = {}
+        self.ended_why: dict[str, str] = {}  # Ray trial id -> why the driver ended its worker (--stall-timeout), for its error
         self.resumed: dict[str, str] = {}  # the checkpoint each trial reported it continued from
         self.pids: dict[str, str] = {}
         self.trainers: dict[str, str] = {}
@@ -277,8 +278,17 @@ class TrialTracker(Callback):
         if self.on_result:
             self.on_result(key, result)
 
+    def worker_ended(self, trial_id: str, why: str) -> None:
+        """The driver ended the worker of Ray trial `trial_id` (search/stall.py,
+        --stall-timeout): the error its retry or its end records starts with `why`."""
+        self.ended_why[trial_id] = why
+
+    def _why_ended(self, trial) -> str:
+        why = self.ended_why.pop(getattr(trial, "trial_id", None), None)
+        return f"{why}: " if why else ""
+
     def on_trial_recover(self, iteration, trials, trial, **info):
-        error = _error_text(trial)
+        error = self._why_ended(trial) + _error_text(trial)
         if storage_fault_text(error):  # a write found no room: a retry on the same storage fails again
             return self._storage_error(trial, error)
         for key, _spec in self.members(trial):
@@ -299,12 +309,13 @@ class TrialTracker(Callback):
                 self._finish(key, final, error=final.get("error"), spec=spec, last=self.last.get(key, {}), trial=trial)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        error = _error_text(trial)
+        why = self._why_ended(trial)
+        error = why + _error_text(trial)
         if storage_fault_text(error):
             return self._storage_error(trial, error)
         exc = _pickled_error(trial)
         if lost_worker(exc):  # its process or node was lost more often than --max-failures allows: not its config's doing
-            return self._lost_worker(trial, exc)
+            return self._lost_worker(trial, exc, why)
         self._start_members(trial)
         for key, spec in self.members(trial):
             self._finish(key, {"status": "failed"}, error=error, spec=spec, last=self.last.get(key, {}), trial=trial)
@@ -317,7 +328,7 @@ class TrialTracker(Callback):
         for key, spec in self.members(trial):
             self._fault(key, {"status": "failed", "error": error, "error_kind": "storage"}, spec)
 
-    def _lost_worker(self, trial, exc: BaseException) -> None:
+    def _lost_worker(self, trial, exc: BaseException, why: str = "") -> None:
         """`trial`'s worker process was lost once more after its last retry
         (killed, out of memory, its node died): a fault of each of its configs."""
         self._start_members(trial)
@@ -325,7 +336,7 @@ class TrialTracker(Callback):
         cause = getattr(exc, "cause", None) or exc  # a RayTaskError carrying the loss: name the loss
         for key, spec in self.members(trial):
             lost = self.retries.get(key, 0) + 1
-            error = f"its worker process was lost {lost} time{'s' if lost > 1 else ''} ({type(cause).__name__}: {lines[0] if lines else 'no detail'})"
+            error = f"{why}its worker process was lost {lost} time{'s' if lost > 1 else ''} ({type(cause).__name__}: {lines[0] if lines else 'no detail'})"
             self._fault(key, {"status": "failed", "error": error, "error_kind": "lost"}, spec)
 
     def _fault(self, key: str, final: dict, spec: dict) -> None:

@@ -97,3 +97,5 @@ def test_stall_timeout_ends_a_stopped_trials_process_and_ray_retries_it_from_its
         {k: [r.data.tags["awnn.status"] for r in rs] for k, rs in by_key.items()}
     run = by_key[key][0]
     assert run.data.metrics["epochs_run"] == EPOCHS and run.data.metrics.get("retries") == 1, run.data.metrics
+    # the run says why it was retried (MLflow UI: its last_error tag)
+    assert re.match(r"ended by --stall-timeout 5s after \S+ without a report: ", run.data.tags.get("awnn.last_error", "")), run.data.tags
