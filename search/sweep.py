@@ -190,6 +190,7 @@ class Comparison:
         task = load_task(self.task, self.data_root)  # raises DataError naming the file
         if self.folds > 1:
             self.folds_digest = task.folds_digest
+
     def log(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 

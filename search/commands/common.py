@@ -25,7 +25,7 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--stall-timeout", type=float, default=0.0, metavar="SECONDS",
                    help="end the process of a running trial that has reported nothing for this long (with the same 10x-gap "
                         "and --report-interval allowance), so that Ray Tune retries it from its last checkpoint; for sweeps "
-                        "nobody watches (default 0: never; a trial that has not reported yet is only named)")
+                        "nobody watches (default 0: never)")
     p.add_argument("--fuse", type=fuse_flag, default="auto", metavar="N|auto",
                    help="train up to N fixed-grid selection configs of one shape as one stacked model in one Ray trial "
                         "(each keeps its own MLflow run; docs/design.md 'Fused trials'); 1 = one config per trial; "
