@@ -11,10 +11,17 @@ is not resumed: two drivers on one comparison each ran every unfinished
 trial, so every config got two finished runs and its cost twice (measured:
 a `--resume` typed while the first driver still ran, both exited 0).
 
-Two `--resume` started within the same second can still both go on (the
-check and the tag are not one transaction: a SQLite store and a tracking
-server give none); the lease covers the case that happens, a driver that
-is still running when someone resumes it.
+Between a driver's start and its first tags (its imports, Ray's start:
+seconds) MLflow shows nothing of it: two `--resume` of a stopped comparison
+typed in two terminals, or a scheduler's retry beside the user's, both went
+on and ran every unfinished trial twice.  On one machine a lock closes that
+window (`hold_comparison`: flock on a file in the temporary folder, named
+after the store and the comparison, held until the process ends however it
+ends): a driver takes it when it creates a comparison and before it adopts
+one; a second driver finds it held and refuses.  Drivers on two machines
+that resume one comparison within those seconds are still not told apart
+(a SQLite store and a tracking server give no transaction across the check
+and the tag).
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ from typing import Callable, Mapping
 
 from tracking.contract import Tag
 
-__all__ = ["HEARTBEAT_S", "LEASE_S", "driver_tags", "live_driver", "start_heartbeat"]
+__all__ = ["HEARTBEAT_S", "LEASE_S", "driver_tags", "live_driver", "start_heartbeat", "hold_comparison"]
 
 HEARTBEAT_S = 15.0  # how often a working driver renews its heartbeat
 LEASE_S = 90.0  # a driver on another machine whose heartbeat is younger is taken to be alive
@@ -93,3 +100,41 @@ def start_heartbeat(write: Callable[[dict[str, str]], None], interval: float = H
 
     threading.Thread(target=beat, name="awnn-heartbeat", daemon=True).start()
     return stop.set
+
+
+_held: dict[str, int] = {}  # lock file -> its open descriptor, for the life of this process
+
+
+def hold_comparison(uri: str, comparison: str) -> str | None:
+    """Take this machine's lock on `comparison` of the store `uri` for the rest
+    of this process (released by the kernel when it ends, however it ends).
+    None when this process holds it now (or the lock cannot be used here: a
+    temporary folder this user cannot write); else who holds it, in words."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    if uri.startswith("sqlite:///"):  # one store, however its path was written
+        uri = "sqlite:///" + os.path.realpath(uri[len("sqlite:///"):])
+    name = hashlib.sha256(f"{uri}\0{comparison}".encode()).hexdigest()[:24]
+    folder = Path(tempfile.gettempdir()) / "awnn-locks"
+    path = folder / f"{name}.lock"
+    if str(path) in _held:
+        return None
+    try:
+        folder.mkdir(mode=0o1777, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        finally:
+            os.close(fd)
+        return f"another driver on this machine{f', process {holder},' if holder.isdigit() else ''} works on it"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _held[str(path)] = fd
+    return None

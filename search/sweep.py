@@ -137,7 +137,7 @@ class Comparison:
         from mlflow.tracking import MlflowClient
 
         from .errors import SearchError
-        from .lease import live_driver
+        from .lease import hold_comparison, live_driver
 
         init_tracking(self.tracking_uri)  # (a new SQLite store's schema, under its lock, as run() does)
         client = MlflowClient(self.tracking_uri)
@@ -147,12 +147,17 @@ class Comparison:
         roots = client.search_runs([exp.experiment_id], filter_string=tag_equals((Tag.COMPARISON_KEY, self.key), (Tag.KIND, "comparison")),
                                    order_by=["attributes.start_time DESC"], max_results=20)
         root = next((r for r in roots if r.data.tags.get(Tag.STATE) != "finished"), None)  # the one --resume adopts
-        if root is None or root.data.tags.get(Tag.STATE, "running") != "running":  # closed by a driver that stopped
+        if root is None:
             return
-        alive = live_driver(root.data.tags)
+        cid = root.data.tags.get(Tag.COMPARISON, "")
+        alive = live_driver(root.data.tags) if root.data.tags.get(Tag.STATE, "running") == "running" else None
         if alive:
-            raise SearchError(f"--resume: comparison {root.data.tags.get(Tag.COMPARISON)} is running: {alive}; a second driver "
+            raise SearchError(f"--resume: comparison {cid} is running: {alive}; a second driver "
                               "would run its trials again; let it finish, or stop it (Ctrl-C) and then resume")
+        held = hold_comparison(self.tracking_uri, cid)  # a driver that is starting has written nothing yet (search/lease.py)
+        if held:
+            raise SearchError(f"--resume: comparison {cid}: {held}; a second driver would run its trials "
+                              "again; let it finish, or stop it (Ctrl-C) and then resume")
 
     def _search_options(self) -> dict[str, Any]:
         """The options that change what runs (part of the --resume key)."""
@@ -414,7 +419,10 @@ class Comparison:
         return base / f"pending-mlflow-{self.key}.jsonl"
 
     def _start_comparison(self) -> None:
+        from .lease import hold_comparison
+
         self.id = f"{self.task}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        hold_comparison(self.tracking_uri, self.id)  # (new: nobody else holds it) a --resume of it is refused until this process ends
         tags = {
             Tag.KIND: "comparison",
             Tag.COMPARISON: self.id,
@@ -502,12 +510,20 @@ class Comparison:
             raise DataError(f"{self.data_root}: the {self.task} data draws other outer folds than comparison "
                             f"{root.data.tags.get(Tag.COMPARISON)} saved (folds digest {self.folds_digest}, saved {saved}): "
                             f"the data changed since it started; restore it, or run without --resume to start anew")
+        from .errors import SearchError
+        from .lease import hold_comparison
+
+        held = hold_comparison(self.tracking_uri, root.data.tags[Tag.COMPARISON])  # (held since _refuse_live_driver, unless a newer one came)
+        if held:
+            raise SearchError(f"--resume: comparison {root.data.tags[Tag.COMPARISON]}: {held}; a second driver would run its "
+                              "trials again; let it finish, or stop it (Ctrl-C) and then resume")
         self.id = root.data.tags[Tag.COMPARISON]
         self.writer.adopt("cmp", root.info.run_id)
         self.writer.reopen_run("cmp")
         self.writer.set_tags("cmp", {Tag.STATE: "running"})
         storage = self.settings.storage_path()
         return read_prior_attempts(client, exp, self.id, self.writer, lambda key, group: find_checkpoint(storage, self.id, key, group), self.log)
+
 
 def _check_optuna_storage(url: str) -> None:
     """Open (create) the Optuna RDB storage now: a bad URL fails before Ray

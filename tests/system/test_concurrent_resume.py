@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import run_awnn
+from conftest import ROOT, run_awnn
 from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
@@ -71,3 +71,59 @@ def test_live_driver_on_this_machine_by_its_process_elsewhere_by_its_heartbeat()
     assert fresh is not None and "process 4242 on node-7, wrote its heartbeat 20 s ago" in fresh
     assert live_driver({Tag.DRIVER: "node-7|4242", Tag.HEARTBEAT: str(now - LEASE_S - 1)}, now=now) is None
     assert live_driver({Tag.DRIVER: "node-7|4242"}, now=now) is None  # no heartbeat recorded
+
+
+def test_two_resumes_of_a_stopped_comparison_started_together_one_runs_it(tmp_path):
+    """Two `--resume` of an interrupted comparison started at once (two
+    terminals, a scheduler's retry beside the user's): between a driver's
+    start and its first tags MLflow shows nothing of it, so both went on and
+    every unfinished config ran twice.  Now the first to check takes this
+    machine's lock on the comparison (search/lease.py hold_comparison) and
+    the other refuses in one line."""
+    import signal
+
+    grids, budget = write_inputs(tmp_path, 300)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
+    first = Driver(args, cwd=tmp_path)
+    try:
+        wait_for(lambda: any(r.data.tags.get("awnn.status") == "running" for r in trial_runs(tracking)), 180,
+                 "a running trial", first.proc, output=first.output)
+        first.proc.send_signal(signal.SIGINT)
+        assert first.wait(timeout=120) == 130, first.output()[-3000:]
+    finally:
+        first.cleanup()
+    resumes = [Driver(args + ["--resume"], cwd=tmp_path) for _ in range(2)]
+    try:
+        codes = [d.wait(timeout=600) for d in resumes]
+        outs = [d.output() for d in resumes]
+    finally:
+        for d in resumes:
+            d.cleanup()
+    assert sorted(codes) == [0, 2], [o[-2000:] for o in outs]
+    refused = outs[codes.index(2)].strip().splitlines()[-1]
+    assert refused.startswith("awnn sweep: error: --resume: comparison doublemoon-"), refused
+    assert ("another driver on this machine, process " in refused and "works on it" in refused) or " is running: its driver" in refused, refused
+    finished = [r for r in trial_runs(tracking) if r.info.status == "FINISHED"]
+    per_config = Counter((r.data.tags["awnn.phase"], r.data.tags["awnn.trial_key"]) for r in finished)
+    assert set(per_config.values()) == {1} and len(per_config) == 4, per_config
+
+
+def test_the_comparison_lock_is_one_per_store_and_comparison_and_names_its_holder(tmp_path, monkeypatch):
+    from search import lease
+
+    monkeypatch.setattr(lease, "_held", {})
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert lease.hold_comparison(uri, "cmp-1") is None and lease.hold_comparison(uri, "cmp-1") is None  # held: again is fine
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); from search.lease import hold_comparison; "
+             "print(hold_comparison(sys.argv[2], sys.argv[3]))")
+
+    def other(u: str, c: str) -> str:
+        return subprocess.run([sys.executable, "-c", probe, str(ROOT), u, c], cwd=tmp_path, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    assert other(uri, "cmp-1") == f"another driver on this machine, process {os.getpid()}, works on it"
+    assert other("sqlite:///mlflow.db", "cmp-1").endswith("works on it")  # the same store, written relative
+    assert other(uri, "cmp-2") == "None" and other(f"sqlite:///{tmp_path / 'other.db'}", "cmp-1") == "None"
+    for fd in lease._held.values():  # (this test's locks end with it, as a driver's end with its process)
+        os.close(fd)
