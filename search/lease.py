@@ -18,7 +18,9 @@ on and ran every unfinished trial twice.  On one machine a lock closes that
 window (`hold_comparison`: flock on a file in the temporary folder, named
 after the store and the comparison, held until the process ends however it
 ends): a driver takes it when it creates a comparison and before it adopts
-one; a second driver finds it held and refuses.  Drivers on two machines
+one; a second driver finds it held and refuses.  (The lock files, a few
+bytes each in `<tmp>/awnn-locks/`, stay: removing a lock file that another
+process has open lets two processes hold "the" lock.)  Drivers on two machines
 that resume one comparison within those seconds are still not told apart
 (a SQLite store and a tracking server give no transaction across the check
 and the tag).
@@ -122,7 +124,9 @@ def hold_comparison(uri: str, comparison: str) -> str | None:
     if str(path) in _held:
         return None
     try:
-        folder.mkdir(mode=0o1777, exist_ok=True)
+        if not folder.is_dir():
+            folder.mkdir(exist_ok=True)
+            os.chmod(folder, 0o1777)  # every user's drivers keep their locks here (sticky: each removes only its own)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError:
         return None
