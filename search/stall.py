@@ -255,7 +255,8 @@ class StallWatch(Callback):
         silent = fmt_seconds(now - w.last)
         name = self.name(trial)
         try:
-            why = self.end(trial, w.process, self.warn)
+            warn = self.warn
+            why = self.end(trial, w.process, lambda text: warn(f"{text} (trial {name})"))  # (an answer that comes later)
         except Exception as e:  # noqa: BLE001 - the sweep goes on waiting; said
             why = f"{type(e).__name__}: {e}"
         if why is None:
