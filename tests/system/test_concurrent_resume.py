@@ -22,14 +22,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.fault]
 EPOCHS = 500  # ~10 ms an epoch: the sweep (~15 s) outlives the second driver (~3 s to its refusal, before Ray starts)
 
 
-def test_resume_while_the_driver_runs_is_refused_and_the_driver_finishes_alone(tmp_path):
-    grids, budget = write_inputs(tmp_path, EPOCHS)
+def _driver_with_a_running_trial(tmp_path, epochs: int):
+    """A sweep driver (GRID, `epochs` a trial) once one of its trials runs: (driver, its args, tracking URI)."""
+    grids, budget = write_inputs(tmp_path, epochs)
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
     first = Driver(args, cwd=tmp_path)
     try:
         wait_for(lambda: any(r.data.tags.get("awnn.status") == "running" for r in trial_runs(tracking)), 180,
                  "a running trial", first.proc, output=first.output)
+    except BaseException:
+        first.cleanup()
+        raise
+    return first, args, tracking
+
+
+def test_resume_while_the_driver_runs_is_refused_and_the_driver_finishes_alone(tmp_path):
+    first, args, tracking = _driver_with_a_running_trial(tmp_path, EPOCHS)
+    try:
         second = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=300)
         assert first.proc.poll() is None, "the first driver ended before the second one asked: nothing was tested"
         assert second.returncode == 2, second.stderr[-3000:]
@@ -82,13 +92,8 @@ def test_two_resumes_of_a_stopped_comparison_started_together_one_runs_it(tmp_pa
     the other refuses in one line."""
     import signal
 
-    grids, budget = write_inputs(tmp_path, 300)
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
-    first = Driver(args, cwd=tmp_path)
+    first, args, tracking = _driver_with_a_running_trial(tmp_path, 300)
     try:
-        wait_for(lambda: any(r.data.tags.get("awnn.status") == "running" for r in trial_runs(tracking)), 180,
-                 "a running trial", first.proc, output=first.output)
         first.proc.send_signal(signal.SIGINT)
         assert first.wait(timeout=120) == 130, first.output()[-3000:]
     finally:
