@@ -1,9 +1,11 @@
 """`--resume` of a comparison whose driver still runs (the terminal was
 lost, the job looked dead): the second driver refuses in one line (exit 2)
-and touches nothing; the first finishes with one finished run per config.
-Before: both drivers ran every unfinished trial and both exited 0, so each
-config had two finished runs and its cost counted twice.  (search/lease.py;
-a driver that died is resumed at once: tests/system/test_fault_driver.py.)"""
+and touches nothing.  Two `--resume` of a stopped comparison started
+together: one runs it, the other refuses.  Either way each config ends with
+one finished run.  Before: both drivers ran every unfinished trial and both
+exited 0, so each config had two finished runs and its cost counted twice.
+(search/lease.py; a driver that died is resumed at once:
+tests/system/test_fault_driver.py.)"""
 from __future__ import annotations
 
 import os
@@ -22,24 +24,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.fault]
 EPOCHS = 500  # ~10 ms an epoch: the sweep (~15 s) outlives the second driver (~3 s to its refusal, before Ray starts)
 
 
-def _driver_with_a_running_trial(tmp_path, epochs: int):
-    """A sweep driver (GRID, `epochs` a trial) once one of its trials runs: (driver, its args, tracking URI)."""
-    grids, budget = write_inputs(tmp_path, epochs)
+def test_resume_while_the_driver_runs_is_refused_and_of_two_resumes_started_together_one_runs_it(tmp_path):
+    """1. `--resume` while the comparison's driver runs: refused in one line,
+    the driver's trials left alone.  2. That driver stopped (SIGINT), two
+    `--resume` started together (two terminals, a scheduler's retry beside the
+    user's): between a driver's start and its first tags MLflow shows nothing
+    of it, so both went on and every unfinished config ran twice.  Now the
+    first to check takes this machine's lock on the comparison
+    (search/lease.py hold_comparison) and the other refuses in one line; every
+    config ends with one finished run.  (One sequence: one driver start less.)"""
+    import signal
+
+    grids, budget = write_inputs(tmp_path, EPOCHS)
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
     first = Driver(args, cwd=tmp_path)
     try:
         wait_for(lambda: any(r.data.tags.get("awnn.status") == "running" for r in trial_runs(tracking)), 180,
                  "a running trial", first.proc, output=first.output)
-    except BaseException:
-        first.cleanup()
-        raise
-    return first, args, tracking
-
-
-def test_resume_while_the_driver_runs_is_refused_and_the_driver_finishes_alone(tmp_path):
-    first, args, tracking = _driver_with_a_running_trial(tmp_path, EPOCHS)
-    try:
         second = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=300)
         assert first.proc.poll() is None, "the first driver ended before the second one asked: nothing was tested"
         assert second.returncode == 2, second.stderr[-3000:]
@@ -48,13 +50,25 @@ def test_resume_while_the_driver_runs_is_refused_and_the_driver_finishes_alone(t
         assert f"process {first.proc.pid} on this machine, is still running" in line and "stop it (Ctrl-C) and then resume" in line
         running = [r for r in trial_runs(tracking) if r.info.status == "RUNNING"]
         assert running  # the first driver's trials were left alone (not closed as interrupted by the second)
-        assert first.wait(timeout=600) == 0, first.output()[-3000:]
+        first.proc.send_signal(signal.SIGINT)
+        assert first.wait(timeout=120) == 130, first.output()[-3000:]
     finally:
         first.cleanup()
-    runs = trial_runs(tracking)
-    per_config = Counter((r.data.tags["awnn.phase"], r.data.tags["awnn.trial_key"]) for r in runs)
+    resumes = [Driver(args + ["--resume"], cwd=tmp_path) for _ in range(2)]
+    try:
+        codes = [d.wait(timeout=600) for d in resumes]
+        outs = [d.output() for d in resumes]
+    finally:
+        for d in resumes:
+            d.cleanup()
+    assert sorted(codes) == [0, 2], [o[-2000:] for o in outs]
+    refused = outs[codes.index(2)].strip().splitlines()[-1]
+    assert refused.startswith("awnn sweep: error: --resume: comparison doublemoon-"), refused
+    assert ("another driver on this machine, process " in refused and "works on it" in refused) or " is running: its driver" in refused, refused
+    finished = [r for r in trial_runs(tracking) if r.info.status == "FINISHED"]
+    per_config = Counter((r.data.tags["awnn.phase"], r.data.tags["awnn.trial_key"]) for r in finished)
     assert per_config == {("selection", "sel-0000"): 1, ("selection", "sel-0001"): 1, ("selection", "sel-0002"): 1, ("assessment", "ass-01"): 1}
-    assert {(r.info.status, r.data.tags["awnn.status"]) for r in runs} == {("FINISHED", "ok")}
+    assert {r.data.tags["awnn.status"] for r in finished} == {"ok"}
 
 
 def test_live_driver_on_this_machine_by_its_process_elsewhere_by_its_heartbeat():
@@ -81,37 +95,6 @@ def test_live_driver_on_this_machine_by_its_process_elsewhere_by_its_heartbeat()
     assert fresh is not None and "process 4242 on node-7, wrote its heartbeat 20 s ago" in fresh
     assert live_driver({Tag.DRIVER: "node-7|4242", Tag.HEARTBEAT: str(now - LEASE_S - 1)}, now=now) is None
     assert live_driver({Tag.DRIVER: "node-7|4242"}, now=now) is None  # no heartbeat recorded
-
-
-def test_two_resumes_of_a_stopped_comparison_started_together_one_runs_it(tmp_path):
-    """Two `--resume` of an interrupted comparison started at once (two
-    terminals, a scheduler's retry beside the user's): between a driver's
-    start and its first tags MLflow shows nothing of it, so both went on and
-    every unfinished config ran twice.  Now the first to check takes this
-    machine's lock on the comparison (search/lease.py hold_comparison) and
-    the other refuses in one line."""
-    import signal
-
-    first, args, tracking = _driver_with_a_running_trial(tmp_path, 300)
-    try:
-        first.proc.send_signal(signal.SIGINT)
-        assert first.wait(timeout=120) == 130, first.output()[-3000:]
-    finally:
-        first.cleanup()
-    resumes = [Driver(args + ["--resume"], cwd=tmp_path) for _ in range(2)]
-    try:
-        codes = [d.wait(timeout=600) for d in resumes]
-        outs = [d.output() for d in resumes]
-    finally:
-        for d in resumes:
-            d.cleanup()
-    assert sorted(codes) == [0, 2], [o[-2000:] for o in outs]
-    refused = outs[codes.index(2)].strip().splitlines()[-1]
-    assert refused.startswith("awnn sweep: error: --resume: comparison doublemoon-"), refused
-    assert ("another driver on this machine, process " in refused and "works on it" in refused) or " is running: its driver" in refused, refused
-    finished = [r for r in trial_runs(tracking) if r.info.status == "FINISHED"]
-    per_config = Counter((r.data.tags["awnn.phase"], r.data.tags["awnn.trial_key"]) for r in finished)
-    assert set(per_config.values()) == {1} and len(per_config) == 4, per_config
 
 
 def test_the_comparison_lock_is_one_per_store_and_comparison_and_names_its_holder(tmp_path, monkeypatch):
