@@ -2,9 +2,12 @@
 printed every few seconds otherwise, so logs stay readable)."""
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
+import threading
 import time
+from typing import Callable, Iterator
 
 
 def fmt_seconds(s: float) -> str:
@@ -88,3 +91,27 @@ def flight(in_flight: set[str], started: set[str]) -> str:
     running = len(in_flight & started)
     pending = len(in_flight) - running
     return f"{running} running" + (f", {pending} pending" if pending else "")
+
+
+@contextlib.contextmanager
+def said_if_slow(say: Callable[[str], None], what: str, after: float = 30.0, every: float = 120.0) -> Iterator[None]:
+    """Work that is usually quick but may not be (a data read on a network
+    mount, a first processing of a dataset): if it runs past `after` seconds,
+    one line says what and for how long, then again every `every` seconds
+    until it ends - not a silent wait."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def watch() -> None:
+        wait = after
+        while not done.wait(wait):
+            say(f"{what}: {fmt_seconds(time.monotonic() - start)} so far (a slow or unanswering mount? Ctrl-C stops)")
+            wait = every
+    t = threading.Thread(target=watch, name="awnn-slow-work", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join(timeout=1)
+

@@ -192,7 +192,10 @@ class Comparison:
 
         if task_kind(self.task) == "tabular" and self.folds <= 1:
             return
-        task = load_task(self.task, self.data_root)  # raises DataError naming the file
+        from .progress import said_if_slow
+
+        with said_if_slow(self.log, f"reading the {self.task} data under {self.data_root}"):  # (a hung mount blocks here)
+            task = load_task(self.task, self.data_root)  # raises DataError naming the file
         if self.folds > 1:
             self.folds_digest = task.folds_digest
 

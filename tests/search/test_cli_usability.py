@@ -199,3 +199,21 @@ def test_the_summary_says_where_the_runs_are_for_every_kind_of_store():
     assert mlflow_line("http://u:pw@10.0.0.5:5000/", "7") == ("MLflow: http://***@10.0.0.5:5000/  (a tracking server: open "
                                                               "http://10.0.0.5:5000/#/experiments/7 in a browser)")
     assert mlflow_line("https://mlflow.example.org") == "MLflow: https://mlflow.example.org  (a tracking server: open https://mlflow.example.org in a browser)"
+
+
+def test_work_that_runs_long_is_said_and_quick_work_is_not():
+    """The driver's read of a task's data (a hung network mount blocks there,
+    before Ray starts) is no silent wait: past `after` seconds a line says what
+    and how long, then every `every` seconds; quick work says nothing."""
+    import time
+
+    from search.progress import said_if_slow
+
+    said: list[str] = []
+    with said_if_slow(said.append, "reading the mnist data under /mnt/data", after=0.2, every=0.3):
+        time.sleep(0.05)
+    assert said == []
+    with said_if_slow(said.append, "reading the mnist data under /mnt/data", after=0.2, every=0.3):
+        time.sleep(0.65)
+    time.sleep(0.4)  # nothing more once it ended
+    assert len(said) == 2 and all(s.startswith("reading the mnist data under /mnt/data: ") and "so far" in s for s in said), said
