@@ -30,18 +30,64 @@ import numpy as np
 
 from . import DataError
 
-__all__ = ["missing_files_error", "read_rows", "check_tu", "TU_OPTIONAL", "check_idx", "check_mnist", "cifar_batch", "read_text", "check_text_pair"]
+__all__ = ["file_problem", "file_problems", "missing_files_error", "read_rows", "check_tu", "TU_OPTIONAL", "check_idx", "check_mnist", "cifar_batch", "read_text", "check_text_pair"]
+
+
+def file_problem(path: str) -> str | None:
+    """None when `path` is a regular file (through any symbolic link) this
+    process may read; else what it is instead, for an error line: "missing",
+    "a broken symbolic link to ...", "a folder", "a named pipe (FIFO)", ...
+
+    Data files are read by the driver and again by every trial: a named pipe
+    would block each later read for ever, a folder or a device is no data
+    file; each is named as what it is, not as "missing"."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"a broken symbolic link to {os.readlink(path)}"
+        return "missing"
+    except NotADirectoryError:  # a folder on its way is a file (missing_files_error names which)
+        return "missing"
+    except PermissionError:
+        return "not reachable by this user (permission denied on a folder above it)"
+    except OSError as e:  # a gone mount (ESTALE, EIO), a loop of links
+        return f"unreadable here ({e.strerror or e})"
+    if stat.S_ISREG(st.st_mode):
+        return None if os.access(path, os.R_OK) else "not readable by this user (permission denied)"
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((f"{name}, not a regular file" for test, name in kinds if test(st.st_mode)), "not a regular file")
+
+
+def file_problems(folder: str, files: list[str]) -> str | None:
+    """The problems of `files` in `folder` (file_problem) in one phrase, or
+    None when every one is a readable regular file: "missing: a, b; c is a
+    folder, not a regular file"."""
+    found = {f: file_problem(os.path.join(folder, f)) for f in files}
+    missing = [f for f, p in found.items() if p == "missing"]
+    parts = [f"missing: {', '.join(missing)}"] if missing else []
+    parts += [f"{f} is {p}" for f, p in found.items() if p and p != "missing"]
+    return "; ".join(parts) or None
 
 
 def missing_files_error(what: str, folder: str, files: list[str], layout: str, hint: str = "", kind: str = "files") -> DataError | None:
-    """The one-line error for the `files` missing from `folder` (None if none
-    is): it names the folder, the files, and the `--data-root` that must hold
+    """The one-line error for the `files` of `folder` that are missing or no
+    readable regular file (None if every one is): it names the folder, the
+    files, what is wrong with each, and the `--data-root` that must hold
     `layout` (the folder relative to the data root)."""
-    missing = [f for f in files if not os.path.isfile(os.path.join(folder, f))]
-    if not missing:
+    problems = file_problems(folder, files)
+    if not problems:
         return None
+    above = folder
+    while above and not os.path.lexists(above) and os.path.dirname(above) != above:
+        above = os.path.dirname(above)
+    if above and os.path.lexists(above) and not os.path.isdir(above):  # e.g. --data-root names a file
+        problems = f"{above} is a file, not a folder"
     extra = f"; {hint}" if hint else ""
-    return DataError(f"{what}: expected {kind} {', '.join(files)} in {folder} (missing: {', '.join(missing)}){extra}; "
+    return DataError(f"{what}: expected {kind} {', '.join(files)} in {folder} ({problems}){extra}; "
                      f"--data-root must name the folder that holds {layout} (nothing is downloaded)")
 
 
@@ -148,7 +194,10 @@ def check_tu(raw: str, name: str) -> int:
                         f"expected edges for the last graph too (graphs {last + 1}..{n_graphs} have none: is the file cut?)")
     counts["edges"] = len(edges)
     for part, (per, integer) in TU_OPTIONAL.items():
-        if os.path.isfile(path[part]):
+        problem = file_problem(path[part])
+        if problem not in (None, "missing"):  # an optional file that is there but no readable file is no absent one
+            raise DataError(f"{path[part]}: {problem}; expected a readable text file (or no file: it is optional)")
+        if problem is None:
             _check_count(path[part], len(read_rows(path[part], None, integer)), counts[per], per[:-1], path["A" if per == "edges" else "graph_indicator"])
     return n_graphs
 

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from . import DataError, Task
-from .checks import check_text_pair
+from .checks import check_text_pair, missing_files_error
 from .splits import Split, index_batches
 
 __all__ = ["WordTokenizer", "GPT2Tokenizer", "TextTask", "load_multi30k", "WORD_MIN_FREQ"]
@@ -167,9 +167,11 @@ class GPT2Tokenizer:
 
 
 def _find(folder: str, split: str, lang: str) -> str | None:
+    """The first of the split's file names present in `folder` (a file, or
+    anything else by that name: load_multi30k says what is wrong with it)."""
     for stem in SPLIT_FILES[split]:
         path = os.path.join(folder, f"{stem}.{lang}")
-        if os.path.isfile(path):
+        if os.path.lexists(path):
             return path
     return None
 
@@ -236,11 +238,10 @@ def load_multi30k(data_root: str | None = None, data_seed: int = 0, tokenizer: s
     root = data_root or "data"
     folder = os.path.join(root, "multi30k")
     paths = {(split, lang): _find(folder, split, lang) for split in SPLIT_FILES for lang in LANGS}
-    missing = [f"{SPLIT_FILES[s][0]}.{l}" for (s, l), p in paths.items() if p is None]
-    if missing:
-        expected = ", ".join(f"{SPLIT_FILES[s][0]}.{l}" for s in SPLIT_FILES for l in LANGS)
-        raise DataError(f"Multi30k: expected the parallel text files {expected} in {folder} (missing: {', '.join(missing)}); "
-                        "--data-root must name the folder that holds multi30k (nothing is downloaded)")
+    names = [os.path.basename(p) if p else f"{SPLIT_FILES[s][0]}.{l}" for (s, l), p in paths.items()]
+    error = missing_files_error("Multi30k", folder, names, "multi30k", kind="the parallel text files")
+    if error:
+        raise error
     text = {}
     for split in SPLIT_FILES:  # not empty, utf-8, complete last lines, as many lines in both: DataError naming the file
         text[split, "en"], text[split, "de"] = check_text_pair(paths[split, "en"], paths[split, "de"])

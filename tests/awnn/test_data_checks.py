@@ -225,3 +225,71 @@ def test_text_empty_file_and_bad_utf8_name_the_file(text):
         f.seek(mid_line_offset(path["val.de"], 5))
         f.write(b"\xff")
     assert data_error("multi30k", root) == f"{path['val.de']}, line 5: expected utf-8 text, found the byte 0xff"
+
+
+# ------------------------------------------------------------------ what stands where a data file should be
+def _as_fifo(path):
+    os.remove(path)
+    os.mkfifo(path)  # read by the driver, then by every trial: each later read would block for ever
+    return "a named pipe (FIFO), not a regular file"
+
+
+def _as_folder(path):
+    os.remove(path)
+    os.mkdir(path)
+    return "a folder, not a regular file"
+
+
+def _as_broken_link(path):
+    os.remove(path)
+    os.symlink("/no/such/volume/file", path)  # a link into an unmounted volume
+    return "a broken symbolic link to /no/such/volume/file"
+
+
+def _unreadable(path):
+    if os.geteuid() == 0:
+        pytest.skip("root reads any file")
+    os.chmod(path, 0)
+    return "not readable by this user (permission denied)"
+
+
+def _file_set(task, root):
+    """(task name, the data root, one required file of it) for each file-backed domain."""
+    if task == "nci1":
+        pytest.importorskip("torch_geometric")
+        write_tu(root, "NCI1", n_graphs=60)
+        return str(root / "NCI1" / "raw" / "NCI1_graph_labels.txt")
+    if task == "mnist":
+        pytest.importorskip("torchvision")
+        make_mnist(root)
+        return str(root / "MNIST" / "raw" / "t10k-labels-idx1-ubyte")
+    if task == "cifar10":
+        pytest.importorskip("torchvision")
+        make_cifar(root)
+        return str(root / "cifar-10-batches-py" / "data_batch_2")
+    folder = write_multi30k(root)
+    return os.path.join(folder, "val.de")
+
+
+@pytest.mark.parametrize("task", ["nci1", "mnist", "cifar10", "multi30k"])
+@pytest.mark.parametrize("make", [_as_fifo, _as_folder, _as_broken_link, _unreadable], ids=["fifo", "folder", "broken-link", "unreadable"])
+def test_a_data_file_that_is_no_readable_file_is_named_as_what_it_is(tmp_path, task, make):
+    path = _file_set(task, tmp_path)
+    what = make(path)
+    msg = data_error(task, tmp_path)  # (returns: a named pipe is never opened)
+    assert f"{os.path.basename(path)} is {what}" in msg, msg
+    assert "missing" not in msg, msg
+    assert f"in {os.path.dirname(path)} (" in msg, msg
+
+
+@pytest.mark.parametrize("task", ["nci1", "mnist", "cifar10", "multi30k"])
+def test_a_data_root_that_is_a_file_is_named(tmp_path, task):
+    root = tmp_path / "data.tar"
+    root.write_bytes(b"not a folder")
+    assert f"({root} is a file, not a folder)" in data_error(task, root)
+
+
+def test_an_optional_tu_file_that_is_no_readable_file_is_an_error_not_an_absent_file(tu):
+    root, path = tu
+    _as_fifo(path["node_labels"])
+    assert data_error("nci1", root) == f"{path['node_labels']}: a named pipe (FIFO), not a regular file; expected a readable text file (or no file: it is optional)"
