@@ -43,8 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .errors import user_errors
-
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
     if extras:  # as parse_args, but from the subcommand's parser, with the flags closest to each unknown one
@@ -56,6 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     # with pending tracking writes flushed, resumable with --resume.
     signals.enable()
     tune_environment()  # Ray Tune's settings, before any command imports Ray
+    with signals.guard_output():  # a reader gone away (`| head`) interrupts the command: see search/signals.py
+        code = _run(args)
+    # its output closed: 141, as a command that SIGPIPE ended (one that failed for another reason keeps its exit code)
+    return 141 if signals.output_closed() and code in (0, 130) else code
+
+
+def _run(args) -> int:
+    from .errors import user_errors
+
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader went away (`awnn grids | head`): end quietly, as a command killed by SIGPIPE
@@ -82,7 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, SystemExit) as e:
         if isinstance(e, SystemExit) and not signals.ray_sigterm(e):
             raise
-        hint = "; run the same command with --resume to continue" if args.command in ("sweep", "compare") else ""
+        resumable = args.command in ("sweep", "compare")
+        hint = "; run the same command with --resume to continue" if resumable else ""
+        closed = signals.output_closed()
+        if closed:  # (stderr closed: this line goes to /dev/null; `awnn grids | head`: nothing to say)
+            if resumable:
+                print(f"awnn {args.command}: its output ({closed}) was closed by its reader: interrupted as by Ctrl-C{hint}", file=sys.stderr)
+            return 141
         print(f"awnn {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as e:

@@ -26,7 +26,18 @@ Each used to raise another KeyboardInterrupt wherever the stopping code
 was: inside the closing of the MLflow runs, or Ray's exit handler, which
 printed a traceback and then crashed (exit 139, a segmentation fault in
 Ray's teardown).  SIGKILL still stops it at once; `--resume` then closes
-what it left open."""
+what it left open.
+
+A closed output stops a command the same way (`guard_output`): the reader
+of a pipe that went away (`awnn compare ... 2>&1 | head`, a `tee` that
+ended) made each later write of the driver raise BrokenPipeError wherever
+it printed, and Ray Tune swallows an exception raised in a callback
+(`stop_trial` logs it): a sweep's closing line raised before the sweep was
+closed, the driver ran on to the end and left the comparison `finished`
+with its sweeps RUNNING.  Now the first write that finds its reader gone
+sends the stream to /dev/null and interrupts the command as Ctrl-C does
+(a KeyboardInterrupt: a BaseException, which Tune does not swallow);
+`output_closed` names the stream for the CLI's exit (141, as for SIGPIPE)."""
 from __future__ import annotations
 
 import os
@@ -34,7 +45,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["enable", "restore", "ray_sigterm"]
+__all__ = ["enable", "restore", "ray_sigterm", "guard_output", "output_closed"]
 
 _enabled = False
 _signals: list[int] = []
@@ -74,3 +85,71 @@ def ray_sigterm(exit: SystemExit) -> bool:
     """`exit` is what Ray's SIGTERM handler raises (`sys.exit(signum)`) while
     the CLI handles SIGTERM: the command was told to stop."""
     return _enabled and exit.code == signal.SIGTERM
+
+
+# ------------------------------------------------------------ a closed output
+_closed: list[str] = []  # the streams ("stdout", "stderr") whose reader went away
+
+
+def output_closed() -> str | None:
+    """The first of the command's outputs whose reader went away (guard_output), or None."""
+    return _closed[0] if _closed else None
+
+
+def _reader_gone(stream, name: str) -> None:
+    """`stream`'s reader went away: later writes go to /dev/null, and the command is interrupted once."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError):  # (a stream without a file descriptor: its writes keep failing, quietly)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    if name in _closed:
+        return
+    _closed.append(name)
+    if not _enabled or _stopping:  # a library caller's streams, or already stopping: nothing more to stop
+        return
+    if threading.current_thread() is threading.main_thread():
+        _stopping.append(-1)
+        raise KeyboardInterrupt
+    import _thread
+
+    _thread.interrupt_main(signal.SIGINT)  # (runs our handler, or Python's default: a KeyboardInterrupt in the main thread)
+
+
+class _Guarded:
+    """A stream whose writes never raise BrokenPipeError: see _reader_gone."""
+
+    def __init__(self, stream, name: str):
+        self._stream, self._name = stream, name
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            _reader_gone(self._stream, self._name)
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _reader_gone(self._stream, self._name)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class guard_output:
+    """Within it, sys.stdout and sys.stderr are _Guarded (restored after)."""
+
+    def __enter__(self):
+        _closed.clear()
+        self._saved = sys.stdout, sys.stderr
+        sys.stdout = _Guarded(sys.stdout, "stdout") if sys.stdout is not None else None
+        sys.stderr = _Guarded(sys.stderr, "stderr") if sys.stderr is not None else None
+        return self
+
+    def __exit__(self, *exc):
+        sys.stdout, sys.stderr = self._saved
+        return False

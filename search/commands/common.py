@@ -163,7 +163,10 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
 
         rest = (f"the report was not written: {report_command(comparison)} writes it (so does the same command with --resume)"
                 if kind == "compare" else f"only its summary was cut short ({report_command(comparison)} writes the full report)")
-        print(f"awnn {kind}: interrupted after comparison {comparison.id} had finished: its results are complete in MLflow; {rest}",
+        from .. import signals
+
+        why = f"its output ({signals.output_closed()}) was closed by its reader" if signals.output_closed() else "interrupted"
+        print(f"awnn {kind}: {why} after comparison {comparison.id} had finished: its results are complete in MLflow; {rest}",
               file=sys.stderr)
         return 130
     if comparison.already_finished:
