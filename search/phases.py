@@ -30,6 +30,8 @@ import sys
 import time
 from typing import Any, Callable, Mapping, Protocol, TextIO
 
+from tracking.hooks import past_tune
+
 from .budget import Budget
 from .errors import TrialsNotRun
 from .progress import ProgressLine, flight, fmt_seconds
@@ -119,6 +121,7 @@ class PhasedSearcher(_SearcherBase):
     def save_to_dir(self, *args, **kwargs) -> None:  # resuming is done from MLflow, not from Ray's state
         pass
 
+    @past_tune  # (Tune would swallow its error: tracking/hooks.py)
     def on_trial_complete(self, trial_id, result=None, error=False) -> None:
         source = self.tpe_trials.pop(trial_id, None)
         if source is not None:

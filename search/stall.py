@@ -49,6 +49,8 @@ from typing import Callable
 
 from ray.tune import Callback
 
+from tracking.hooks import past_tune
+
 from .progress import fmt_seconds
 
 __all__ = ["StallWatch", "GAP_FACTOR", "end_trial", "end_worker", "end_ray_worker"]
@@ -208,6 +210,7 @@ class StallWatch(Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.running.pop(trial.trial_id, None)  # its retry starts afresh (on_trial_start)
 
+    @past_tune  # (Tune would swallow its error: tracking/hooks.py)
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.running.pop(trial.trial_id, None)
 

@@ -65,6 +65,7 @@ from typing import Callable
 from ray.tune import Callback
 
 from .contract import EPOCH_METRICS, FAULT_KINDS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, is_epoch_metric, lost_worker, storage_fault_text
+from .hooks import past_tune
 from .store import TrackingWriter
 from .trial_note import trial_note
 
@@ -299,6 +300,7 @@ class TrialTracker(Callback):
             if key in self.started:  # else its run starts with these tags when the retry starts
                 self.writer.set_tags(key, {Tag.RETRIES: self.retries[key], Tag.LAST_ERROR: error})
 
+    @past_tune  # (Tune would swallow its error: tracking/hooks.py)
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._start_members(trial)
         for key, spec in self.members(trial):

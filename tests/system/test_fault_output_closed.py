@@ -6,7 +6,8 @@ SIGPIPE ended) and `--resume` finishes the comparison.
 Before (search/signals.py): each later write raised BrokenPipeError wherever
 the driver printed; raised in a Ray Tune callback (a sweep's closing line) it
 was swallowed by Tune, the sweep stayed RUNNING, and the driver ran on to mark
-the comparison `finished` over it."""
+the comparison `finished` over it.  The class: any error in the driver's hooks
+for a trial's end (tracking/hooks.py), tested last with an injected bug."""
 from __future__ import annotations
 
 import os
@@ -157,3 +158,37 @@ def test_a_closed_output_met_in_another_thread_interrupts_the_main_thread():
         for s, h in handlers.items():
             signal.signal(s, h)
         stream.close()
+
+
+# a bug in the driver's bookkeeping of a trial's end, injected into a real driver: SweepRuns.sweep_ended raises once
+BUGGY_DRIVER = """
+import sys
+import search.sweep_runs as m
+def sweep_ended(self, *args, **kwargs):
+    raise RuntimeError("injected: a bug in closing a sweep")
+m.SweepRuns.sweep_ended = sweep_ended
+from search.cli import entry
+entry()
+"""
+
+
+@pytest.mark.timeout(400)
+def test_an_error_in_the_drivers_handling_of_a_trials_end_stops_it_loudly_not_swallowed_by_tune(tmp_path):
+    """The class the closed output belonged to (tracking/hooks.py): an error in a Tune hook for a trial's end.
+    Before: Tune logged it and ran on; the sweep stayed RUNNING under a comparison marked finished."""
+    epochs = 5
+    grids, budget = write_inputs(tmp_path, epochs)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = sweep_args(tmp_path, grids, budget, tracking)
+    env = os.environ.copy()
+    env.pop("RAY_ADDRESS", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, "-c", BUGGY_DRIVER, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert "tracking.hooks.DriverBug:" in p.stderr and "RuntimeError: injected: a bug in closing a sweep" in p.stderr, p.stderr[-3000:]
+    runs = _all_runs(tracking)
+    assert not [r.info.run_name for r in runs if r.info.status == "RUNNING"]
+    (cmp_run,) = [r for r in runs if r.data.tags["awnn.kind"] == "comparison"]
+    assert (cmp_run.info.status, cmp_run.data.tags["awnn.state"]) == ("FAILED", "failed")
+    resume_finishes(args, tmp_path, tracking, epochs)
