@@ -59,7 +59,7 @@ def _end(proc: subprocess.Popen, marker: str) -> None:
 
 @pytest.mark.timeout(400)
 def test_the_reader_of_its_output_gone_mid_sweep_interrupts_the_driver_and_resume_finishes(tmp_path):
-    epochs = 20
+    epochs = 5
     grids, budget = write_inputs(tmp_path, epochs)
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking)
