@@ -168,7 +168,8 @@ def _within(width: float, task: str) -> bool:
     return math.isfinite(width) and abs(width - PAPER_TABLE1[task][1]) <= 2 * PAPER_WIDTH_STD[task]
 
 
-def _print_table(claim: str, rows: list[dict[str, Any]], verdicts: dict[str, Any], out=sys.stdout) -> None:
+def _print_table(claim: str, rows: list[dict[str, Any]], verdicts: dict[str, Any], out=None) -> None:
+    out = out if out is not None else sys.stdout  # (at call time: the stream the CLI guards, search/signals.py)
     print(f"\nawnn study {claim}", file=out)
     header = f"{'profile':<11} {'task':<11} {'selected (layers, act, sigma)':<30} {'test acc %':>16} {'width':>14} {'paper':>16}"
     print(header, file=out)

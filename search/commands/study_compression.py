@@ -212,7 +212,8 @@ def _cell(mean: float, std: float) -> str:
     return f"{mean:7.1f} +- {std:<6.1f}"
 
 
-def print_table(rows: list[dict[str, Any]], verdicts: dict[str, Any], epochs: int, schedule: tuple[int, int], out=sys.stdout) -> None:
+def print_table(rows: list[dict[str, Any]], verdicts: dict[str, Any], epochs: int, schedule: tuple[int, int], out=None) -> None:
+    out = out if out is not None else sys.stdout  # (at call time: the stream the CLI guards, search/signals.py)
     start, end = schedule
     print(f"\nawnn study compression: {TASK}, 1 hidden layer, ReLU6, p(theta) uninformative, {epochs} epochs", file=out)
     print(f"compressed: p(rate) = N({RATE_MEAN}, s) from epoch {start}, s {STD_START} -> {STD_END} by epoch {end} "
