@@ -109,7 +109,8 @@ _held: dict[str, int] = {}  # lock file -> its open descriptor, for the life of 
 
 def hold_comparison(uri: str, comparison: str) -> str | None:
     """Take this machine's lock on `comparison` of the store `uri` for the rest
-    of this process (released by the kernel when it ends, however it ends).
+    of this process (released by the kernel when it ends, however it ends;
+    its file removed at a normal end: release_comparisons).
     None when this process holds it now (or the lock cannot be used here: a
     temporary folder this user cannot write); else who holds it, in words."""
     import fcntl
@@ -123,22 +124,59 @@ def hold_comparison(uri: str, comparison: str) -> str | None:
     path = folder / f"{name}.lock"
     if str(path) in _held:
         return None
-    try:
-        if not folder.is_dir():
-            folder.mkdir(exist_ok=True)
-            os.chmod(folder, 0o1777)  # every user's drivers keep their locks here (sticky: each removes only its own)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    for _ in range(5):  # (a holder that ended removed the file between our open and our lock: take the new one)
         try:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-        finally:
-            os.close(fd)
-        return f"another driver on this machine{f', process {holder},' if holder.isdigit() else ''} works on it"
+            if not folder.is_dir():
+                folder.mkdir(exist_ok=True)
+                os.chmod(folder, 0o1777)  # every user's drivers keep their locks here (sticky: each removes only its own)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            finally:
+                os.close(fd)
+            return f"another driver on this machine{f', process {holder},' if holder.isdigit() else ''} works on it"
+        if _names(path, fd):
+            break
+        os.close(fd)  # a lock on a removed file locks nothing
+    else:
+        return None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
+    if not _held:
+        import atexit
+
+        atexit.register(release_comparisons)
     _held[str(path)] = fd
     return None
+
+
+def _names(path: Path, fd: int) -> bool:
+    """`path` still names the file open as `fd`."""
+    try:
+        a, b = os.stat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def release_comparisons() -> None:
+    """Remove this process's comparison lock files, then release them (at its
+    exit: search/tune.exit_now calls it too, as it skips the exit handlers).
+    Removed while still locked, so a driver that opened one meanwhile finds
+    it gone (`_names`) and takes a new one; a driver that was killed leaves
+    its file, which the next holder reuses and removes."""
+    for path, fd in list(_held.items()):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held.clear()

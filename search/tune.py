@@ -431,9 +431,12 @@ def exit_now(code: int) -> None:
     import logging
     import sys
 
+    from .lease import release_comparisons
+
     warm_dir = _WARMING.get("dir") or os.environ.get("AWNN_WARM_DIR")
     if warm_dir and warm_dir.startswith(tempfile.gettempdir()):
         shutil.rmtree(warm_dir, ignore_errors=True)
+    release_comparisons()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

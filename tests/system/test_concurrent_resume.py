@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -113,5 +114,58 @@ def test_the_comparison_lock_is_one_per_store_and_comparison_and_names_its_holde
     assert other(uri, "cmp-1") == f"another driver on this machine, process {os.getpid()}, works on it"
     assert other("sqlite:///mlflow.db", "cmp-1").endswith("works on it")  # the same store, written relative
     assert other(uri, "cmp-2") == "None" and other(f"sqlite:///{tmp_path / 'other.db'}", "cmp-1") == "None"
-    for fd in lease._held.values():  # (this test's locks end with it, as a driver's end with its process)
-        os.close(fd)
+    held = [Path(p) for p in lease._held]
+    assert len(held) == 1 and held[0].is_file()
+    lease.release_comparisons()  # (as at a driver's exit) the file goes with the lock
+    assert not held[0].exists() and lease._held == {}
+    assert other(uri, "cmp-1") == "None"
+
+
+def test_a_comparison_lock_file_is_removed_when_its_holder_ends_and_one_removed_under_a_new_holder_is_taken_again(tmp_path, monkeypatch):
+    """Lock files do not pile up in <tmp>/awnn-locks: a driver removes its own as it ends (exit handlers, or
+    search/tune.exit_now); a killed one leaves it, for the next holder to reuse.  A file removed between a new
+    holder's open and its lock (the last holder ending then) is no lock: the new holder takes the file now there."""
+    import signal
+
+    from search import lease
+
+    monkeypatch.setattr(lease, "_held", {})
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # (a lock folder of this test's own)
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    locks = tmp_path / "awnn-locks"
+    hold = ("import sys, os, signal; sys.path.insert(0, sys.argv[1]); from search.lease import hold_comparison; "
+            "print(hold_comparison(sys.argv[2], 'cmp-1'), flush=True); sys.argv[3] == 'kill' and os.kill(os.getpid(), signal.SIGKILL)")
+
+    def holder(how: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", hold, str(ROOT), uri, how], cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
+    p = holder("exit")
+    assert (p.returncode, p.stdout.strip()) == (0, "None") and list(locks.iterdir()) == []  # removed at its exit
+    p = holder("kill")
+    assert p.returncode == -signal.SIGKILL and len(list(locks.iterdir())) == 1  # a killed holder leaves its file
+    assert lease.hold_comparison(uri, "cmp-1") is None  # ... which the next holder reuses
+    (path,) = map(Path, lease._held)
+    assert path.parent == locks and path.read_text() == str(os.getpid())
+    lease.release_comparisons()
+    assert list(locks.iterdir()) == []
+
+    # the race: the file is removed after our open, before our lock (its holder ending): the lock must be on the new file
+    import fcntl
+
+    real_flock, calls = fcntl.flock, []
+
+    def flock_after_the_holder_ended(fd, op):
+        calls.append(fd)
+        if len(calls) == 1:
+            os.unlink(path)  # the old holder's release, just before our lock
+        return real_flock(fd, op)
+    monkeypatch.setattr(fcntl, "flock", flock_after_the_holder_ended)
+    assert lease.hold_comparison(uri, "cmp-1") is None
+    (fd,) = lease._held.values()
+    assert len(calls) == 2 and path.is_file() and os.fstat(fd).st_ino == os.stat(path).st_ino  # locked again, on the file there now
+    monkeypatch.setattr(fcntl, "flock", real_flock)
+    assert holder("exit").stdout.strip().endswith("works on it")  # the lock really is on the file others find
+    lease.release_comparisons()
