@@ -56,8 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     tune_environment()  # Ray Tune's settings, before any command imports Ray
     with signals.guard_output():  # a reader gone away (`| head`) interrupts the command: see search/signals.py
         code = _run(args)
-    # its output closed: 141, as a command that SIGPIPE ended (one that failed for another reason keeps its exit code)
-    return 141 if signals.output_closed() and code in (0, 130) else code
+    # its output closed: 141, as a command that SIGPIPE ended; unwritable otherwise: 2 (one that failed for another
+    # reason keeps its exit code)
+    fault = signals.output_fault()
+    if fault and code in (0, 130):
+        return 141 if isinstance(fault[1], BrokenPipeError) else 2
+    return code
 
 
 def _run(args) -> int:
@@ -91,11 +95,18 @@ def _run(args) -> int:
             raise
         resumable = args.command in ("sweep", "compare")
         hint = "; run the same command with --resume to continue" if resumable else ""
-        closed = signals.output_closed()
-        if closed:  # (stderr closed: this line goes to /dev/null; `awnn grids | head`: nothing to say)
-            if resumable:
-                print(f"awnn {args.command}: its output ({closed}) was closed by its reader: interrupted as by Ctrl-C{hint}", file=sys.stderr)
-            return 141
+        fault = signals.output_fault()
+        if fault:  # (stderr unwritable: this line goes to /dev/null; `awnn grids | head`: nothing to say)
+            stream, error = fault
+            if isinstance(error, BrokenPipeError):
+                if resumable:
+                    print(f"awnn {args.command}: its output ({stream}) was closed by its reader: interrupted as by Ctrl-C{hint}", file=sys.stderr)
+                return 141
+            import os
+
+            print(f"awnn {args.command}: error: cannot write its output ({stream}): {os.strerror(error.errno) if error.errno else error}"
+                  f"{'; interrupted as by Ctrl-C' + hint if resumable else ''}", file=sys.stdout if stream == "stderr" else sys.stderr)
+            return 2
         print(f"awnn {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as e:

@@ -28,8 +28,8 @@ printed a traceback and then crashed (exit 139, a segmentation fault in
 Ray's teardown).  SIGKILL still stops it at once; `--resume` then closes
 what it left open.
 
-A closed output stops a command the same way (`guard_output`): the reader
-of a pipe that went away (`awnn compare ... 2>&1 | head`, a `tee` that
+An output that cannot be written stops a command the same way
+(`guard_output`): the reader of a pipe that went away (`awnn compare ... 2>&1 | head`, a `tee` that
 ended) made each later write of the driver raise BrokenPipeError wherever
 it printed, and Ray Tune swallows an exception raised in a callback
 (`stop_trial` logs it): a sweep's closing line raised before the sweep was
@@ -37,7 +37,10 @@ closed, the driver ran on to the end and left the comparison `finished`
 with its sweeps RUNNING.  Now the first write that finds its reader gone
 sends the stream to /dev/null and interrupts the command as Ctrl-C does
 (a KeyboardInterrupt: a BaseException, which Tune does not swallow);
-`output_closed` names the stream for the CLI's exit (141, as for SIGPIPE)."""
+`output_fault` names the stream and the error for the CLI's exit (141, as
+for SIGPIPE).  Likewise any other OSError of a write to stdout or stderr:
+a file they were redirected to whose disk is full (exit 2, its line
+naming the stream and the error)."""
 from __future__ import annotations
 
 import os
@@ -45,7 +48,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["enable", "restore", "ray_sigterm", "guard_output", "output_closed"]
+__all__ = ["enable", "restore", "ray_sigterm", "guard_output", "output_closed", "output_fault"]
 
 _enabled = False
 _signals: list[int] = []
@@ -88,25 +91,31 @@ def ray_sigterm(exit: SystemExit) -> bool:
 
 
 # ------------------------------------------------------------ a closed output
-_closed: list[str] = []  # the streams ("stdout", "stderr") whose reader went away
+_closed: list[tuple[str, OSError]] = []  # the streams ("stdout", "stderr") that could not be written, and why
 
 
 def output_closed() -> str | None:
-    """The first of the command's outputs whose reader went away (guard_output), or None."""
+    """The first of the command's outputs that could not be written (guard_output), or None."""
+    return _closed[0][0] if _closed else None
+
+
+def output_fault() -> tuple[str, OSError] | None:
+    """(stream, error) of the first output that could not be written: BrokenPipeError when its reader went away,
+    else the OSError of the write (no room on the disk of a file it was redirected to, an I/O error)."""
     return _closed[0] if _closed else None
 
 
-def _reader_gone(stream, name: str) -> None:
-    """`stream`'s reader went away: later writes go to /dev/null, and the command is interrupted once."""
+def _unwritable(stream, name: str, error: OSError) -> None:
+    """`stream` cannot be written: later writes go to /dev/null, and the command is interrupted once."""
     import contextlib
 
     with contextlib.suppress(OSError, ValueError):  # (a stream without a file descriptor: its writes keep failing, quietly)
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, stream.fileno())
         os.close(null)
-    if name in _closed:
+    if any(n == name for n, _ in _closed):
         return
-    _closed.append(name)
+    _closed.append((name, error))
     if not _enabled or _stopping:  # a library caller's streams, or already stopping: nothing more to stop
         return
     if threading.current_thread() is threading.main_thread():
@@ -118,7 +127,7 @@ def _reader_gone(stream, name: str) -> None:
 
 
 class _Guarded:
-    """A stream whose writes never raise BrokenPipeError: see _reader_gone."""
+    """A stream whose writes never raise OSError: see _unwritable."""
 
     def __init__(self, stream, name: str):
         self._stream, self._name = stream, name
@@ -126,15 +135,15 @@ class _Guarded:
     def write(self, text):
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
-            _reader_gone(self._stream, self._name)
+        except OSError as e:
+            _unwritable(self._stream, self._name, e)
             return len(text)
 
     def flush(self):
         try:
             self._stream.flush()
-        except BrokenPipeError:
-            _reader_gone(self._stream, self._name)
+        except OSError as e:
+            _unwritable(self._stream, self._name, e)
 
     def __getattr__(self, name):
         return getattr(self._stream, name)

@@ -165,7 +165,9 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
                 if kind == "compare" else f"only its summary was cut short ({report_command(comparison)} writes the full report)")
         from .. import signals
 
-        why = f"its output ({signals.output_closed()}) was closed by its reader" if signals.output_closed() else "interrupted"
+        fault = signals.output_fault()
+        why = "interrupted" if fault is None else (f"its output ({fault[0]}) was closed by its reader" if isinstance(fault[1], BrokenPipeError)
+                                                   else f"its output ({fault[0]}) could not be written ({fault[1].strerror or fault[1]})")
         print(f"awnn {kind}: {why} after comparison {comparison.id} had finished: its results are complete in MLflow; {rest}",
               file=sys.stderr)
         return 130

@@ -6,7 +6,8 @@ SIGPIPE ended) and `--resume` finishes the comparison.
 Before (search/signals.py): each later write raised BrokenPipeError wherever
 the driver printed; raised in a Ray Tune callback (a sweep's closing line) it
 was swallowed by Tune, the sweep stayed RUNNING, and the driver ran on to mark
-the comparison `finished` over it.  The class: any error in the driver's hooks
+the comparison `finished` over it.  Likewise an output that cannot be written
+for another reason (a file on a full disk: /dev/full here; exit 2).  The class: any error in the driver's hooks
 for a trial's end (tracking/hooks.py), tested last with an injected bug."""
 from __future__ import annotations
 
@@ -89,27 +90,39 @@ def test_the_reader_of_its_output_gone_mid_sweep_interrupts_the_driver_and_resum
     resume_finishes(args, tmp_path, tracking, epochs)
 
 
+def _unwritable_stdout(how: str) -> int:
+    """A write end for the driver's stdout: a pipe whose reader is already gone, or /dev/full (every write: ENOSPC)."""
+    if how == "closed":
+        read, write = os.pipe()
+        os.close(read)
+        return write
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    return os.open("/dev/full", os.O_WRONLY)
+
+
 @pytest.mark.timeout(400)
-def test_stdout_closed_before_the_summary_leaves_the_comparison_finished_and_says_how_to_get_the_report(tmp_path):
+@pytest.mark.parametrize("how, code, why", [("closed", 141, "was closed by its reader"),
+                                            ("full", 2, "could not be written (No space left on device)")])
+def test_stdout_unwritable_at_the_summary_leaves_the_comparison_finished_and_says_how_to_get_the_report(tmp_path, how, code, why):
     grids, budget = write_inputs(tmp_path, 5)
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = ["compare", "--task", "doublemoon", "--strategies", "awnn", "--budget", str(budget), "--grid-dir", str(grids),
             "--storage", str(tmp_path / "results"), "--tracking-uri", tracking, "--num-cpus", "2"]
-    read, write = os.pipe()
-    os.close(read)  # a reader that is already gone: the summary (the first line on stdout) finds none
+    out = _unwritable_stdout(how)  # the summary (the first line on stdout) cannot be written
     with open(tmp_path / "stderr.txt", "w+") as err:
-        proc, marker = _start(args, tmp_path, write, err)
-        os.close(write)
+        proc, marker = _start(args, tmp_path, out, err)
+        os.close(out)
         try:
-            code = proc.wait(timeout=300)
+            exit_code = proc.wait(timeout=300)
         finally:
             _end(proc, marker)
         err.seek(0)
         stderr = err.read()
-    assert code == 141, stderr[-3000:]
+    assert exit_code == code, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]
     line = stderr.strip().splitlines()[-1]
-    assert line.startswith("awnn compare: its output (stdout) was closed by its reader after comparison "), line
+    assert line.startswith(f"awnn compare: its output (stdout) {why} after comparison "), line
     assert "its results are complete in MLflow; the report was not written" in line, line
     runs = _all_runs(tracking)
     assert runs and all(r.info.status == "FINISHED" for r in runs)
@@ -117,6 +130,27 @@ def test_stdout_closed_before_the_summary_leaves_the_comparison_finished_and_say
     # --resume writes the report of the finished comparison
     p = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=300, check=True)
     assert "Report: " in p.stdout
+
+
+@pytest.mark.timeout(300)
+def test_stderr_on_a_full_disk_stops_the_driver_resumably_and_says_so_on_stdout(tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    grids, budget = write_inputs(tmp_path, 5)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = sweep_args(tmp_path, grids, budget, tracking)
+    full = os.open("/dev/full", os.O_WRONLY)  # as `awnn sweep ... 2> log` with no room left for log
+    proc, marker = _start(args, tmp_path, subprocess.PIPE, full)
+    os.close(full)
+    try:
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        _end(proc, marker)
+    assert proc.returncode == 2, out[-3000:]
+    assert out.decode().strip().splitlines()[-1] == ("awnn sweep: error: cannot write its output (stderr): No space left on device; "
+                                                     "interrupted as by Ctrl-C; run the same command with --resume to continue")
+    assert not [r for r in _all_runs(tracking) if r.info.status == "RUNNING"]
+    resume_finishes(args, tmp_path, tracking, 5)
 
 
 def test_a_command_without_a_sweep_ends_quietly_when_its_reader_is_gone(tmp_path):
