@@ -209,12 +209,9 @@ class Comparison:
 
         from .stall import StallWatch
 
-        # a new SQLite store's schema (created by one driver at a time) while Ray starts: MLflow's imports and
-        # migrations run on this process's CPU while ray.init mostly waits for its node to register
-        tracking_ready = _in_background(init_tracking, self.tracking_uri)
         init_ray(self.settings, log=self.log)
-        tracking_ready()  # (its error, if any, is raised here)
         check_trial_fits(self.settings, log=self.log)  # a trial no node can hold would wait for ever
+        init_tracking(self.tracking_uri)  # a new SQLite store's schema, created by one driver at a time
         self.writer = TrackingWriter(self.tracking_uri, experiment_name(self.task), spool_path=self._spool_path())
         # this driver's share of the wall time starts here
         self.runs = SweepRuns(self.writer, self.task, self.budget, self.log, optuna_storage=self.optuna_storage)
@@ -558,24 +555,3 @@ def _check_optuna_storage(url: str) -> None:
         except Exception as e:  # noqa: BLE001 - one readable line whatever the driver raises
             raise OptionError(f"--optuna-storage: cannot open {redact_uri(url)!r} as an Optuna RDB storage: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
 
-
-def _in_background(fn, *args):
-    """Run fn(*args) in a daemon thread; returns a function that waits for it and raises its error."""
-    import threading
-
-    box: dict[str, BaseException] = {}
-
-    def work() -> None:
-        try:
-            fn(*args)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
-            box["error"] = e
-
-    thread = threading.Thread(target=work, name=f"awnn-{getattr(fn, '__name__', 'work')}", daemon=True)
-    thread.start()
-
-    def wait() -> None:
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-    return wait
