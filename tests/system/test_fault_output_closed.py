@@ -127,9 +127,9 @@ def test_stdout_unwritable_at_the_summary_leaves_the_comparison_finished_and_say
     runs = _all_runs(tracking)
     assert runs and all(r.info.status == "FINISHED" for r in runs)
     assert {r.data.tags["awnn.kind"] for r in runs} == {"comparison", "sweep", "trial"}
-    # --resume writes the report of the finished comparison
-    p = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=300, check=True)
-    assert "Report: " in p.stdout
+    if how == "closed":  # --resume writes the report of the finished comparison (once: the same path for both)
+        p = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=300, check=True)
+        assert "Report: " in p.stdout
 
 
 @pytest.mark.timeout(300)
@@ -149,8 +149,9 @@ def test_stderr_on_a_full_disk_stops_the_driver_resumably_and_says_so_on_stdout(
     assert proc.returncode == 2, out[-3000:]
     assert out.decode().strip().splitlines()[-1] == ("awnn sweep: error: cannot write its output (stderr): No space left on device; "
                                                      "interrupted as by Ctrl-C; run the same command with --resume to continue")
-    assert not [r for r in _all_runs(tracking) if r.info.status == "RUNNING"]
-    resume_finishes(args, tmp_path, tracking, 5)
+    runs = _all_runs(tracking)  # closed as for Ctrl-C, resumable (the resume itself: the first test)
+    assert runs and not [r for r in runs if r.info.status == "RUNNING"]
+    assert {r.data.tags.get("awnn.state") for r in runs if r.data.tags["awnn.kind"] == "comparison"} == {"interrupted"}
 
 
 def test_a_command_without_a_sweep_ends_quietly_when_its_reader_is_gone(tmp_path):
