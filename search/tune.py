@@ -196,7 +196,8 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     # ray.init() would join (refusing num_cpus: "When connecting to an existing cluster, num_cpus and num_gpus must
     # not be provided"); that cluster is used when asked for: --address / RAY_ADDRESS (`auto` included)
     try:
-        context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
+        with _ray_speedups.lean_local_node():  # (no autoscaler or log monitor for a node of our own: private Ray API)
+            context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
     finally:
         signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
     _SESSION["dir"] = context.address_info.get("session_dir")

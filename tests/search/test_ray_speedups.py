@@ -65,6 +65,13 @@ def test_every_patch_target_still_exists():
     assert "has_cached_object" in inspect.getsource(tune_controller.TuneController._maybe_reuse_cached_actor)
     # 4. the variable Tune's controller reads
     assert "TUNE_MAX_PENDING_TRIALS_PG" in inspect.getsource(tune_controller)
+    # 5. the two starts a local head node makes, where and as the lean node skips them
+    from ray._private.node import Node
+
+    head = inspect.getsource(Node.start_head_processes)
+    assert "self.start_monitor()" in head and "self.start_log_monitor()" in inspect.getsource(Node.start_ray_processes)
+    assert list(inspect.signature(Node.start_monitor).parameters) == ["self"]
+    assert list(inspect.signature(Node.start_log_monitor).parameters) == ["self"]
     # the read: Tune keeps a trial's actor handle in its temporary state (trial_actor, for --stall-timeout)
     from ray.tune.experiment.trial import Trial, _TemporaryTrialState
 
@@ -80,8 +87,12 @@ def test_switch_off_changes_nothing(switch):
     assert not speedups.enabled()
     assert speedups.node_system_config() == {}
     assert speedups.use_prestarted_workers() is False
-    with speedups.keep_idle_actors() as kept, speedups.pending_trials(4) as pending:
-        assert kept is False and pending is False
+    from ray._private.node import Node
+
+    monitor = Node.start_monitor
+    with speedups.keep_idle_actors() as kept, speedups.pending_trials(4) as pending, speedups.lean_local_node() as lean:
+        assert kept is False and pending is False and lean is False
+        assert Node.start_monitor is monitor
         assert tune_controller._ObjectCache is before
         assert "TUNE_MAX_PENDING_TRIALS_PG" not in os.environ
     from types import SimpleNamespace
@@ -97,6 +108,13 @@ def test_patches_apply_and_are_undone(switch, monkeypatch):
     before = tune_controller._ObjectCache
     assert speedups.enabled()
     assert set(speedups.node_system_config()) == {"preload_python_modules", "idle_worker_killing_time_threshold_ms"}
+    from ray._private.node import Node
+
+    monitor, log_monitor = Node.start_monitor, Node.start_log_monitor
+    with speedups.lean_local_node() as lean:
+        assert lean and Node.start_monitor is not monitor and Node.start_log_monitor is not log_monitor
+        assert Node.start_monitor(None) is None  # skipped
+    assert (Node.start_monitor, Node.start_log_monitor) == (monitor, log_monitor)
     with speedups.keep_idle_actors() as kept, speedups.pending_trials(3) as pending:
         assert kept and pending
         assert tune_controller._ObjectCache is not before and tune_controller._ObjectCache.awnn_keeps_idle

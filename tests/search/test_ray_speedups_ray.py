@@ -41,3 +41,41 @@ def test_comparison_without_speedups_gives_the_same_results(smoke_comparison, tm
     assert off["trials"] == on_awnn
     assert off["selected"] == {"awnn": on["selected"]["awnn"]}
     assert on["warm_pids"] and not off["warm_pids"]
+
+
+# a local Ray started as the driver starts it; prints the command lines of the node's processes (its children)
+NODE = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from search.tune import RunSettings, init_ray
+init_ray(RunSettings(num_cpus=1))
+me = str(os.getpid())
+for pid in os.listdir("/proc"):
+    try:
+        stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        line = open(f"/proc/{pid}/cmdline").read().replace(chr(0), " ")
+    except OSError:
+        continue
+    if stat[1] == me:
+        print(line)
+"""
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_a_local_node_of_the_drivers_own_starts_no_monitor_and_no_log_monitor(tmp_path, switch):
+    """Patch 5 in a real node: no autoscaler monitor and no log monitor process (two Python processes fewer); the
+    switch off starts both, as plain Ray does."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {**os.environ, speedups.SWITCH: switch}
+    env.pop("RAY_ADDRESS", None)
+    out = subprocess.run([sys.executable, "-c", NODE, str(ROOT)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert any("raylet" in line for line in lines) and any("gcs_server" in line for line in lines), lines
+    monitors = [line for line in lines if "autoscaler/_private/monitor.py" in line or "_private/log_monitor.py" in line]
+    assert len(monitors) == (0 if switch == "1" else 2), monitors
