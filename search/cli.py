@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
 
         sub = parser.subcommands.choices[args.command]
         sub.error(unrecognized(sub, extras))
+    empty = _empty_values(parser.subcommands.choices[args.command], args)
+    if empty:
+        print(f"awnn {args.command}: error: {empty}", file=sys.stderr)
+        return 2
     # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: cleanly,
     # with pending tracking writes flushed, resumable with --resume.
     signals.enable()
@@ -62,6 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     if fault and code in (0, 130):
         return 141 if isinstance(fault[1], BrokenPipeError) else 2
     return code
+
+
+def _empty_values(sub, args) -> str | None:
+    """What to say of the first option of `sub` given an empty (or blank)
+    string, or None if none was: `--tracking-uri "$MLFLOW_URI"` with the
+    variable unset would otherwise mean the default store, silently."""
+    for action in getattr(sub, "options", ()):
+        value = getattr(args, action.dest, None)
+        if isinstance(value, str) and not value.strip() and value != action.default:
+            flag = max(action.option_strings, key=len)
+            rest = "" if action.required else "; leave the flag out for its default"
+            return f"{flag}: expected a value, found an empty string (an unset shell variable?){rest}"
+    return None
 
 
 def _run(args) -> int:

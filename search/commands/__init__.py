@@ -12,6 +12,7 @@ class CommandParser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         self.long_flags: list[str] = []  # every --flag of this parser, its groups' included (for `unrecognized`)
+        self.options: list[argparse.Action] = []  # every option's Action, its groups' included (search/cli.py `_empty_values`)
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
 
@@ -19,6 +20,8 @@ class CommandParser(argparse.ArgumentParser):
         def add_argument(*args, **kwargs):
             action = add(*args, **kwargs)  # (add_argument returns the Action: public API)
             self.long_flags.extend(s for s in action.option_strings if s.startswith("--"))
+            if action.option_strings:
+                self.options.append(action)
             return action
         return add_argument
 

@@ -217,3 +217,44 @@ def test_work_that_runs_long_is_said_and_quick_work_is_not():
         time.sleep(0.65)
     time.sleep(0.4)  # nothing more once it ended
     assert len(said) == 2 and all(s.startswith("reading the mnist data under /mnt/data: ") and "so far" in s for s in said), said
+
+
+# a valid value of each command's required options, so that the one under test is the only bad one
+REQUIRED = {"--task": "doublemoon", "--strategy": "awnn", "--model": "awnn", "--out": "report", "--comparison": "x",
+            "--strategies": "awnn", "--tasks": "doublemoon"}
+POSITIONAL = {"study": ["table1"]}
+
+
+def _string_options():
+    parser = build_parser()
+    for name, sub in parser.subcommands.choices.items():
+        for action in sub.options:
+            # (an option with choices refuses '' itself, argparse's line; a repeatable one checks each KEY=VALUE)
+            if (action.type in (None, str) and action.nargs is None and action.const is None and action.choices is None
+                    and not isinstance(action.default, list)):
+                yield name, sub, action
+
+
+@pytest.mark.parametrize("command, flag", [(n, max(a.option_strings, key=len)) for n, _, a in _string_options()])
+def test_every_string_option_given_an_empty_value_is_one_line_naming_it(command, flag, capsys, tmp_path, monkeypatch):
+    """`--tracking-uri "$MLFLOW_URI"` with the variable unset used the default store, silently (a script's typo
+    writing to another store); now every option of every command refuses an empty (or blank) string."""
+    monkeypatch.chdir(tmp_path)
+    sub = build_parser().subcommands.choices[command]
+    argv = [command, *POSITIONAL.get(command, [])]
+    for action in sub.options:
+        f = max(action.option_strings, key=len)
+        if action.required and f != flag:
+            argv += [f, REQUIRED[f]]
+    argv += [flag, " "]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"awnn {command}: error: {flag}: expected a value, found an empty string (an unset shell variable?)"), err
+    assert list(tmp_path.iterdir()) == []  # nothing ran, nothing written
+
+
+def test_empty_string_options_cover_every_command():
+    commands = {n for n, _, _ in _string_options()}
+    assert {"train", "sweep", "compare", "report", "grids"} <= commands
+    flags = {max(a.option_strings, key=len) for _, _, a in _string_options()}
+    assert {"--tracking-uri", "--storage", "--data-root", "--grid-dir", "--address", "--optuna-storage", "--out", "--budget"} <= flags
