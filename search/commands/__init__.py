@@ -53,6 +53,20 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     return f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else "")
 
 
+def comma_list(flag: str, text: str) -> list[str]:
+    """The items of a comma-separated option (`--strategies fixed,awnn`),
+    stripped; an empty item is refused, naming the flag: `--strategies
+    "$FIRST,awnn"` with the variable unset is no list of one."""
+    from ..errors import OptionError
+
+    items = [s.strip() for s in text.split(",")]
+    for i, item in enumerate(items):
+        if not item:
+            raise OptionError(f"{flag}: expected comma-separated names, found an empty item (item {i + 1} of {len(items)} "
+                              f"in {text!r}: a stray comma, or an unset shell variable?)")
+    return items
+
+
 def command_parser(sub, name: str, help: str, description: str, examples: list[str]):
     """A subcommand's parser with its one-line help (in `awnn --help`), a
     description and examples (in `awnn NAME --help`); no flag abbreviations."""

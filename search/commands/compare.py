@@ -1,7 +1,7 @@
 """awnn compare: several strategies on one task, then a summary (and report)."""
 from __future__ import annotations
 
-from . import command_parser
+from . import comma_list, command_parser
 
 from .common import add_run_flags, run_comparison
 
@@ -20,5 +20,5 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    strategies = comma_list("--strategies", args.strategies)
     return run_comparison(args, strategies, kind="compare")

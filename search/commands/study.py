@@ -41,7 +41,7 @@ JSON line.  Exit 1 when a sweep ends without a usable result.
 """
 from __future__ import annotations
 
-from . import command_parser
+from . import comma_list, command_parser
 
 import json
 import math
@@ -195,7 +195,7 @@ def run(args) -> int:
     from awnn.config import PROFILES
 
     default = "authors,paper-text" if args.claim == "profiles" else "authors"
-    profiles = [p.strip() for p in (args.profiles or default).split(",") if p.strip()]
+    profiles = comma_list("--profiles", args.profiles or default)
     bad = [p for p in profiles if p not in PROFILES]
     if bad or not profiles:
         raise OptionError(f"--profiles: expected a comma-separated list of {list(PROFILES)}, found {args.profiles!r}")

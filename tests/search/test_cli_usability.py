@@ -258,3 +258,35 @@ def test_empty_string_options_cover_every_command():
     assert {"train", "sweep", "compare", "report", "grids"} <= commands
     flags = {max(a.option_strings, key=len) for _, _, a in _string_options()}
     assert {"--tracking-uri", "--storage", "--data-root", "--grid-dir", "--address", "--optuna-storage", "--out", "--budget"} <= flags
+
+
+def _comma_options():
+    for name, sub, action in _string_options():
+        if "comma-separated" in (action.help or ""):
+            yield name, max(action.option_strings, key=len), action
+
+
+@pytest.mark.parametrize("command, flag, value", [(n, f, v) for n, f, a in _comma_options()
+                                                   for v in (",{0}", "{0},", "{0},,{0}", " , {0}")])
+def test_every_comma_separated_option_refuses_an_empty_item_naming_it(command, flag, value, capsys, tmp_path, monkeypatch):
+    """`--strategies ,awnn` (`"$FIRST,awnn"` with the variable unset) ran awnn alone, silently: an empty item is
+    dropped no more; one line naming the flag and the item, nothing run (a valid value around it: the option's default's
+    first item)."""
+    monkeypatch.chdir(tmp_path)
+    sub = build_parser().subcommands.choices[command]
+    action = next(a for a in sub.options if flag in a.option_strings)
+    good = str(action.default or "authors").split(",")[0]
+    argv = [command, *POSITIONAL.get(command, [])]
+    for a in sub.options:
+        f = max(a.option_strings, key=len)
+        if a.required and f != flag:
+            argv += [f, REQUIRED[f]]
+    argv += [flag, value.format(good)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"awnn {command}: error: {flag}: expected comma-separated names, found an empty item (item "), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_comma_separated_options_are_found():
+    assert {(n, f) for n, f, _ in _comma_options()} >= {("compare", "--strategies"), ("study", "--profiles")}
