@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -179,14 +178,7 @@ def loss_check_f64(task, shape, n: int, epochs: int, threads: int) -> tuple[floa
         torch.set_default_dtype(old)
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from awnn.machine import cpu_model  # noqa: E402  (re-exported: benchmarks/lean_trials.py imports it from here)
 
 
 def main() -> None:

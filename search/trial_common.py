@@ -147,11 +147,14 @@ def trial_config(spec: dict[str, Any], settings: dict[str, Any]):
 
 
 def attempt_info() -> dict[str, Any]:
-    """Who runs this attempt (every report carries it): an attempt id, the node and the worker process."""
+    """Who runs this attempt (every report carries it): an attempt id, the node, the worker process and its CPU
+    (model and torch's kernels: float results differ between CPU models, awnn/machine.py)."""
     import ray
 
+    from awnn.machine import cpu_identity
+
     return {"attempt": uuid.uuid4().hex[:12], "node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address(),
-            "hostname": os.uname().nodename, "pid": os.getpid()}
+            "hostname": os.uname().nodename, "pid": os.getpid(), "cpu": cpu_identity()}
 
 
 def worker_setup(settings: dict[str, Any]) -> bool:

@@ -74,7 +74,7 @@ __all__ = ["TrialTracker"]
 
 SKIP_EPOCH_KEYS = {"epoch", "status", "width_capped"}
 _ORDER = {name: i for i, name in enumerate(EPOCH_METRICS)}  # a record's metrics are logged in the contract's order
-_ATTEMPT_KEYS = ("attempt", "node_id", "node_ip", "hostname", "pid", "resumed_from", "trainer")  # a fused group's report: common to its members
+_ATTEMPT_KEYS = ("attempt", "node_id", "node_ip", "hostname", "pid", "resumed_from", "trainer", "cpu")  # a fused group's report: common to its members
 
 
 class TrialTracker(Callback):
@@ -125,6 +125,7 @@ class TrialTracker(Callback):
         self.resumed: dict[str, str] = {}  # the checkpoint each trial reported it continued from
         self.pids: dict[str, str] = {}
         self.trainers: dict[str, str] = {}
+        self.cpu_models: dict[str, list[str]] = {}  # key -> the CPUs (awnn/machine.py) its attempts ran on, in order
         self.finals: dict[str, dict] = {}
         self.last: dict[str, dict] = {}  # each config's latest report
         self.epochs: dict[str, int] = {}  # the last epoch each run logged (its final metrics go there)
@@ -258,6 +259,11 @@ class TrialTracker(Callback):
             if isinstance(trainer, str) and self.trainers.get(key) != trainer:  # lean, trainer or reference (search/trial.py)
                 self.trainers[key] = trainer
                 self.writer.set_tags(key, {Tag.TRAINER: trainer})
+            cpu = result.get("cpu")
+            cpus = self.cpu_models.setdefault(key, [])
+            if isinstance(cpu, str) and cpu and cpu not in cpus:  # (a retry on another node may run on another CPU model)
+                cpus.append(cpu)
+                self.writer.set_tags(key, {Tag.CPU: "; ".join(cpus)})
             pid = str(result.get("pid", ""))
             if pid and self.pids.get(key) != pid:  # the worker process: shows which actor ran it (and whether actors were reused)
                 self.pids[key] = pid

@@ -211,6 +211,9 @@ class Tag:
     # which loop trained a trial: lean (awnn.lean, the stacked trainer at N = 1), trainer (awnn.train.Trainer with its lean
     # Adam and written-out step), reference (awnn.train.Trainer with lean=False: AWNN_LEAN_TRIALS=0), fused
     TRAINER = "awnn.trainer"
+    # the CPU that trained it: model and torch's kernel ISA (awnn/machine.py), e.g. `AMD EPYC (AVX512)`; attempts on
+    # different CPUs joined by "; " (float results differ between CPU models)
+    CPU = "awnn.cpu"
     SELECTED_BY_FOLD = "awnn.selected_by_fold"
     SELECTED_CONFIG = "awnn.selected_config"
     SELECTED_KEY = "awnn.selected_key"

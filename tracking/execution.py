@@ -1,6 +1,7 @@
 """How a comparison's trials ran: one config per Ray trial, or fused groups
-(`--fuse`, search/fusion.py); read from the comparison's `fuse` param and
-the trial runs' `awnn.group` tags (the report's header, summary.json `execution`)."""
+(`--fuse`, search/fusion.py), and on which CPUs; read from the comparison's
+`fuse` param and the trial runs' `awnn.group` and `awnn.cpu` tags (the
+report's header, summary.json `execution`)."""
 from __future__ import annotations
 
 from .reader import ComparisonData
@@ -15,13 +16,36 @@ def execution(d: ComparisonData) -> dict:
     fused = runs[runs["group"].astype(bool)] if len(runs) else runs
     by_arm = {arm: {"configs": int(len(g)), "groups": int(g["group"].nunique())} for arm, g in fused.groupby("strategy", sort=False)} if len(fused) else {}
     return {"fuse": int(d.comparison.get("fuse", 1)), "flush_denormal": d.comparison.get("flush_denormal"), "fused_configs": int(len(fused)),
-            "groups": int(sum(v["groups"] for v in by_arm.values())), "by_arm": by_arm}
+            "groups": int(sum(v["groups"] for v in by_arm.values())), "by_arm": by_arm, "cpus": cpus(runs)}
+
+
+def cpus(runs) -> dict[str, int]:
+    """The CPUs (model and torch's kernels, tag `awnn.cpu`) the trial runs trained on -> how many runs each, most
+    first; runs on several (retried elsewhere) count for each; runs without the tag (stores from before
+    2026-11-28) under "not recorded"."""
+    counts: dict[str, int] = {}
+    for value in (runs["cpu"] if len(runs) and "cpu" in runs else []):
+        for cpu in (str(value).split("; ") if value else ["not recorded"]):
+            counts[cpu] = counts.get(cpu, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def execution_text(d: ComparisonData) -> str:
     """The report's statement of how the trials ran (issue #20: the savings depend on it)."""
     e = execution(d)
-    return _fusion_text(e) + " " + _denormals_text(e)
+    return " ".join(t for t in (_fusion_text(e), _denormals_text(e), _cpus_text(e)) if t)
+
+
+def _cpus_text(e: dict) -> str:
+    found = {k: n for k, n in e["cpus"].items() if k != "not recorded"}
+    if not found:
+        return ""  # (a store from before the tag: nothing to say)
+    listed = ", ".join(f"{cpu} ({n} run{'s' if n != 1 else ''})" for cpu, n in e["cpus"].items())
+    if len(e["cpus"]) == 1:
+        return f"CPU: {listed}."
+    return (f"**The trials ran on {len(e['cpus'])} CPUs**: {listed}. Float results differ between CPU models, so configs "
+            "that tie or nearly tie on the selection metric may rank otherwise on another machine: compare arms whose "
+            "trials ran on one CPU, or read the selection's margins (docs/results.md, \"The standard verdict, a tie away\").")
 
 
 def _denormals_text(e: dict) -> str:

@@ -272,7 +272,7 @@ RUN_COLUMNS = [
     "run_id", "strategy", "phase", "trial_key", "status", "run_status", "model", "hidden_layers", "width", "batch_size", "split",
     "seed", "grid_index", "device_hours", "gpu_hours", "compute_seconds", "cpu_seconds", "wall_device_hours", "train_seconds",
     "epochs_run", "best_val_acc", "best_val_loss", "best_epoch", "test_acc", "final_width_total", "widths", "widths_at_best", "n_train",
-    "attempts", "retries", "cost_estimated", "error", "start_time", "end_time", "config", "family", "repeat", "group",
+    "attempts", "retries", "cost_estimated", "error", "start_time", "end_time", "config", "family", "repeat", "group", "cpu",
 ]
 
 
@@ -310,6 +310,7 @@ def _run_frame(runs: list, strategies: list[str], info: dict) -> pd.DataFrame:
             "retries": m.get("retries", math.nan), "cost_estimated": bool(estimated), "error": t.get(Tag.ERROR) or t.get(Tag.LAST_ERROR) or "",
             "start_time": r.info.start_time or 0, "end_time": r.info.end_time, "config": config,
             "group": t.get(Tag.GROUP, ""),  # a fused trial's group (--fuse), else ""
+            "cpu": t.get(Tag.CPU, ""),  # the CPU(s) that trained it (awnn/machine.py); "" in stores from before 2026-11-28
         })
     df = pd.DataFrame(rows, columns=RUN_COLUMNS)
     if len(df):

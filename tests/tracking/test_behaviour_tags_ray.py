@@ -21,3 +21,21 @@ def test_new_sweep_runs_carry_the_tags(smoke_comparison):
         assert r.data.tags["awnn.order"] == "random" and r.data.tags["awnn.stops_early"] == "false"
     data = A.load_comparison(smoke_comparison["tracking_uri"], history_keys=())
     assert set(data.sweeps["order"]) == {"random"}
+
+
+def test_every_trial_run_names_the_cpu_that_trained_it(smoke_comparison):
+    """Float results differ between CPU models (docs/results.md, "The standard verdict, a tie away"): every trial
+    run, fused members and one-config trials, re-training included, carries `awnn.cpu`, and the report says it."""
+    from awnn.machine import cpu_identity
+    from tracking.execution import execution, execution_text
+
+    c = MlflowClient(smoke_comparison["tracking_uri"])
+    exp = c.get_experiment_by_name("awnn-doublemoon")
+    trials = [r for r in c.search_runs([exp.experiment_id], max_results=1000) if r.data.tags.get("awnn.trial_key")]
+    assert {r.data.tags.get("awnn.group", "") != "" for r in trials} == {True, False}  # both kinds of trial ran
+    assert {r.data.tags.get("awnn.phase") for r in trials} == {"selection", "assessment"}
+    here = cpu_identity()
+    assert [r.info.run_id for r in trials if r.data.tags.get("awnn.cpu") != here] == []
+    data = A.load_comparison(smoke_comparison["tracking_uri"], history_keys=())
+    assert execution(data)["cpus"] == {here: len(data.runs)}
+    assert f"CPU: {here} ({len(data.runs)} runs)." in execution_text(data)
