@@ -237,4 +237,7 @@ def caveats(budget: str, results) -> list[str]:
     """The warnings of tracking/caveats.py for the arms' results."""
     from tracking.caveats import caveats as _caveats
 
-    return _caveats(budget, [r.summary.get("test_acc_mean") for r in results if r.summary])
+    selections = [(r.strategy, (r.selected or {}).get("key"),
+                   [{**o, "select_metric": (o.get("config") or {}).get("select_metric")} for o in (r.selection.outcomes if r.selection else [])])
+                  for r in results]
+    return _caveats(budget, [r.summary.get("test_acc_mean") for r in results if r.summary], selections=selections)

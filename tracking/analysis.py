@@ -114,6 +114,20 @@ class Analysis:
         return summarize(self)
 
 
+def _selections(data: ComparisonData, strategies: pd.DataFrame) -> list[tuple]:
+    """(arm, selected key, its selection trials as outcomes) for tracking/caveats.py `selection_ties`."""
+    trials = data.trials()
+    if not len(trials) or not len(strategies):
+        return []
+    out = []
+    for arm, key in zip(strategies["strategy"], strategies["selected_key"]):
+        sel = trials[(trials["strategy"] == arm) & (trials["phase"] == "selection")]
+        out.append((arm, key, [{"key": t.trial_key, "status": t.status, "best_val_acc": t.best_val_acc, "best_val_loss": t.best_val_loss,
+                                "select_metric": (t.config if isinstance(t.config, dict) else {}).get("select_metric")}
+                               for t in sel.itertuples()]))
+    return out
+
+
 def analyze(data: ComparisonData, margin: float = 0.01, n_boot: int = 2000, n_orders: int = 500, seed: int = 0) -> Analysis:
     """Every table of the report; the savings are against `baseline_of(data.strategies)` (tracking/savings.py)."""
     ov, ov_sum = overhead(data)
@@ -130,6 +144,7 @@ def analyze(data: ComparisonData, margin: float = 0.01, n_boot: int = 2000, n_or
         anytime=anytime(data, n_orders=n_orders, seed=seed), target=tg, target_info=tg_info, repeats=rp, repeats_info=rp_info,
         savings_notes=savings_notes(data, baseline), projection=pj, projection_info=pj_info, problems=problems(data),
         settings={"baseline": baseline, "target_margin": margin, "n_boot": n_boot, "n_orders": n_orders, "seed": seed},
-        warnings=caveats(data.comparison.get("budget"), strategies["test_acc_mean"].tolist() if len(strategies) else [], runs=data.runs),
+        warnings=caveats(data.comparison.get("budget"), strategies["test_acc_mean"].tolist() if len(strategies) else [], runs=data.runs,
+                         selections=_selections(data, strategies)),
         truncation=trunc, truncation_info=truncation_summary(trunc),
     )

@@ -13,16 +13,17 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-__all__ = ["SATURATED", "CPU_BUSY", "caveats", "cpu_time_caveat"]
+__all__ = ["SATURATED", "CPU_BUSY", "caveats", "cpu_time_caveat", "selection_ties"]
 
 SATURATED = 0.995  # every arm's mean test accuracy at or above this: the task does not tell the arms apart
 CPU_BUSY = 0.5  # a CPU trial that used less than this share of its wall time x CPUs did not have its cores to itself
 
 
-def caveats(budget: str | None, test_acc_means: Iterable[float | None], runs=None) -> list[str]:
+def caveats(budget: str | None, test_acc_means: Iterable[float | None], runs=None, selections=()) -> list[str]:
     """The warnings for a comparison run at `budget` whose arms' mean test
-    accuracies are `test_acc_means` (None or NaN for an arm without one), and
-    whose trial runs are `runs` (tracking/reader.py RUN_COLUMNS; None: not checked)."""
+    accuracies are `test_acc_means` (None or NaN for an arm without one),
+    whose trial runs are `runs` (tracking/reader.py RUN_COLUMNS; None: not
+    checked) and whose selections are `selections` (see `selection_ties`)."""
     out = []
     if budget == "smoke":
         out.append("the smoke budget trains 2 epochs a trial: these numbers check that the pipeline runs, they say nothing about the strategies "
@@ -34,6 +35,49 @@ def caveats(budget: str | None, test_acc_means: Iterable[float | None], runs=Non
     line = cpu_time_caveat(runs) if runs is not None else None
     if line:
         out.append(line)
+    out.extend(selection_ties(selections))
+    return out
+
+
+def _number(v) -> float:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def selection_ties(selections) -> list[str]:
+    """A warning per arm whose selected config shares its inner validation
+    accuracy with other configs, the validation loss deciding (search/protocol.py
+    `select_best`).  `selections`: (arm, selected trial key, its selection
+    outcomes: dicts with key, status, best_val_acc, best_val_loss and
+    select_metric).  Grids on loss and arms without a choice are skipped; under
+    cross-validation the selected key's fold's outcomes count."""
+    from .contract import SELECTABLE, fold_of_key
+
+    out = []
+    for arm, key, outcomes in selections:
+        if not key:
+            continue
+        fold = fold_of_key(key)
+        ok = [o for o in outcomes if o.get("status") in SELECTABLE and math.isfinite(_number(o.get("best_val_acc")))
+              and fold_of_key(o.get("key", "")) == fold]
+        chosen = next((o for o in ok if o.get("key") == key), None)
+        if chosen is None or chosen.get("select_metric") == "loss":
+            continue
+        acc = _number(chosen["best_val_acc"])
+        tied = sorted((o for o in ok if abs(_number(o["best_val_acc"]) - acc) <= 1e-9 and o is not chosen),
+                      key=lambda o: (_number(o.get("best_val_loss")) if math.isfinite(_number(o.get("best_val_loss"))) else math.inf))
+        if not tied:
+            continue
+        runner = tied[0]
+        loss, next_loss = _number(chosen.get("best_val_loss")), _number(runner.get("best_val_loss"))
+        gap = (f"{loss:.4g} against {next_loss:.4g} for {runner['key']}, the next"
+               if math.isfinite(loss) and math.isfinite(next_loss) else f"the next: {runner['key']}")
+        out.append(f"{arm}: its selected config {key} won a tie: {len(tied) + 1} configs reached {100 * acc:.2f}% inner validation "
+                   f"accuracy and the lowest validation loss decided ({gap}); another CPU or training seed may select another, "
+                   f"and the arm's re-training cost, width and test accuracy follow that choice")
     return out
 
 

@@ -256,11 +256,21 @@ def test_summary_warns_about_smoke_budgets_and_saturated_tasks():
 
     from search.summary import caveats
 
-    arms = [SimpleNamespace(summary={"test_acc_mean": 1.0}), SimpleNamespace(summary={"test_acc_mean": 0.999})]
-    lines = caveats("smoke", arms)
+    def arm(acc, name="fixed", selected=None, outcomes=()):
+        summary = {"test_acc_mean": acc} if acc is not None else {}
+        return SimpleNamespace(strategy=name, summary=summary, selected=selected, selection=SimpleNamespace(outcomes=list(outcomes)))
+
+    lines = caveats("smoke", [arm(1.0), arm(0.999, "awnn")])
     assert len(lines) == 2 and "smoke budget" in lines[0] and "saturated" in lines[1]
-    assert caveats("quick", [SimpleNamespace(summary={"test_acc_mean": 1.0}), SimpleNamespace(summary={"test_acc_mean": 0.9})]) == []
-    assert caveats("quick", [SimpleNamespace(summary={})]) == []
+    assert caveats("quick", [arm(1.0), arm(0.9, "awnn")]) == []
+    assert caveats("quick", [arm(None)]) == []
+    # a selection won on a tie of inner validation accuracy (tracking/caveats.py selection_ties), from the phases' outcomes
+    tie = [{"key": "sel-0001", "status": "ok", "best_val_acc": 1.0, "best_val_loss": 0.1, "config": {}},
+           {"key": "sel-0002", "status": "ok", "best_val_acc": 1.0, "best_val_loss": 0.2, "config": {}}]
+    (line,) = caveats("quick", [arm(0.9, "awnn", selected={"key": "sel-0001"}, outcomes=tie)])
+    assert line.startswith("awnn: its selected config sel-0001 won a tie: 2 configs") and "for sel-0002, the next" in line
+    on_loss = [{**o, "config": {"select_metric": "loss"}} for o in tie]
+    assert caveats("quick", [arm(0.9, "fixed", selected={"key": "sel-0001"}, outcomes=on_loss)]) == []
 
 
 class _Clock:

@@ -39,3 +39,23 @@ def test_every_trial_run_names_the_cpu_that_trained_it(smoke_comparison):
     data = A.load_comparison(smoke_comparison["tracking_uri"], history_keys=())
     assert execution(data)["cpus"] == {here: len(data.runs)}
     assert f"CPU: {here} ({len(data.runs)} runs)." in execution_text(data)
+
+
+def test_a_selection_won_on_a_tie_is_a_warning_in_the_summary_and_the_report(smoke_comparison):
+    """DoubleMoon at the smoke budget: several configs reach 100% inner validation accuracy, the loss decides; the
+    terminal summary (search/summary.py) and the report (tracking/analysis.py) say so, from the same owner."""
+    data = A.load_comparison(smoke_comparison["tracking_uri"], history_keys=())
+    trials = data.trials()
+    expected = []
+    for arm in ("fixed", "awnn"):
+        sel = trials[(trials["strategy"] == arm) & (trials["phase"] == "selection") & (trials["status"] == "ok")]
+        top = sel[sel["best_val_acc"] == sel["best_val_acc"].max()]
+        if len(top) > 1:
+            expected.append(arm)
+    assert expected, "no tie in this smoke comparison: the test needs another case"
+    warnings = A.analyze(data, n_boot=50, n_orders=10).warnings
+    said = [w.split(":")[0] for w in warnings if "won a tie" in w]
+    assert said == expected, warnings
+    printed = " ".join(smoke_comparison["stdout"].split())
+    for arm in expected:
+        assert f"warning: {arm}: its selected config " in printed and "won a tie" in printed, smoke_comparison["stdout"][-3000:]
