@@ -92,6 +92,8 @@ def _run(args) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout at exit
         return 141
     except OSError as e:  # a write found no room or permission where no layer said it better (e.g. stdout on a full disk)
+        if signals.interrupted_by(e):  # (one raised as the command stopped: see below)
+            return _interrupted(args)
         from .errors import storage_error
 
         found = storage_error(e)
@@ -110,27 +112,34 @@ def _run(args) -> int:
     except (KeyboardInterrupt, SystemExit) as e:
         if isinstance(e, SystemExit) and not signals.ray_sigterm(e):
             raise
-        resumable = args.command in ("sweep", "compare")
-        hint = "; run the same command with --resume to continue" if resumable else ""
-        fault = signals.output_fault()
-        if fault:  # (stderr unwritable: this line goes to /dev/null; `awnn grids | head`: nothing to say)
-            stream, error = fault
-            if isinstance(error, BrokenPipeError):
-                if resumable:
-                    print(f"awnn {args.command}: its output ({stream}) was closed by its reader: interrupted as by Ctrl-C{hint}", file=sys.stderr)
-                return 141
-            import os
-
-            print(f"awnn {args.command}: error: cannot write its output ({stream}): {os.strerror(error.errno) if error.errno else error}"
-                  f"{'; interrupted as by Ctrl-C' + hint if resumable else ''}", file=sys.stdout if stream == "stderr" else sys.stderr)
-            return 2
-        print(f"awnn {args.command}: interrupted{hint}", file=sys.stderr)
-        return 130
+        return _interrupted(args)
     except Exception as e:
+        if signals.interrupted_by(e):  # raised by what the interrupt cut short (a library's half-done update): still the stop asked for
+            return _interrupted(args)
         if not isinstance(e, user_errors()):  # a bug or an unexpected failure: the full traceback
             raise
         print(f"awnn {args.command}: error: {e}", file=sys.stderr)
         return 2
+
+
+def _interrupted(args) -> int:
+    """The end of a command that was interrupted (Ctrl-C, SIGTERM, SIGHUP, a closed output): one line, its exit code."""
+    resumable = args.command in ("sweep", "compare")
+    hint = "; run the same command with --resume to continue" if resumable else ""
+    fault = signals.output_fault()
+    if fault:  # (stderr unwritable: this line goes to /dev/null; `awnn grids | head`: nothing to say)
+        stream, error = fault
+        if isinstance(error, BrokenPipeError):
+            if resumable:
+                print(f"awnn {args.command}: its output ({stream}) was closed by its reader: interrupted as by Ctrl-C{hint}", file=sys.stderr)
+            return 141
+        import os
+
+        print(f"awnn {args.command}: error: cannot write its output ({stream}): {os.strerror(error.errno) if error.errno else error}"
+              f"{'; interrupted as by Ctrl-C' + hint if resumable else ''}", file=sys.stdout if stream == "stderr" else sys.stderr)
+        return 2
+    print(f"awnn {args.command}: interrupted{hint}", file=sys.stderr)
+    return 130
 
 
 def entry() -> None:

@@ -48,7 +48,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["enable", "restore", "ray_sigterm", "guard_output", "output_closed", "output_fault"]
+__all__ = ["enable", "restore", "ray_sigterm", "interrupted_by", "guard_output", "output_closed", "output_fault"]
 
 _enabled = False
 _signals: list[int] = []
@@ -88,6 +88,32 @@ def ray_sigterm(exit: SystemExit) -> bool:
     """`exit` is what Ray's SIGTERM handler raises (`sys.exit(signum)`) while
     the CLI handles SIGTERM: the command was told to stop."""
     return _enabled and exit.code == signal.SIGTERM
+
+
+def interrupted_by(error: BaseException) -> bool:
+    """Whether `error`, ending a command, is its interruption: a KeyboardInterrupt, Ray's SIGTERM exit
+    (ray_sigterm), or any other exception raised once the command was told to stop (the first of these
+    signals, a closed output) or while a KeyboardInterrupt propagated.
+
+    An interrupt lands at whatever bytecode runs (Python runs the handler
+    there): inside Ray Tune's bookkeeping it can leave a half-done update
+    (a placement group taken out of one of its tables, not yet out of the
+    next), and Tune's cleanup then fails on it (CI: `KeyError:
+    <PlacementGroup ...>` from a SIGINT that came during a lazy import), so
+    that error, not the KeyboardInterrupt, reaches the command.  It is still
+    the stop the user asked for: the runs close as interrupted, the exit is 130."""
+    if isinstance(error, KeyboardInterrupt) or (isinstance(error, SystemExit) and ray_sigterm(error)):
+        return True
+    if _enabled and _stopping:
+        return True
+    seen: set[int] = set()
+    cause = error.__context__ or error.__cause__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__context__ or cause.__cause__
+    return False
 
 
 # ------------------------------------------------------------ a closed output

@@ -54,6 +54,7 @@ from tracking.checks import DATABASE_SCHEMES, check_database, check_remote_stora
 
 from .budget import BUDGETS, Budget, resolve_budget
 from .lease import start_heartbeat
+from . import signals
 from .errors import OptionError
 from .grid import Grid
 from .phases import PhasedSearcher
@@ -278,15 +279,15 @@ class Comparison:
                         self.log(f"warning: {source.unwritten()}")
             searcher.finish_all()
             self.runs.finish()
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (search/cli.py), the cluster lost (_cluster_lost): resumable, visibly not running
+        except BaseException as e:
+            # Ctrl-C or SIGTERM (search/cli.py), the cluster lost (_cluster_lost), or what Ray Tune raised as the interrupt cut
+            # it short (signals.interrupted_by): resumable, visibly not running; anything else: failed
             stop_watch()
+            interrupted = signals.interrupted_by(e)
             if self._closing.acquire(blocking=False):
-                self._close_open("interrupted", "KILLED")
-            raise
-        except BaseException:
-            stop_watch()
-            if self._closing.acquire(blocking=False):
-                self._close_open("failed", "FAILED")
+                self._close_open(*(("interrupted", "KILLED") if interrupted else ("failed", "FAILED")))
+            if interrupted and not isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise KeyboardInterrupt(f"stopping raised {type(e).__name__}: {e}") from e
             raise
         finally:
             stop_watch()

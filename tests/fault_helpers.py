@@ -49,7 +49,8 @@ class Driver:
     included) carries a marker in its environment, so teardown ends exactly
     those."""
 
-    def __init__(self, args: list[str], cwd: Path, env: dict | None = None):
+    def __init__(self, args: list[str], cwd: Path, env: dict | None = None, command: list[str] | None = None):
+        """`command`: what runs in place of `awnn` (a script that starts it with a fault injected), given `args`."""
         self.marker = secrets.token_hex(8)
         e = os.environ.copy()
         e.pop("RAY_ADDRESS", None)
@@ -59,7 +60,7 @@ class Driver:
         e["AWNN_TEST_RAY_CLUSTER"] = self.marker
         e.update(env or {})
         self.log = open(cwd / f"driver-{self.marker}.log", "w+")
-        self.proc = subprocess.Popen(AWNN + args, cwd=cwd, env=e, stdout=self.log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        self.proc = subprocess.Popen((command or AWNN) + args, cwd=cwd, env=e, stdout=self.log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                                      preexec_fn=_signals_as_from_a_terminal)
 
     def output(self) -> str:
