@@ -55,6 +55,16 @@ What is changed:
    `include_log_monitor` are set inside it).  Restored once `ray.init`
    returns; a cluster that `ray start` runs keeps both.
 
+6. `driver_without_failure_handler`: the driver's core worker starts
+   without Ray's C++ failure-signal handler
+   (`ray._private.ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER`, read
+   when `ray.init` creates it; set in the driver's process only, so the
+   node's processes and trial workers keep theirs).  That handler takes
+   SIGTERM from the moment the core worker starts until `init_ray` installs
+   the CLI's handler again: a SIGTERM in that window dumped a C++ stack and
+   aborted the driver (exit -6, its runs left open; a probe at 3.7 s after
+   the start).  Not a speed-up: a fix that needs the same private access.
+
 One read, no patch: `trial_actor` gives Tune's handle to the Ray actor that
 runs a trial (`trial.temporary_state.ray_actor`), so that `--stall-timeout`
 can end a silent trial with `ray.kill` (search/stall.py): also one that has
@@ -70,7 +80,7 @@ import sys
 from typing import Any, Iterator
 
 __all__ = ["TESTED_RAY", "SWITCH", "enabled", "node_system_config", "use_prestarted_workers", "keep_idle_actors", "pending_trials",
-           "lean_local_node", "trial_actor"]
+           "lean_local_node", "driver_without_failure_handler", "trial_actor"]
 
 TESTED_RAY = ("2.60.",)  # version prefixes these patches were written and tested against
 SWITCH = "AWNN_RAY_SPEEDUPS"
@@ -147,6 +157,21 @@ def lean_local_node() -> Iterator[bool]:
     finally:
         for n, f in saved.items():
             setattr(Node, n, f)
+
+
+def driver_without_failure_handler() -> bool:
+    """Before this process's `ray.init`: its core worker installs no C++ failure-signal handler (see the module
+    docstring, 6).  Returns whether it was set."""
+    if not enabled():
+        return False
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - another Ray layout
+        return False
+    if not isinstance(getattr(ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None), bool):  # a target moved
+        return False
+    ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    return True
 
 
 PING_S = 2.0  # an idle actor that does not answer a ping within this is let go (keep_idle_actors)

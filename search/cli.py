@@ -85,7 +85,9 @@ def _run(args) -> int:
     from .errors import user_errors
 
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        signals.finished()  # (its work done: a signal now only ends the exit sooner)
+        return code
     except BrokenPipeError:  # the reader went away (`awnn grids | head`): end quietly, as a command killed by SIGPIPE
         import os
 
@@ -149,7 +151,10 @@ def entry() -> None:
     from . import heap
 
     heap.own_process()
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a signal in the few bytecodes between the command's return and signals.finished()
+        code = 130
     heap.at_exit()
     tune = sys.modules.get("search.tune")  # (imported only by a command that may have started Ray)
     if tune is not None:  # Ray's exit handlers may wait 60 s for a GCS that is gone, then abort: bounded

@@ -28,6 +28,19 @@ printed a traceback and then crashed (exit 139, a segmentation fault in
 Ray's teardown).  SIGKILL still stops it at once; `--resume` then closes
 what it left open.
 
+The interrupt lands at whatever bytecode runs when the signal comes
+(tests/system/test_signal_any_moment.py sends one at 18 moments of a
+comparison), so each place it can land ends the same way: inside Ray
+Tune's bookkeeping, whose cleanup then raises another error
+(`interrupted_by`: still the interrupt, exit 130); inside a finalizer or
+a weakref's callback, where Python ignores it (`_unraisable`: delivered
+again); inside `ray.init` (search/tune.py ends the process without Ray's
+exit handlers, which crashed on a half-made core worker; Ray's C++
+failure handler, which aborted on SIGTERM while the core worker started,
+is not installed in the driver: search/_ray_speedups.py, 6); and in the
+interpreter's exit once the command returned (`finished`: a signal then
+no longer raises; Ray's shutdown, cut short, crashed).
+
 An output that cannot be written stops a command the same way
 (`guard_output`): the reader of a pipe that went away (`awnn compare ... 2>&1 | head`, a `tee` that
 ended) made each later write of the driver raise BrokenPipeError wherever
@@ -48,14 +61,24 @@ import signal
 import sys
 import threading
 
-__all__ = ["enable", "restore", "ray_sigterm", "interrupted_by", "guard_output", "output_closed", "output_fault"]
+__all__ = ["enable", "restore", "finished", "ray_sigterm", "interrupted_by", "guard_output", "output_closed", "output_fault"]
 
 _enabled = False
 _signals: list[int] = []
 _stopping: list[int] = []  # the signals received (the first one interrupts)
 
 
+_finished: list[bool] = []  # the command's work is done (finished()): a signal now only ends the exit sooner
+_redeliver: list[bool] = []  # our interrupt was swallowed (_unraisable): the next call of the handler raises it again
+
+
 def _raise_interrupt(signum, frame):
+    if _finished:
+        _stopping.append(signum)  # (nothing left to interrupt: the exit handlers run, bounded by search/tune.py exit_process)
+        return
+    if _redeliver:
+        _redeliver.clear()
+        raise KeyboardInterrupt
     _stopping.append(signum)
     if len(_stopping) == 1:
         raise KeyboardInterrupt
@@ -70,12 +93,45 @@ def enable() -> None:
         return
     _enabled = True
     _stopping.clear()
+    _redeliver.clear()
+    _finished.clear()
     _signals[:] = [signal.SIGTERM]
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (an ignored SIGINT, `cmd &` in a script, stays so)
         _signals.append(signal.SIGINT)
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
         _signals.append(signal.SIGHUP)
     restore()
+    if sys.unraisablehook is not _unraisable:
+        _previous_hook[:] = [sys.unraisablehook]
+        sys.unraisablehook = _unraisable
+
+
+_previous_hook: list = []
+
+
+def _unraisable(unraisable) -> None:
+    """sys.unraisablehook: Python ignores an exception raised in a finalizer (`__del__`), a weakref's callback or the
+    garbage collector's, and a signal's handler runs at whatever bytecode comes next, also in those (a probe:
+    SQLAlchemy's weakref callback `_collection_gced`, at a garbage collection).  Our interrupt raised there was lost: the command ran on to its
+    end and exited 0 after Ctrl-C.  It is delivered again from a timer thread 50 ms on (not from here: the handler
+    would run at this hook's next bytecode, where it is ignored too), and again while it lands in a finalizer."""
+    if (isinstance(unraisable.exc_value, KeyboardInterrupt) and _enabled and _stopping and not _redeliver
+            and threading.current_thread() is threading.main_thread()):
+        import _thread
+
+        _redeliver.append(True)
+        again = threading.Timer(0.05, _thread.interrupt_main, (_signals[0],))  # (SIGTERM: always ours, _raise_interrupt)
+        again.daemon = True
+        again.start()
+        return
+    (_previous_hook[0] if _previous_hook else sys.__unraisablehook__)(unraisable)
+
+
+def finished() -> None:
+    """The command returned: a signal from now on no longer raises.  One that landed in the interpreter's exit, in Ray's
+    exit handlers, cut Ray's shutdown short and crashed the process (SIGSEGV, exit -11, after a comparison had finished
+    and its report was written)."""
+    _finished.append(True)
 
 
 def restore() -> None:

@@ -166,10 +166,15 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
         from .errors import connect_error
 
         _check_reachable(address)
+        _ray_speedups.driver_without_failure_handler()
         try:
             context = ray.init(address=address, **kwargs)
         except Exception as e:  # noqa: BLE001 - one readable line for any connection failure
+            _cut_short_init()
             raise connect_error(address, e) from None
+        except BaseException:
+            _cut_short_init()
+            raise
         finally:
             signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
         _SESSION["dir"] = context.address_info.get("session_dir")
@@ -196,8 +201,12 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     # ray.init() would join (refusing num_cpus: "When connecting to an existing cluster, num_cpus and num_gpus must
     # not be provided"); that cluster is used when asked for: --address / RAY_ADDRESS (`auto` included)
     try:
+        _ray_speedups.driver_without_failure_handler()
         with _ray_speedups.lean_local_node():  # (no autoscaler or log monitor for a node of our own: private Ray API)
             context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
+    except BaseException:
+        _cut_short_init()
+        raise
     finally:
         signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
     _SESSION["dir"] = context.address_info.get("session_dir")
@@ -207,6 +216,15 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     if system_config:
         _ray_speedups.use_prestarted_workers()
         _WARMING.update(dir=warm_dir, workers=num_cpus)
+
+
+def _cut_short_init() -> None:
+    """`ray.init` ended by an exception (Ctrl-C, a signal, a failed start): Ray may be half set up in this process.  An
+    interrupt that lands inside its core worker's constructor (Python code runs in it) leaves a half-made C++ worker
+    whose teardown in Ray's exit handlers crashes the process (SIGSEGV, exit -11, after the command's last line):
+    exit_process then ends the process without them.  (Ray's node processes share its fate: they get SIGKILL when it
+    ends.)"""
+    _SESSION["init_cut_short"] = True
 
 
 _SESSION: dict[str, Any] = {}  # the Ray session init_ray started or joined: its folder on this machine (init_ray -> run_plan)
@@ -409,7 +427,7 @@ def exit_process(code: int) -> None:
     Tune's and Ray's, which call the GCS; where it is gone (the command's
     process group got the signal, a cluster's head died) each call waits
     60 s and Ray then aborts the process with exit 1.  So: a local node whose
-    GCS is already gone ends the process at once (`gcs_gone`);
+    GCS is already gone, or a `ray.init` cut short (`_cut_short_init`), ends the process at once;
     otherwise the handlers run as usual, but a watchdog ends the process
     with `code` after EXIT_GRACE_S (the race where the GCS dies while they
     run).  Everything of ours is written before this: MLflow's runs are
@@ -417,7 +435,7 @@ def exit_process(code: int) -> None:
     import sys
     import threading
 
-    if gcs_gone():
+    if gcs_gone() or _SESSION.get("init_cut_short"):
         exit_now(code)
     watchdog = threading.Timer(EXIT_GRACE_S, exit_now, (code,))
     watchdog.daemon = True  # (daemon threads still run while the exit handlers do)

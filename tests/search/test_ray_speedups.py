@@ -72,6 +72,11 @@ def test_every_patch_target_still_exists():
     assert "self.start_monitor()" in head and "self.start_log_monitor()" in inspect.getsource(Node.start_ray_processes)
     assert list(inspect.signature(Node.start_monitor).parameters) == ["self"]
     assert list(inspect.signature(Node.start_log_monitor).parameters) == ["self"]
+    # 6. the constant the driver's core worker reads when ray.init creates it (a bool, read from the compiled module)
+    from ray._private import ray_constants
+
+    assert isinstance(ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER, bool)
+    assert b"RAY_DISABLE_FAILURE_SIGNAL_HANDLER" in (Path(ray.__file__).parent / "_raylet.so").read_bytes()
     # the read: Tune keeps a trial's actor handle in its temporary state (trial_actor, for --stall-timeout)
     from ray.tune.experiment.trial import Trial, _TemporaryTrialState
 

@@ -58,13 +58,18 @@ for pid in os.listdir("/proc"):
         continue
     if stat[1] == me:
         print(line)
+sys.stdout.flush()
+import signal, time
+os.kill(os.getpid(), signal.SIGTERM)  # (patch 6: no C++ failure handler in the driver; Ray's own Python handler exits 15)
+time.sleep(5)
 """
 
 
 @pytest.mark.parametrize("switch", ["1", "0"])
-def test_a_local_node_of_the_drivers_own_starts_no_monitor_and_no_log_monitor(tmp_path, switch):
+def test_a_local_node_of_the_drivers_own_starts_no_monitor_and_no_log_monitor_and_its_driver_no_failure_handler(tmp_path, switch):
     """Patch 5 in a real node: no autoscaler monitor and no log monitor process (two Python processes fewer); the
-    switch off starts both, as plain Ray does."""
+    switch off starts both, as plain Ray does.  Patch 6 in the same driver: a SIGTERM finds no C++ failure handler
+    (which dumps a stack, "*** SIGTERM received", and may abort)."""
     import os
     import subprocess
     import sys
@@ -74,7 +79,8 @@ def test_a_local_node_of_the_drivers_own_starts_no_monitor_and_no_log_monitor(tm
     env = {**os.environ, speedups.SWITCH: switch}
     env.pop("RAY_ADDRESS", None)
     out = subprocess.run([sys.executable, "-c", NODE, str(ROOT)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 15, out.stderr[-3000:]
+    assert ("SIGTERM received" in out.stderr) == (switch == "0"), out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert any("raylet" in line for line in lines) and any("gcs_server" in line for line in lines), lines
     monitors = [line for line in lines if "autoscaler/_private/monitor.py" in line or "_private/log_monitor.py" in line]
