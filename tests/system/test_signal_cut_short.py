@@ -1,11 +1,12 @@
-"""An interrupt lands at whatever bytecode the driver runs; inside Ray
-Tune's bookkeeping it can leave a half-done update, and Tune's own code
-then raises another error on it as it unwinds (CI: a SIGINT during a lazy
-import, then `KeyError: <PlacementGroup ...>`).  That used to end the
-command with that traceback and exit 1, its MLflow runs closed as failed.
-It is still the stop the user asked for: the runs close as interrupted,
-one line, exit 130, and --resume finishes.  (search/signals.py
-interrupted_by)"""
+"""An interrupt lands at whatever bytecode the driver runs (search/signals.py); each place below is injected into a
+real driver, where the probes and CI found it:
+
+* inside Ray Tune's bookkeeping, which then raises another error as it unwinds (CI: a SIGINT during a lazy import, then
+  `KeyError: <PlacementGroup ...>`): that traceback, exit 1, the runs closed as failed.  Now (`interrupted_by`) the
+  runs close as interrupted, one line, exit 130;
+* inside a finalizer, where Python ignores it: the command ran to its end, exit 0.  Now delivered again;
+* inside `ray.init`'s core-worker constructor: a crash in Ray's exit handlers (SIGSEGV, or SIGTERM's abort).
+"""
 from __future__ import annotations
 
 import signal
@@ -19,6 +20,29 @@ from search import signals
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 EPOCHS = 1000  # the sweep is still running when the signal comes
+LAST = "awnn sweep: interrupted; run the same command with --resume to continue"
+
+
+def _injected_sweep(tmp_path, script_text: str, env: dict | None = None, once_running=None) -> tuple[int, str, list]:
+    """A 1000-epoch AWNN sweep run by `script_text` (`awnn` with a fault injected); `once_running(driver)` is called
+    when a trial runs.  Returns its exit code, its output and its trial runs in MLflow."""
+    grids, budget = write_inputs(tmp_path, EPOCHS)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    script = tmp_path / "awnn_injected.py"
+    script.write_text(script_text)
+    d = Driver(sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"]), cwd=tmp_path,
+               command=[sys.executable, str(script)], env=env)
+    try:
+        if once_running is not None:
+            wait_for(lambda: any(r.data.tags.get("awnn.status") == "running" for r in trial_runs(tracking)), 180,
+                     "a running trial", d.proc, output=d.output)
+            once_running(d)
+        code = d.wait(timeout=180)
+        out = d.output()
+    finally:
+        d.cleanup()
+    return code, out, trial_runs(tracking)
+
 
 # `awnn`, whose Ray Tune raises a KeyError of its own as an interrupt unwinds it
 CUT_SHORT = '''
@@ -47,24 +71,10 @@ entry()
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_error_tune_raises_as_the_interrupt_unwinds_it_still_ends_the_command_interrupted(tmp_path, sig):
-    grids, budget = write_inputs(tmp_path, EPOCHS)
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    script = tmp_path / "cut_short.py"
-    script.write_text(CUT_SHORT)
-    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
-    d = Driver(args, cwd=tmp_path, command=[sys.executable, str(script)])
-    try:
-        wait_for(lambda: any(r.data.tags.get("awnn.status") == "running" for r in trial_runs(tracking)), 180,
-                 "a running trial", d.proc, output=d.output)
-        d.proc.send_signal(sig)
-        code = d.wait(timeout=180)
-        out = d.output()
-    finally:
-        d.cleanup()
+    code, out, runs = _injected_sweep(tmp_path, CUT_SHORT, once_running=lambda d: d.proc.send_signal(sig))
     assert code == 130, out[-3000:]
     assert "Traceback" not in out and "KeyError" not in out, out[-3000:]
-    assert out.strip().splitlines()[-1] == "awnn sweep: interrupted; run the same command with --resume to continue", out[-3000:]
-    runs = trial_runs(tracking)
+    assert out.strip().splitlines()[-1] == LAST, out[-3000:]
     assert runs and not [r.info.run_name for r in runs if r.info.status == "RUNNING"]
     statuses = {r.data.tags["awnn.status"] for r in runs}
     assert "interrupted" in statuses and statuses <= {"ok", "interrupted"}, statuses  # none closed as failed
@@ -129,24 +139,12 @@ entry()
 def test_a_signal_that_lands_in_a_finalizer_still_interrupts_the_command(tmp_path, sig):
     """Python ignores an exception raised in a finalizer or a weakref's callback (a probe: SQLAlchemy's
     `_collection_gced`): the interrupt was lost, and the command ran to its end and exited 0 after Ctrl-C."""
-    grids, budget = write_inputs(tmp_path, EPOCHS)
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    script = tmp_path / "in_a_finalizer.py"
-    script.write_text(IN_A_FINALIZER)
-    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
-    d = Driver(args, cwd=tmp_path, command=[sys.executable, str(script)], env={"SIGNAL": str(int(sig))})
-    try:
-        wait_for(lambda: any(r.data.tags.get("awnn.status") == "running" for r in trial_runs(tracking)), 180,
-                 "a running trial", d.proc, output=d.output)
-        (tmp_path / "go").touch()
-        code = d.wait(timeout=180)
-        out = d.output()
-    finally:
-        d.cleanup()
+    code, out, runs = _injected_sweep(tmp_path, IN_A_FINALIZER, env={"SIGNAL": str(int(sig))},
+                                      once_running=lambda d: (tmp_path / "go").touch())
     assert code == 130, out[-3000:]
     assert "Exception ignored" not in out and "Traceback" not in out, out[-3000:]
-    assert out.strip().splitlines()[-1] == "awnn sweep: interrupted; run the same command with --resume to continue", out[-3000:]
-    statuses = {r.data.tags["awnn.status"] for r in trial_runs(tracking)}
+    assert out.strip().splitlines()[-1] == LAST, out[-3000:]
+    statuses = {r.data.tags["awnn.status"] for r in runs}
     assert "interrupted" in statuses and statuses <= {"ok", "interrupted"}, statuses
 
 
@@ -178,16 +176,6 @@ entry()
 def test_a_signal_inside_ray_init_ends_the_command_without_a_crash(tmp_path, sig):
     """An interrupt inside `ray.init`'s core-worker constructor left a half-made C++ worker whose teardown in Ray's
     exit handlers crashed the process after its last line (SIGSEGV, exit -11; a probe at 3.6-3.9 s after the start)."""
-    grids, budget = write_inputs(tmp_path, EPOCHS)
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    script = tmp_path / "in_ray_init.py"
-    script.write_text(IN_RAY_INIT)
-    d = Driver(sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"]), cwd=tmp_path,
-               command=[sys.executable, str(script)], env={"SIGNAL": str(int(sig))})
-    try:
-        code = d.wait(timeout=120)
-        out = d.output()
-    finally:
-        d.cleanup()
+    code, out, _ = _injected_sweep(tmp_path, IN_RAY_INIT, env={"SIGNAL": str(int(sig))})
     assert code == 130, out[-3000:]
-    assert out.strip().splitlines()[-1] == "awnn sweep: interrupted; run the same command with --resume to continue", out[-3000:]
+    assert out.strip().splitlines()[-1] == LAST, out[-3000:]
