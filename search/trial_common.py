@@ -95,12 +95,13 @@ def report_with_checkpoint(metrics: dict[str, Any], state: Any = None, filename:
     if state is None:
         tune.report(metrics)
         return
+    from . import scratch
     from .errors import storage_error
 
     tmp = None
     try:
         try:
-            tmp = tempfile.mkdtemp(prefix=prefix)
+            tmp = scratch.make(prefix)
             with open(Path(tmp) / filename, "wb") as f:
                 torch.save(state, f)
         except Exception as e:  # (torch may raise its own error with the OSError as its context)
@@ -116,9 +117,9 @@ def report_with_checkpoint(metrics: dict[str, Any], state: Any = None, filename:
             if found is None:
                 raise
             raise StorageFault(f"cannot copy a checkpoint into the storage (--storage): {os.strerror(found.errno)}{_named_path(found)}") from e
-    finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp
+    finally:  # Tune copied it (or the trial is being stopped): never leave it in /tmp (killed: search/scratch.py)
         if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+            scratch.remove(tmp)
 
 
 def _named_path(error: OSError) -> str:

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import _ray_speedups, signals
+from . import _ray_speedups, scratch, signals
 from .trial import trainable  # the trial function Tune runs (search/trial.py)
 
 __all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "ray_session_dir", "gcs_gone", "local_node_gone", "watch_cluster", "check_trial_fits", "exit_process", "exit_now"]
@@ -193,8 +193,8 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     # imports on a 2-core machine (private Ray API: search/_ray_speedups.py).
     system_config = _ray_speedups.node_system_config() if _warm_workers(settings) else {}
     if system_config:
-        warm_dir = tempfile.mkdtemp(prefix="awnn-warm-")
-        atexit.register(shutil.rmtree, warm_dir, True)  # also when no sweep gets to wait_for_warm_workers
+        warm_dir = scratch.make("awnn-warm-")
+        atexit.register(scratch.remove, warm_dir)  # also when no sweep gets to wait_for_warm_workers
         os.environ["AWNN_WARM_DIR"] = warm_dir  # the node and its workers inherit the driver's environment
         os.environ.setdefault("PL_DISABLE_FORK", "1")  # likewise: see _ray_speedups.use_prestarted_workers
     # address "local": a new Ray of our own even where `ray start` left a cluster on this machine, which a bare
@@ -454,7 +454,7 @@ def exit_now(code: int) -> None:
 
     warm_dir = _WARMING.get("dir") or os.environ.get("AWNN_WARM_DIR")
     if warm_dir and warm_dir.startswith(tempfile.gettempdir()):
-        shutil.rmtree(warm_dir, ignore_errors=True)
+        scratch.remove(warm_dir)
     release_comparisons()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
@@ -483,7 +483,7 @@ def wait_for_warm_workers(timeout: float = 20.0) -> list[int]:
             time.sleep(0.05)
         return sorted(int(f) for f in os.listdir(warm_dir) if f.isdigit())
     finally:
-        shutil.rmtree(warm_dir, ignore_errors=True)
+        scratch.remove(warm_dir)
 
 
 def _warm_workers(settings: RunSettings) -> bool:
