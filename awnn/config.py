@@ -13,7 +13,11 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-__all__ = ["TrainConfig", "ConfigError", "CHOICES", "PROFILES", "PROFILE_KEYS", "profile_values"]
+__all__ = ["TrainConfig", "ConfigError", "CHOICES", "PROFILES", "PROFILE_KEYS", "MAX_SEED", "profile_values"]
+
+# the largest seed anywhere in the tool (training, data, a strategy's search): numpy's legacy seeding (Optuna's TPE
+# sampler) takes no more; torch takes up to 2**64 - 1 (measured: 2**64 raised "Overflow when unpacking long long")
+MAX_SEED = 2**32 - 1
 
 
 class ConfigError(ValueError):
@@ -288,6 +292,9 @@ class TrainConfig:
         for key in ["patience", "threads", "seed", "data_seed", "compress_start_epoch", "compress_end_epoch", "embed_dim", "n_obs", "max_train_examples"]:
             if getattr(self, key) < 0:
                 raise bad(key, "an integer >= 0")
+        for key in ["seed", "data_seed"]:
+            if getattr(self, key) > MAX_SEED:
+                raise bad(key, f"an integer from 0 to {MAX_SEED}")
         if self.width < (0 if self.model == "fixed" else 1):
             raise bad("width", "an integer >= 1 (0, a linear classifier, only with model=fixed)")
         if self.layer_widths:

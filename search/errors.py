@@ -18,7 +18,7 @@ reports this way, so that no command has to translate them.
 """
 from __future__ import annotations
 
-__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "StudyUnwritable", "storage_error", "connect_error", "user_errors"]
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "StudyUnwritable", "storage_error", "connect_error", "user_errors", "out_of_memory"]
 
 
 class UsageError(Exception):
@@ -105,3 +105,32 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from tracking.reader import AnalysisError
 
     return (UsageError, ConfigError, DataError, TrackingUnavailable, AnalysisError)
+
+
+def out_of_memory(error: BaseException) -> str | None:
+    """What an allocation that failed for want of memory said, in one line
+    (torch's CPU allocator, CUDA, Python's or numpy's MemoryError), searched
+    along the error's causes; None for any other error.  The CLI reports it
+    as one line with exit code 1 (the run failed; the same config may fit a
+    machine with more memory), not as a traceback."""
+    import re
+
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        text = str(e).strip()
+        cause = getattr(e, "cause", None)  # a Ray task's error: what the task raised
+        if isinstance(cause, BaseException) and id(cause) not in seen:
+            found = out_of_memory(cause)
+            if found:
+                return found
+        if isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or "can't allocate memory" in text or "out of memory" in text.lower():
+            lines = text.splitlines()
+            said = [ln.strip() for ln in lines if "can't allocate memory" in ln or "out of memory" in ln.lower()]
+            line = said[0] if said else (lines[0] if text else type(e).__name__)
+            line = re.sub(r"\[enforce fail at [^\]]*\] err == 0\.\s*", "", line)
+            line = re.sub(r"allocate (\d+) bytes", lambda m: f"{m.group(0)} ({int(m.group(1)) / 2**30:.1f} GiB)", line)
+            return line
+        e = e.__cause__ or e.__context__
+    return None

@@ -40,6 +40,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from awnn.config import MAX_SEED
 from tracking.contract import Param, Tag, arm_name
 
 from .budget import Budget
@@ -278,6 +279,10 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
         raise OptionError(f"--strategies: expected each strategy once, found {','.join(families)}")
     if not isinstance(options.repeats, int) or options.repeats < 1:
         raise OptionError(f"--repeats: expected an integer >= 1, found {options.repeats!r}")
+    top = MAX_SEED - (options.repeats - 1)  # repeat k searches with seed+k-1
+    if not isinstance(options.seed, int) or isinstance(options.seed, bool) or not 0 <= options.seed <= top:
+        said = f" (with --repeats {options.repeats}: repeat k uses seed+k-1, at most {MAX_SEED})" if options.repeats > 1 else ""
+        raise OptionError(f"--seed: expected an integer from 0 to {top}{said}, found {options.seed!r}")
     for s in families:
         source = REGISTRY[s].derived_from
         if source and (source not in families or families.index(source) > families.index(s)):

@@ -160,10 +160,14 @@ def print_summary(comparison, results, stream=None, summary: dict | None = None)
         per = {r.strategy: sum(1 for o in r.selection.outcomes if o.get("status") == "stopped") for r in results if r.strategy in early}
         _say(out, f"{plural(len(by_design), 'trial')} {'was' if len(by_design) == 1 else 'were'} stopped early by ASHA (their partial compute is counted above): "
              + ", ".join(f"{s} {n}" for s, n in per.items()))
-    problems = [(s, o["key"], o["status"]) for s, o in outcomes if o.get("status") != "ok" and not any(o is e for e in by_design)]
+    bad = [(s, o) for s, o in outcomes if o.get("status") != "ok" and not any(o is e for e in by_design)]
+    problems = [(s, o["key"], o["status"]) for s, o in bad]
     if problems:
         _say(out, f"{plural(len(problems), 'trial')} did not end ok (their compute is counted above): "
              + ", ".join(f"{s}:{k}={st}" for s, k, st in problems[:12]) + (" ..." if len(problems) > 12 else ""))
+        for reason in _failure_reasons(bad):
+            for line in _wrap(reason, "  ", "    "):
+                print(line, file=out)
     for r in results:  # post-hoc truncation of the AWNN re-trained models (paper 5.4)
         line = _truncation_line(r)
         if line:
@@ -241,3 +245,25 @@ def caveats(budget: str, results) -> list[str]:
                    [{**o, "select_metric": (o.get("config") or {}).get("select_metric")} for o in (r.selection.outcomes if r.selection else [])])
                   for r in results]
     return _caveats(budget, [r.summary.get("test_acc_mean") for r in results if r.summary], selections=selections)
+
+
+def _failure_reasons(bad: list[tuple[str, dict]], most: int = 3) -> list[str]:
+    """Why trials failed: one line per distinct error (its first line, or what an
+    allocation without memory said), naming the trials; at most `most` errors."""
+    from .errors import out_of_memory
+
+    by_error: dict[str, list[str]] = {}
+    for strategy, o in bad:
+        error = o.get("error")
+        if o.get("status") != "failed" or not error:
+            continue
+        text = str(error)
+        oom = out_of_memory(MemoryError(text)) if ("can't allocate memory" in text or "out of memory" in text.lower()) else None
+        first = f"out of memory: {oom}" if oom else next((ln.strip() for ln in text.splitlines() if ln.strip()), text)
+        by_error.setdefault(first[:300], []).append(f"{strategy}:{o['key']}")
+    lines = []
+    for first, keys in list(by_error.items())[:most]:
+        lines.append(f"{', '.join(keys[:4])}{' ...' if len(keys) > 4 else ''}: {first}")
+    if len(by_error) > most:
+        lines.append(f"and {len(by_error) - most} other errors (the report's Problems and each run's tag awnn.error have them)")
+    return lines

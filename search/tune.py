@@ -54,21 +54,27 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
     message and the error's one line, without the traceback (20-25 lines):
     a write that found no room or permission (tracking.contract.STORAGE_ERRNOS:
     e.g. "Saving experiment state to storage ... failed" on a full disk, at
-    every save), or a trial's worker process lost ("Trial task failed for
+    every save), a trial's worker process lost ("Trial task failed for
     trial ...": killed, out of memory, its node died; tracking.contract.
-    lost_worker), which Ray retries or the driver reports in one line."""
+    lost_worker), which Ray retries or the driver reports in one line, or a
+    trial whose allocation found no memory (errors.out_of_memory: a config
+    too large for its node; before, 68 lines of traceback at each attempt).
+    Any other error of a trial keeps its traceback: a bug is found from it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from tracking.contract import lost_worker
 
-        from .errors import storage_error
+        from .errors import out_of_memory, storage_error
 
         error = record.exc_info[1] if record.exc_info else None
         if error is None:
             return True
         found = storage_error(error)
+        oom = None if found is not None else out_of_memory(error)
         if found is not None:
             detail = os.strerror(found.errno)
+        elif oom is not None:  # a config too large for the node's memory (Tune retries it: on a shared node it may fit later)
+            detail = f"out of memory: {oom}"
         elif lost_worker(error) or record.getMessage().startswith(_RAY_STATE_SAVES):
             # a lost worker; or any failed save of Ray Tune's experiment state, which awnn never reads (--resume reads
             # MLflow): e.g. Ray's own race copying a temporary file its atomic save renamed meanwhile (FileNotFoundError)

@@ -273,7 +273,9 @@ def problems(data: ComparisonData) -> list[str]:
     retried = data.runs[data.runs["retries"].fillna(0) > 0] if len(data.runs) else data.runs
     if len(retried):
         which = ", ".join(f"{r.strategy} {r.phase} {r.trial_key} ({int(r.retries)}x)" for r in retried.itertuples())
-        out.append(f"{len(retried)} trials were retried after a failure (a worker or node died) and continued from their last checkpoint: {which}; the lost attempts' compute is counted.")
+        n = len(retried)
+        out.append(f"{n} trial{'s were' if n > 1 else ' was'} retried after a failure (an error in the trial, or its worker or node lost) and "
+                   f"continued from {'their' if n > 1 else 'its'} last checkpoint: {which}; the lost attempts' compute is counted.")
     est = data.runs[data.runs["cost_estimated"]] if len(data.runs) else data.runs
     if len(est):
         out.append(f"{len(est)} runs have no recorded device_hours; their cost is estimated from their last train_seconds.")

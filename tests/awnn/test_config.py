@@ -41,6 +41,8 @@ def test_train_config_round_trips_through_dict():
         ({"batch_size": -1}, r"key 'batch_size': expected an integer >= 1, found -1"),
         ({"max_width": 0}, r"key 'max_width': expected an integer >= 1, found 0"),
         ({"patience": -1}, r"key 'patience': expected an integer >= 0, found -1"),
+        ({"seed": 2**32}, r"key 'seed': expected an integer from 0 to 4294967295, found 4294967296"),
+        ({"data_seed": 2**70}, r"key 'data_seed': expected an integer from 0 to 4294967295, found 1180591620717411303424"),
         ({"lr": 0}, r"key 'lr': expected a positive number, found 0.0"),
         ({"lr": "nan"}, r"key 'lr': expected a positive number, found nan"),
         ({"rate": -0.01}, r"key 'rate': expected a positive number, found -0.01"),

@@ -26,6 +26,10 @@ def test_asha_milestones_match_ray_brackets():
     (["--strategies", "asha", "--asha-grace-period", "2"], "--asha-grace-period", "from 1 to 1"),
     (["--strategies", "asha", "--asha-reduction-factor", "1"], "--asha-reduction-factor", "number > 1"),
     (["--strategies", "tpe", "--optuna-storage", "nosuchdb://x"], "--optuna-storage", "cannot open"),
+    # a seed TPE's numpy seeding refuses (before: its traceback, exit 1), for every strategy alike
+    (["--strategies", "tpe", "--seed", "-5"], "--seed", "integer from 0 to 4294967295, found -5"),
+    (["--strategies", "random", "--seed", str(2**32)], "--seed", "integer from 0 to 4294967295, found 4294967296"),
+    (["--strategies", "asha", "--seed", "4294967294", "--repeats", "3"], "--seed", "from 0 to 4294967293 (with --repeats 3"),
 ])
 def test_bad_strategy_options_exit_2_before_anything_runs(tmp_path, monkeypatch, capsys, extra, key, expected):
     """In-process (nothing is launched before validation, so no Ray is needed)."""
