@@ -118,15 +118,15 @@ def _run(args) -> int:
     except Exception as e:
         if signals.interrupted_by(e):  # raised by what the interrupt cut short (a library's half-done update): still the stop asked for
             return _interrupted(args)
-        from .errors import out_of_memory
+        if not isinstance(e, user_errors()):  # (a user error's own line first: it may carry an out-of-memory cause)
+            from .errors import out_of_memory
 
-        oom = out_of_memory(e)
-        if oom:  # (a trial's own in a sweep ends that trial; this is the command's: `awnn train`, the driver)
-            print(f"awnn {args.command}: error: out of memory: {oom}; a smaller config (width, max_width, batch_size, "
-                  f"hidden_layers) or a machine with more memory", file=sys.stderr)
-            return 1
-        if not isinstance(e, user_errors()):  # a bug or an unexpected failure: the full traceback
-            raise
+            oom = out_of_memory(e)
+            if oom:  # (a trial's own in a sweep ends that trial; this is the command's: `awnn train`, the driver)
+                print(f"awnn {args.command}: error: out of memory: {oom}; a smaller config (width, max_width, batch_size, "
+                      f"hidden_layers), fewer trials at once, or a machine with more memory", file=sys.stderr)
+                return 1
+            raise  # a bug or an unexpected failure: the full traceback
         print(f"awnn {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -18,7 +18,7 @@ reports this way, so that no command has to translate them.
 """
 from __future__ import annotations
 
-__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "StudyUnwritable", "storage_error", "connect_error", "user_errors", "out_of_memory"]
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "StudyUnwritable", "storage_error", "lost_worker_error", "connect_error", "user_errors", "out_of_memory"]
 
 
 class UsageError(Exception):
@@ -92,6 +92,25 @@ def storage_error(error: BaseException) -> OSError | None:
     return None
 
 
+def lost_worker_error(error: BaseException) -> BaseException | None:
+    """The loss of a worker process in `error`'s chain (itself, its causes,
+    contexts and a Ray task error's `cause`; tracking.contract.lost_worker:
+    killed, crashed, its node dead, Ray's memory monitor), or None."""
+    from tracking.contract import lost_worker
+
+    seen: set[int] = set()
+    todo: list[BaseException] = [error]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if lost_worker(e):
+            return e
+        todo += [x for x in (getattr(e, "cause", None), e.__cause__, e.__context__) if isinstance(x, BaseException)]
+    return None
+
+
 def connect_error(address: str, error: BaseException) -> SearchError:
     msg = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return SearchError(f"--address {address}: cannot join the Ray cluster ({msg[:200]})")
@@ -125,10 +144,11 @@ def out_of_memory(error: BaseException) -> str | None:
             found = out_of_memory(cause)
             if found:
                 return found
-        if isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or "can't allocate memory" in text or "out of memory" in text.lower():
-            lines = text.splitlines()
-            said = [ln.strip() for ln in lines if "can't allocate memory" in ln or "out of memory" in ln.lower()]
-            line = said[0] if said else (lines[0] if text else type(e).__name__)
+        by_type = isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError"  # (Ray's memory monitor's too)
+        if by_type or "can't allocate memory" in text or "out of memory" in text.lower():
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            said = [ln for ln in lines if "can't allocate memory" in ln or "out of memory" in ln.lower()]
+            line = lines[0] if by_type and lines else (said[0] if said else type(e).__name__)
             line = re.sub(r"\[enforce fail at [^\]]*\] err == 0\.\s*", "", line)
             line = re.sub(r"allocate (\d+) bytes", lambda m: f"{m.group(0)} ({int(m.group(1)) / 2**30:.1f} GiB)", line)
             return line

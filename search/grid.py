@@ -30,6 +30,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,9 @@ TOP_KEYS = {
 }
 REQUIRED = ("task", "strategy", "epochs", "grid")
 # keys a grid may not set: they belong to the protocol and the budget
+# the most configs a grid file may expand to: each is a Ray trial and an MLflow run (the paper's largest grid: 180).
+# Before, a grid of 3e9 points was expanded in memory (22 GB and still going, `awnn grids`) before anything was said.
+MAX_GRID_CONFIGS = 100_000
 PROTOCOL_KEYS = ("split", "epochs", "patience", "seed", "task", "device", "threads", "data_root")
 
 
@@ -147,6 +151,11 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
             raise _fail(path, f"grid.{key}", "distinct values", values)
     if cpu:
         _check(path, "cpu", {**base, **cpu})
+    size = math.prod(len(values) for values in grid.values())
+    if size > MAX_GRID_CONFIGS:
+        lists = " x ".join(f"{len(values)} {key}" for key, values in grid.items())
+        raise _fail(path, "grid", f"at most {MAX_GRID_CONFIGS:,} configs (the product of its lists' lengths: each is a trial "
+                    f"and an MLflow run); search fewer values, or split it into several grids", f"{size:,} ({lists})")
     g = Grid(path=Path(path), task=task, strategy=strategy, epochs=ints["epochs"], grid=grid, fixed=fixed,
              description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], folds=ints["folds"], cpu=dict(cpu), epochs_by_hidden_layers=dict(by_layers))
     for i, cfg in enumerate(g.configs()):

@@ -272,6 +272,7 @@ class Comparison:
                 except Exception as e:  # on a full disk Ray's own writes fail too (its state, a torn error file)
                     if record.stop_reason() is None:
                         self._raise_storage(e)
+                        self._raise_lost(e)
                         raise
                 self._raise_fault(record.stop_reason())
                 for source in searcher.tpe.values():  # a study write that failed after TPE's last ask
@@ -318,6 +319,24 @@ class Comparison:
         code = storage_fault_errno(message)
         room = self._storage_room() if code is None or code in NO_ROOM_ERRNOS else ""
         raise StorageFull(f"{message}{room}; {storage_remedy(code)} and run the same command with --resume")
+
+    def _raise_lost(self, error: BaseException) -> None:
+        """Ray Tune raised a worker's loss out of its loop instead of failing a trial (Ray's memory monitor killing a
+        trial's actor while it starts: Tune's "Caught unexpected exception", Ray 2.60; before, a traceback, exit 1 and
+        the runs closed as failed): the nodes' fault, not a config's, as a worker lost past --max-failures: the trials
+        in flight interrupted, one line, resumable."""
+        from .errors import WorkerLost, lost_worker_error
+
+        lost = lost_worker_error(error)
+        if lost is None:
+            return
+        self.tracker.interrupt_open()
+        text = str(lost).strip()
+        first = text.splitlines()[0][:400] if text else "no detail"
+        raise WorkerLost(f"trial workers were lost as Ray Tune started them ({type(lost).__name__}: {first}); the comparison stopped "
+                         "and its trials in flight were interrupted, none is counted as a failure of its config; check the nodes "
+                         "(memory: fewer trials at once with --num-cpus or a larger --cpus-per-trial; preemption), then run the "
+                         "same command with --resume") from error
 
     def _raise_storage(self, error: BaseException) -> None:
         """Ray Tune's own write into --storage found no room or permission (no trial's fault recorded): one line, resumable."""

@@ -70,17 +70,17 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
         if error is None:
             return True
         found = storage_error(error)
-        oom = None if found is not None else out_of_memory(error)
         if found is not None:
             detail = os.strerror(found.errno)
-        elif oom is not None:  # a config too large for the node's memory (Tune retries it: on a shared node it may fit later)
-            detail = f"out of memory: {oom}"
         elif lost_worker(error) or record.getMessage().startswith(_RAY_STATE_SAVES):
-            # a lost worker; or any failed save of Ray Tune's experiment state, which awnn never reads (--resume reads
-            # MLflow): e.g. Ray's own race copying a temporary file its atomic save renamed meanwhile (FileNotFoundError)
+            # a lost worker (Ray's memory monitor's kills included); or any failed save of Ray Tune's experiment state,
+            # which awnn never reads (--resume reads MLflow): e.g. Ray's own race copying a temporary file its atomic
+            # save renamed meanwhile (FileNotFoundError)
             cause = getattr(error, "cause", None) or error
             lines = [ln.strip() for ln in str(cause).splitlines() if ln.strip()]
             detail = f"{type(cause).__name__}: {lines[0][:300] if lines else 'no detail'}"
+        elif out_of_memory(error) is not None:  # a config too large for its node's memory (Tune retries it: on a shared node it may fit later)
+            detail = f"out of memory: {out_of_memory(error)}"
         else:
             return True
         record.msg = f"{record.getMessage().rstrip(': ')}: {detail}"

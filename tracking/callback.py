@@ -64,7 +64,7 @@ from typing import Callable
 
 from ray.tune import Callback
 
-from .contract import EPOCH_METRICS, FAULT_KINDS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, is_epoch_metric, lost_worker, storage_fault_text
+from .contract import EPOCH_METRICS, FAULT_KINDS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, is_epoch_metric, lost_worker, memory_monitor_kill, storage_fault_text
 from .hooks import past_tune
 from .store import TrackingWriter
 from .trial_note import trial_note
@@ -324,6 +324,9 @@ class TrialTracker(Callback):
         exc = _pickled_error(trial)
         if lost_worker(exc):  # its process or node was lost more often than --max-failures allows: not its config's doing
             return self._lost_worker(trial, exc, why)
+        killed = memory_monitor_kill(_last_failure_text(trial))
+        if killed:  # Ray's memory monitor killed its worker (no pickled error: before, the trial ended `failed`)
+            return self._lost_worker(trial, None, why, detail=f"OutOfMemoryError: {killed}")
         self._start_members(trial)
         for key, spec in self.members(trial):
             self._finish(key, {"status": "failed"}, error=error, spec=spec, last=self.last.get(key, {}), trial=trial)
@@ -336,15 +339,18 @@ class TrialTracker(Callback):
         for key, spec in self.members(trial):
             self._fault(key, {"status": "failed", "error": error, "error_kind": "storage"}, spec)
 
-    def _lost_worker(self, trial, exc: BaseException, why: str = "") -> None:
+    def _lost_worker(self, trial, exc: BaseException | None, why: str = "", detail: str | None = None) -> None:
         """`trial`'s worker process was lost once more after its last retry
-        (killed, out of memory, its node died): a fault of each of its configs."""
+        (killed, out of memory, its node died): a fault of each of its configs.
+        `detail`: what was lost, where no exception says it."""
         self._start_members(trial)
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        cause = getattr(exc, "cause", None) or exc  # a RayTaskError carrying the loss: name the loss
+        if detail is None:
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            cause = getattr(exc, "cause", None) or exc  # a RayTaskError carrying the loss: name the loss
+            detail = f"{type(cause).__name__}: {lines[0] if lines else 'no detail'}"
         for key, spec in self.members(trial):
             lost = self.retries.get(key, 0) + 1
-            error = f"{why}its worker process was lost {lost} time{'s' if lost > 1 else ''} ({type(cause).__name__}: {lines[0] if lines else 'no detail'})"
+            error = f"{why}its worker process was lost {lost} time{'s' if lost > 1 else ''} ({detail})"
             self._fault(key, {"status": "failed", "error": error, "error_kind": "lost"}, spec)
 
     def _fault(self, key: str, final: dict, spec: dict) -> None:
@@ -456,6 +462,19 @@ def _pickled_error(trial) -> BaseException | None:
         return trial.get_pickled_error()
     except Exception:  # noqa: BLE001 - an unreadable error file: the error's text still ends the trial as failed
         return None
+
+
+def _last_failure_text(trial) -> str:
+    """The whole text of `trial`'s latest failure in its error file (Ray Tune
+    appends one `Failure # N (occurred at ...)` section per failure), or ''."""
+    path = getattr(trial, "error_file", None)
+    try:
+        text = open(path).read() if path else ""
+    except OSError:
+        return ""
+    import re
+
+    return re.split(r"^Failure # \d+ .*$", text, flags=re.M)[-1]
 
 
 def _error_text(trial) -> str:

@@ -71,6 +71,17 @@ def storage_fault_text(text: str) -> bool:
     return storage_fault_errno(text) is not None
 
 
+MEMORY_MONITOR_SAYS = "killed due to the node running low on memory"  # Ray's memory monitor's OutOfMemoryError (Ray 2.x)
+
+
+def memory_monitor_kill(text: str) -> str | None:
+    """The line of a trial's error text saying that Ray's memory monitor killed
+    its worker, or None.  Ray Tune keeps no pickled error for that kill (only
+    for task and actor errors: Ray 2.60 Trial.handle_error), so its text is
+    what the driver has."""
+    return next((ln.strip() for ln in text.splitlines() if MEMORY_MONITOR_SAYS in ln), None)
+
+
 def lost_worker(error: BaseException | None) -> bool:
     """Is `error` (a Ray trial's error) the loss of the trial's worker process
     rather than an exception of its own code: the process killed or crashed,

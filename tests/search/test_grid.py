@@ -184,3 +184,23 @@ def test_error_classes_share_one_parent_and_name_their_input():
         assert issubclass(cls, UsageError) and issubclass(cls, ValueError)
     assert not issubclass(BudgetError, GridError) and not issubclass(OptionError, GridError)
     assert set(user_errors()) == {UsageError, ConfigError, DataError, TrackingUnavailable, AnalysisError}
+
+
+def test_a_grid_too_large_to_run_is_refused_before_it_is_expanded(tmp_path):
+    """3e9 points: before, every one was built in memory (22 GB and growing after 2 minutes of `awnn grids`)."""
+    import resource
+
+    from search.grid import MAX_GRID_CONFIGS
+
+    many = ", ".join(str(8 + i) for i in range(1000))
+    lrs = ", ".join(str(0.001 * (i + 1)) for i in range(1000))
+    path = tmp_path / "doublemoon-fixed.yaml"
+    path.write_text(f"task: doublemoon\nstrategy: fixed\nepochs: 10\nfixed: {{model: fixed, hidden_layers: 1}}\n"
+                    f"grid:\n  width: [{many}]\n  lr: [{lrs}]\n  activation: [relu, leaky_relu, relu6]\n  batch_size: [{many}]\n")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(GridError) as e:
+        load_grid(path)
+    assert str(e.value) == (f"{path}: key 'grid': expected at most {MAX_GRID_CONFIGS:,} configs (the product of its lists' lengths: each "
+                            "is a trial and an MLflow run); search fewer values, or split it into several grids, found "
+                            "'3,000,000,000 (1000 width x 1000 lr x 3 activation x 1000 batch_size)'")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB: nothing expanded

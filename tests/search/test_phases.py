@@ -441,3 +441,28 @@ def test_the_whole_comparisons_eta_stays_sane_when_the_finished_trials_were_shor
     # then the re-training runs at the arm's measured cost: at most all of them on one device, one after another
     runs = resolve_budget("quick").runs(searcher.plan.open()[0].arm.grid)
     assert selection_left <= overall <= selection_left + runs * epochs * per_epoch * 1.5, line
+
+
+def test_the_whole_comparisons_eta_is_never_less_than_the_phase_on_the_line(tmp_path, monkeypatch):
+    """Trials whose training is nearly free but whose start and end take wall
+    time (smoke trials of a tiny MLP: a Ray actor, MLflow runs) once gave
+    `eta 17h29m  phase 1/2  all phases eta ~7m04s` on a 99,000-config grid:
+    the whole comparison's eta counts device-seconds only."""
+    import search.phases
+    import search.record
+
+    clock = _Clock()
+    monkeypatch.setattr(search.phases.time, "monotonic", clock)
+    monkeypatch.setattr(search.record.time, "monotonic", clock)
+    _, record, hooks, searcher = make(["fixed"], resolve_budget("quick"), tmp_path)
+    searcher.progress.min_interval = 0.0
+    specs = [searcher.suggest(f"t{i}")["spec"] for i in range(10)]
+    keys = [f"fixed/selection/{sp['key']}" for sp in specs]
+    for k, sp in zip(keys, specs):
+        clock.t += 10  # 10 s of wall time a trial, for 0.036 device-seconds of training
+        record.finished(k, {**score(sp), "device_hours": 1e-5, "compute_seconds": 0.036, "epochs_run": sp["config"]["epochs"]})
+    line = searcher.stream.getvalue().splitlines()[-1]
+    phase_eta = _seconds(re.search(r"  eta (\S+)  phase", line).group(1))
+    overall = _seconds(re.search(r"all phases eta [~>](\S+?)(?:  |$)", line).group(1))
+    left = len(searcher.plan.open()[0].keys) - 10
+    assert phase_eta == pytest.approx(10 * left, abs=2) and overall >= phase_eta, line

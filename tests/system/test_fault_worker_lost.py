@@ -53,3 +53,33 @@ def test_a_trial_whose_worker_is_lost_past_max_failures_stops_the_sweep_and_resu
     assert all(r.info.status != "RUNNING" for r in runs)  # the others in flight: interrupted too, none left open
 
     resume_finishes(args, tmp_path, tracking, EPOCHS, timeout=300)
+
+
+@pytest.mark.timeout(420)
+def test_rays_memory_monitor_killing_the_trials_stops_the_sweep_in_one_line_and_resume_runs_them(tmp_path):
+    """Ray's memory monitor kills trial workers when the node's memory passes
+    RAY_memory_usage_threshold (here 1%: at once).  A kill while the trial's
+    actor starts made Ray Tune raise "Caught unexpected exception" out of its
+    loop (before: a traceback, exit 1, the runs closed `failed`); a kill while
+    it trains left no pickled error, so the trial ended `failed` like a
+    config that raised.  Either way it is now a lost worker: one line, exit 2,
+    the trials in flight interrupted, none failed, and `--resume` (the memory
+    back) runs every config once."""
+    grids, budget = write_inputs(tmp_path, 20)
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = sweep_args(tmp_path, grids, budget, tracking, extra=["--max-failures", "0", "--num-cpus", "2"])
+    driver = Driver(args, cwd=tmp_path, env={"RAY_memory_usage_threshold": "0.01", "RAY_memory_monitor_refresh_ms": "100"})
+    try:
+        rc = driver.wait(timeout=300)
+        out = driver.output()
+    finally:
+        driver.cleanup()
+    assert rc == 2, out[-4000:]
+    errors = [line for line in out.splitlines() if line.startswith("awnn sweep: error:")]
+    assert len(errors) == 1 and "OutOfMemoryError: " in errors[0] and "running low on memory" in errors[0], out[-4000:]
+    assert "none is counted as a failure of its config" in errors[0] and "--resume" in errors[0], errors[0]
+    assert "Traceback" not in out, out[-4000:]
+    runs = trial_runs(tracking)
+    assert not [r for r in runs if r.data.tags.get("awnn.status") == "failed"], [(r.data.tags["awnn.trial_key"], r.data.tags["awnn.status"]) for r in runs]
+    assert all(r.info.status != "RUNNING" for r in runs)
+    resume_finishes(args, tmp_path, tracking, 20, timeout=300)

@@ -182,7 +182,7 @@ def test_resumed_from_names_the_checkpoint_the_trial_really_continued_from(setup
 
 
 @pytest.mark.parametrize("how", ["data final", "storage final", "ray storage error on retry", "ray storage error at the end",
-                                 "lost worker after its retries"])
+                                 "lost worker after its retries", "lost to ray's memory monitor"])
 def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setup, how, tmp_path):
     """A trial ended by its environment, not its config (its data cannot be
     read, a checkpoint finds no room, its worker process is lost once more than
@@ -201,8 +201,11 @@ def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setu
              "storage": "StorageFault: cannot copy a checkpoint into the storage (--storage): No space left on device (on node-1)",
              "ray": "OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device",
              "lost": "its worker process was lost 2 times (ActorDiedError: The actor died unexpectedly before finishing this task.)"}[how.split()[0]]
+    if how.endswith("monitor"):
+        error = ("its worker process was lost 1 time (OutOfMemoryError: 2 worker(s) were killed due to the node running low on memory. "
+                 "Memory on the node (IP: 10.0.0.2, ID: ab12) was 22.40GB used / 23.47GB limit (0.954))")
     kind = {"data": "data", "lost": "lost"}.get(how.split()[0], "storage")
-    if how.startswith("lost"):  # Ray retried it once, then lost it again: its pickled error is the loss, its text says nothing of it
+    if how.startswith("lost worker"):  # Ray retried it once, then lost it again: its pickled error is the loss, its text says nothing of it
         import cloudpickle
         from ray.exceptions import ActorDiedError
 
@@ -213,6 +216,16 @@ def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setu
         t.on_trial_recover(0, [], victim)  # a loss Ray retries is no fault yet
         assert not faults and t.retries[f"awnn/selection/{victim.config['spec']['key']}"] == 1
         t.on_trial_error(0, [], victim)
+        t.on_trial_error(0, [], victim)
+    elif how.endswith("monitor"):  # Ray Tune pickles no error for it (not a task's or an actor's): its error file's text says it
+        from ray.exceptions import OutOfMemoryError
+
+        said = OutOfMemoryError("2 worker(s) were killed due to the node running low on memory. Memory on the node (IP: 10.0.0.2, "
+                                "ID: ab12) was 22.40GB used / 23.47GB limit (0.954)\nRefer to the documentation on how to address "
+                                "the out of memory issue: https://docs.ray.io/...")
+        victim.error_file = str(tmp_path / "error.txt")
+        with open(victim.error_file, "w") as f:  # as Ray 2.60's Trial.handle_error writes it, an earlier failure first
+            f.write(f"Failure # 1 (occurred at 2026-11-28_16-49-32)\nRuntimeError: an earlier one\nFailure # 2 (occurred at 2026-11-28_16-49-40)\n{said}\n")
         t.on_trial_error(0, [], victim)
     elif how.endswith("final"):
         report(t, victim, 2, final={"status": "failed", "error": error, "error_kind": how.split()[0]})
