@@ -27,6 +27,10 @@ class ProgressLine:
         self.last = 0.0
         self.width = 0
 
+    def due(self) -> bool:
+        """Would `update` draw now?  (A caller whose text is costly builds it only then.)"""
+        return time.monotonic() - self.last >= self.min_interval
+
     def update(self, text: str, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self.last < self.min_interval:
