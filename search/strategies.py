@@ -300,6 +300,7 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
 
     # every chosen family's options are checked, in registry order, before any arm is made
     sizes = {s: f.trials(_Sizing(options, budget, fixed, grids[f.grid], awnn_size, s)) for s, f in REGISTRY.items() if s in families}
+    _check_total(families, sizes, grids, options, budget)
     arms: list[Arm] = []
     for s in families:
         grid = grids[GRID_OF[s]]
@@ -310,6 +311,29 @@ def make_arms(task: str, families: list[str], options: StrategyOptions, budget: 
             name = arm_name(s, k, options.repeats)
             arms.append(Arm(name, s, k, options.seed + k - 1, grid, sizes[s], options))
     return arms
+
+
+# the most trials one comparison may plan (each a Ray trial and an MLflow run): two arms over the largest grid a file may
+# hold (search.grid.MAX_GRID_CONFIGS) and their re-training.  Before, `retrain_runs: 100000000` in a budget file grew
+# the driver to 6.8 GB in 40 s, planning them.
+MAX_COMPARISON_TRIALS = 250_000
+
+
+def _check_total(families: list[str], sizes: dict[str, int], grids: dict, options: StrategyOptions, budget: Budget) -> None:
+    """Refuse, before any arm is made, a comparison of more than MAX_COMPARISON_TRIALS trials, naming what makes it up."""
+    parts, total = [], 0
+    for s in families:
+        grid = grids[GRID_OF[s]]
+        arms = options.repeats if s in STOCHASTIC else 1
+        runs, folds = budget.runs(grid), budget.folds_for(grid)
+        n = arms * (sizes[s] + runs) * folds
+        total += n
+        parts.append(f"{s}: {f'{arms:,} repeats x ' if arms > 1 else ''}({sizes[s]:,} selection + {runs:,} re-training)"
+                     + (f" x {folds} folds" if folds > 1 else ""))
+    if total > MAX_COMPARISON_TRIALS:
+        raise OptionError(f"the comparison: expected at most {MAX_COMPARISON_TRIALS:,} trials in all (each a Ray trial and an MLflow "
+                          f"run), found {total:,} ({'; '.join(parts)}); fewer --repeats, --tpe-trials or --random-trials, fewer "
+                          f"grid points, or a budget with fewer retrain_runs (--budget {budget.name})")
 
 
 def with_protocol(budget: Budget, protocol: str | None, task: str) -> Budget:
