@@ -29,6 +29,51 @@ grid:
 """
 
 
+_EPOCH_SECONDS: list[float] = []
+
+
+def epoch_seconds(grid: str = GRID) -> float:
+    """The seconds one epoch of `grid`'s first config takes as a trial trains it (the trial's trainer, one thread,
+    denormals flushed): the faster of two 40-epoch runs in this process, measured once per test process (~1 s).
+    A machine busy with the other test worker makes it longer, never shorter."""
+    if not _EPOCH_SECONDS:
+        import torch
+        import yaml
+
+        from awnn.arith import set_denormals
+        from awnn.config import TrainConfig
+        from awnn.lean import make_trainer
+
+        spec = yaml.safe_load(grid)
+        values = {"task": spec["task"], **spec.get("fixed", {}), **{k: v[0] for k, v in spec.get("grid", {}).items()},
+                  "epochs": 40, "patience": 0}
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        set_denormals(True)
+        try:
+            per_epoch = []
+            for _ in range(2):
+                trainer = make_trainer(TrainConfig.from_dict(values))
+                trainer.run()
+                per_epoch.append(trainer.train_seconds / max(1, trainer.epoch))
+        finally:
+            torch.set_num_threads(threads)
+            set_denormals(False)
+        _EPOCH_SECONDS.append(min(per_epoch))
+    return _EPOCH_SECONDS[0]
+
+
+def epochs_lasting(seconds: float, at_least: int) -> int:
+    """Epochs of GRID's configs for a trial of about `seconds` on this machine (at least `at_least`).  A fault test
+    that must land its fault while a trial runs sizes the trial in seconds: a size in epochs shrinks each time the
+    trainer gets faster (test_fault_worker's 250 epochs were ~15 s a trial at 60 ms an epoch, 3.5 s at 14 ms, and its
+    wait for a running trial with a checkpoint in its first half missed the one it needed, 2026-11-28), and on a
+    faster machine."""
+    import math
+
+    return max(at_least, math.ceil(seconds / epoch_seconds()))
+
+
 def write_inputs(tmp_path: Path, epochs: int, grid: str = GRID, strategy: str = "awnn") -> tuple[Path, Path]:
     grids = tmp_path / "grids"
     grids.mkdir(exist_ok=True)

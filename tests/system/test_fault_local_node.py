@@ -20,12 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from fault_helpers import Driver, resume_finishes, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, epochs_lasting, resume_finishes, sweep_args, trial_runs, wait_for, write_inputs
 from servers import _processes_with_marker
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 250  # trials of ~5 s on one core: the raylet dies while both slots' trials run
+
+def epochs() -> int:
+    """Trials of ~3.5 s on this machine (fault_helpers.epochs_lasting; at least 250 epochs): the raylet dies while both slots' trials run."""
+    return epochs_lasting(3.5, at_least=250)
 
 
 def _raylet(marker: str) -> int | None:
@@ -41,7 +44,7 @@ def _raylet(marker: str) -> int | None:
 
 @pytest.mark.timeout(300)
 def test_the_local_rays_raylet_killed_mid_sweep_stops_the_driver_and_resume_finishes(tmp_path):
-    grids, budget = write_inputs(tmp_path, EPOCHS)
+    grids, budget = write_inputs(tmp_path, epochs())
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
     driver = Driver(args, cwd=tmp_path)
@@ -65,4 +68,4 @@ def test_the_local_rays_raylet_killed_mid_sweep_stops_the_driver_and_resume_fini
     assert runs and all(r.info.status != "RUNNING" for r in runs), [(r.data.tags["awnn.trial_key"], r.info.status) for r in runs]
     assert {r.data.tags["awnn.status"] for r in runs if r.info.status == "KILLED"} == {"interrupted"}
 
-    resume_finishes(args, tmp_path, tracking, EPOCHS, timeout=240)
+    resume_finishes(args, tmp_path, tracking, epochs(), timeout=240)

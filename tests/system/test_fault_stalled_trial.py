@@ -17,21 +17,24 @@ import signal
 
 import pytest
 
-from fault_helpers import Driver, running_selection_trial, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, epochs_lasting, running_selection_trial, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 150  # trials of several seconds on one core: the stop lands while the victim runs
+
+def epochs() -> int:
+    """Trials of ~3 s on this machine (fault_helpers.epochs_lasting; at least 150 epochs): the stop lands while the victim runs."""
+    return epochs_lasting(3.0, at_least=150)
 
 
 def _sweep_with_a_stopped_trial(tmp_path, *flags: str):
     """A sweep (`flags` added) one of whose running selection trials has its process stopped (SIGSTOP):
     (driver, tracking URI, the trial's key, its pid)."""
-    grids, budget = write_inputs(tmp_path, EPOCHS)
+    grids, budget = write_inputs(tmp_path, epochs())
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     driver = Driver(sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2", *flags]), cwd=tmp_path)
     try:
-        victim = running_selection_trial(driver, tracking, before_epoch=EPOCHS // 3)
+        victim = running_selection_trial(driver, tracking, before_epoch=epochs() // 3)
         key, pid = victim.data.tags["awnn.trial_key"], int(victim.data.tags["awnn.pid"])
         os.kill(pid, signal.SIGSTOP)
     except BaseException:
@@ -70,7 +73,7 @@ def test_a_stopped_trial_is_named_once_the_sweep_waits_and_finishes_when_it_runs
     assert len(warning.findall(out)) == 1, out[-4000:]  # once per silence
     assert re.search(rf"^trial awnn/selection/{key} reported again after \S+ of silence$", out, re.M), out[-4000:]
     assert "Traceback" not in out, out[-4000:]
-    assert _one_ok_run_per_config(tracking)[key].data.metrics["epochs_run"] == EPOCHS
+    assert _one_ok_run_per_config(tracking)[key].data.metrics["epochs_run"] == epochs()
 
 
 @pytest.mark.timeout(360)
@@ -99,6 +102,6 @@ def test_stall_timeout_ends_a_stopped_trials_process_and_ray_retries_it_from_its
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # the stopped process is gone
     run = _one_ok_run_per_config(tracking)[key]
-    assert run.data.metrics["epochs_run"] == EPOCHS and run.data.metrics.get("retries") == 1, run.data.metrics
+    assert run.data.metrics["epochs_run"] == epochs() and run.data.metrics.get("retries") == 1, run.data.metrics
     # the run says why it was retried (MLflow UI: its last_error tag)
     assert re.match(r"ended by --stall-timeout 5s after \S+ without a report: ", run.data.tags.get("awnn.last_error", "")), run.data.tags

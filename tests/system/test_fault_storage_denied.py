@@ -24,11 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from fault_helpers import Driver, checkpoints, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, checkpoints, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 120  # ~60 ms an epoch: a trial checkpoints every 0.5 s for several seconds after the first checkpoint
+
+def epochs() -> int:
+    """Trials of ~3 s on this machine (fault_helpers.epochs_lasting; at least 120 epochs): a trial checkpoints every 0.5 s for seconds after its first checkpoint, so a copy into the storage comes after the denial."""
+    return epochs_lasting(3.0, at_least=120)
 
 
 def deny_writes(folder: Path):
@@ -53,14 +56,14 @@ def deny_writes(folder: Path):
 
 
 def test_a_storage_that_becomes_unwritable_stops_the_sweep_in_one_line_and_interrupts_its_trials(tmp_path):
-    grids, budget = write_inputs(tmp_path, EPOCHS)
+    grids, budget = write_inputs(tmp_path, epochs())
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--fuse", "1"])
     storage = tmp_path / "results"
     driver = Driver(args, cwd=tmp_path)
     undo = None
     try:
-        wait_for(lambda: checkpoints(storage, before_epoch=EPOCHS // 2), 240, "a trial's first checkpoint", driver.proc,
+        wait_for(lambda: checkpoints(storage, before_epoch=epochs() // 2), 240, "a trial's first checkpoint", driver.proc,
                  interval=0.1, output=driver.output)
         undo = deny_writes(storage)
         rc = driver.wait(timeout=300)

@@ -16,21 +16,24 @@ import signal
 
 import pytest
 
-from fault_helpers import Driver, resume_finishes, running_selection_trial, sweep_args, trial_runs, write_inputs
+from fault_helpers import Driver, epochs_lasting, resume_finishes, running_selection_trial, sweep_args, trial_runs, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 300  # trials of ~5 s on one core (2 s at 120 epochs, 2026-11-27): the kill lands while the victim runs, in its first third
+
+def epochs() -> int:
+    """Trials of ~3.5 s on this machine (fault_helpers.epochs_lasting; at least 300 epochs): the kill lands while the victim runs, in its first third."""
+    return epochs_lasting(3.5, at_least=300)
 
 
 @pytest.mark.timeout(420)
 def test_a_trial_whose_worker_is_lost_past_max_failures_stops_the_sweep_and_resume_runs_it(tmp_path):
-    grids, budget = write_inputs(tmp_path, EPOCHS)
+    grids, budget = write_inputs(tmp_path, epochs())
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--max-failures", "0", "--num-cpus", "2"])
     driver = Driver(args, cwd=tmp_path)
     try:
-        victim = running_selection_trial(driver, tracking, before_epoch=EPOCHS // 3)
+        victim = running_selection_trial(driver, tracking, before_epoch=epochs() // 3)
         os.kill(int(victim.data.tags["awnn.pid"]), signal.SIGKILL)
         rc = driver.wait(timeout=300)
         out = driver.output()
@@ -52,7 +55,7 @@ def test_a_trial_whose_worker_is_lost_past_max_failures_stops_the_sweep_and_resu
     assert "ActorDiedError" in lost[0].data.tags["awnn.last_error"]
     assert all(r.info.status != "RUNNING" for r in runs)  # the others in flight: interrupted too, none left open
 
-    resume_finishes(args, tmp_path, tracking, EPOCHS, timeout=300)
+    resume_finishes(args, tmp_path, tracking, epochs(), timeout=300)
 
 
 @pytest.mark.timeout(420)
