@@ -49,7 +49,7 @@ from typing import Any, TextIO
 
 from tracking.contract import Param, Tag, default_tracking_uri, experiment_name, redact_uri, tag_equals, tracking_uri_source
 from tracking.store import (TrackingUnavailable, TrackingWriter, check_sqlite_store, check_tracking, check_writable, folder_lock,
-                            init_tracking, replay_spool)
+                            init_tracking, init_tracking_in_background, replay_spool)
 from tracking.checks import DATABASE_SCHEMES, check_database, check_remote_storage
 
 from .budget import BUDGETS, Budget, resolve_budget
@@ -210,9 +210,16 @@ class Comparison:
 
         from .stall import StallWatch
 
-        init_ray(self.settings, log=self.log)
-        check_trial_fits(self.settings, log=self.log)  # a trial no node can hold would wait for ever
-        init_tracking(self.tracking_uri)  # a new SQLite store's schema, created by one driver at a time
+        # a new SQLite store's schema made while Ray starts; put in place once it has (an error starting Ray
+        # leaves no store behind)
+        tracking_ready = init_tracking_in_background(self.tracking_uri)
+        try:
+            init_ray(self.settings, log=self.log)
+            check_trial_fits(self.settings, log=self.log)  # a trial no node can hold would wait for ever
+        except BaseException:
+            tracking_ready(place=False)
+            raise
+        tracking_ready()
         self.writer = TrackingWriter(self.tracking_uri, experiment_name(self.task), spool_path=self._spool_path())
         # this driver's share of the wall time starts here
         self.runs = SweepRuns(self.writer, self.task, self.budget, self.log, optuna_storage=self.optuna_storage)

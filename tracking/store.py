@@ -45,11 +45,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .checks import (TrackingUnavailable, check_sqlite_store, check_tracking, check_writable,  # noqa: F401 - part of this module's API
-                     folder_lock, init_tracking)
+                     folder_lock, init_tracking, init_tracking_in_background)
 from .contract import MlflowTag, Tag, client, tag_equals
 
 __all__ = ["NoRunForKey", "TrackingWriter", "TrackingUnavailable", "check_tracking", "check_writable", "check_sqlite_store",
-           "folder_lock", "init_tracking", "replay_spool"]
+           "folder_lock", "init_tracking", "init_tracking_in_background", "replay_spool"]
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,9 @@
 """Broken and shared tracking stores: a corrupt SQLite file (garbage bytes,
 or a real store cut in half) is one line and exit 2 for every command that
 opens it, before Ray starts; a read-only command never writes to a store;
-drivers that open a new SQLite store at the same moment all succeed (its
-schema is created under a lock on the folder)."""
+drivers that open a new SQLite store at the same moment all succeed; a
+driver killed while it makes a new store's schema leaves no store behind
+(the schema is made in a file of its own, put in place whole)."""
 from __future__ import annotations
 
 import os
@@ -123,6 +124,81 @@ def test_fault_stores_drivers_starting_together_on_a_new_sqlite_file(tmp_path):
     c = MlflowClient(f"sqlite:///{store}")
     exp = c.get_experiment_by_name("awnn-doublemoon")
     assert sorted(r.info.run_name for r in c.search_runs([exp.experiment_id])) == ["d0", "d1", "d2"]
+
+
+MAKE_STORE = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    from tracking.checks import init_tracking
+    init_tracking(sys.argv[1])
+    print("made", flush=True)
+""")
+
+
+@pytest.mark.fault
+def test_a_driver_killed_while_it_makes_a_new_store_leaves_none_and_the_next_makes_it_whole(tmp_path):
+    """Made in place, a store killed 2.1 s into MLflow's ~100 migrations was left between two revisions, and every
+    later command failed on it with a traceback (`duplicate column name: routing_strategy`).  Here the process is
+    SIGKILLed while its store's schema is half made; nothing is at the store's path, and the next driver makes a whole
+    store and removes the dead process's file."""
+    import signal
+    import sqlite3
+
+    from tracking.checks import check_sqlite_store, init_tracking
+
+    path = tmp_path / "mlflow.db"
+    script = tmp_path / "make.py"
+    script.write_text(MAKE_STORE.format(root=str(ROOT)))
+    p = subprocess.Popen([sys.executable, str(script), f"sqlite:///{path}"], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    tables = 0
+    while time.monotonic() < deadline and p.poll() is None and tables < 20:  # some migrations done, most to come
+        for f in [path, *tmp_path.glob(".mlflow.db.*.new")]:  # (wherever the schema is being made)
+            try:
+                if not f.exists():
+                    continue
+                con = sqlite3.connect(f"file:{f}?mode=ro", uri=True, timeout=0.1)
+                tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                con.close()
+            except sqlite3.Error:
+                pass
+        time.sleep(0.01)
+    assert p.poll() is None, "the store was made before the kill: nothing was tested"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    assert tables >= 20
+    assert not path.exists()  # (made in place: a store between two revisions)
+    assert list(tmp_path.glob(".mlflow.db.*.new"))  # the dead process's file, until the next driver
+    init_tracking(f"sqlite:///{path}")
+    check_sqlite_store(path, "test")
+    assert not list(tmp_path.glob(".mlflow.db.*")), sorted(f.name for f in tmp_path.iterdir())
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(f"sqlite:///{path}")
+    c.create_run(c.create_experiment("awnn-doublemoon"))  # a usable store
+
+
+def test_a_store_made_in_the_background_is_placed_or_removed_and_never_replaces_one_already_there(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from tracking.checks import init_tracking_in_background, place_store, prepare_store
+
+    gone = tmp_path / "gone.db"
+    init_tracking_in_background(f"sqlite:///{gone}")(place=False)  # (the driver stopped before writing anything)
+    assert sorted(f.name for f in tmp_path.iterdir() if f.name != "mlruns") == []
+    made = tmp_path / "made.db"
+    init_tracking_in_background(f"sqlite:///{made}")()
+    assert made.exists() and MlflowClient(f"sqlite:///{made}").get_experiment("0").name == "Default"
+    theirs = tmp_path / "theirs.db"
+    ours = prepare_store(f"sqlite:///{theirs}")
+    assert ours is not None and not theirs.exists()
+    MlflowClient(f"sqlite:///{theirs}").create_experiment("theirs")  # another driver's store, placed first
+    place_store(f"sqlite:///{theirs}", ours)
+    assert MlflowClient(f"sqlite:///{theirs}").get_experiment_by_name("theirs") is not None
+    assert sorted(f.name for f in tmp_path.iterdir() if f.name != "mlruns") == ["made.db", "theirs.db"]
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(Exception):  # the thread's error (no folder can be made there), raised by finish
+        init_tracking_in_background(f"sqlite:///{tmp_path / 'a-file' / 'x.db'}")()
 
 
 CHECK_DURING_CREATION = textwrap.dedent("""
