@@ -37,7 +37,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("code", [0, 3])
+@pytest.mark.parametrize("code", [3])  # (0: every other test of a sweep ends so)
 def test_exit_process_shuts_ray_down_before_the_exit_handlers_and_keeps_the_code(code, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     env.pop("RAY_ADDRESS", None)
