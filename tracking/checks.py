@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .contract import client, redact_uri
 
-__all__ = ["TrackingUnavailable", "check_tracking", "check_database", "check_remote_storage", "check_writable", "check_sqlite_store", "folder_lock", "init_tracking", "init_tracking_in_background", "prepare_store", "place_store"]
+__all__ = ["TrackingUnavailable", "check_tracking", "check_database", "check_remote_storage", "check_writable", "check_sqlite_store", "check_mlflow_opens", "folder_lock", "init_tracking", "init_tracking_in_background", "prepare_store", "place_store"]
 
 
 class TrackingUnavailable(RuntimeError):
@@ -29,7 +29,9 @@ def check_tracking(uri: str, timeout: float = 10.0, write: bool = True, source: 
     if uri.startswith(("http://", "https://")):
         _check_server(uri, what, timeout)
     elif uri.startswith("sqlite:///"):
-        _check_sqlite(what, Path(uri[len("sqlite:///"):]), write)
+        path = _sqlite_path(uri)
+        if path is not None:  # (an in-memory database has no file to check)
+            _check_sqlite(what, path, write, uri)
     elif uri in ("databricks", "databricks-uc", "uc"):  # MLflow's names for a Databricks workspace's store
         return
     elif uri.startswith("file:") or "://" not in uri and ":" not in uri.split("/")[0]:
@@ -147,7 +149,7 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 MLFLOW_TABLES = {"experiments", "runs", "alembic_version"}
 
 
-def _check_sqlite(what: str, path: Path, write: bool) -> None:
+def _check_sqlite(what: str, path: Path, write: bool, uri: str | None = None) -> None:
     folder = path.parent
     if not folder.exists():
         raise TrackingUnavailable(f"{what}: folder {folder} does not exist")
@@ -159,10 +161,10 @@ def _check_sqlite(what: str, path: Path, write: bool) -> None:
     # (init_tracking): a store seen mid-creation (an empty file, tables without
     # alembic_version) would be called "not an MLflow store"
     with folder_lock(folder):
-        _check_sqlite_file(what, path, write)
+        _check_sqlite_file(what, path, write, uri)
 
 
-def _check_sqlite_file(what: str, path: Path, write: bool) -> None:
+def _check_sqlite_file(what: str, path: Path, write: bool, uri: str | None = None) -> None:
     folder = path.parent
     has_data = path.is_file() and path.stat().st_size > 0
     if not write and not has_data:
@@ -170,6 +172,8 @@ def _check_sqlite_file(what: str, path: Path, write: bool) -> None:
         raise TrackingUnavailable(f"{what}: {found}; pass the store `awnn compare` wrote (its summary prints it)")
     if has_data:
         check_sqlite_store(path, what)
+        if uri is not None:
+            check_mlflow_opens(uri, path, what)
     if write:
         check_writable(folder, what)
         if path.exists():
@@ -204,6 +208,42 @@ def check_sqlite_store(path: Path, what: str, tables: set[str] = MLFLOW_TABLES, 
         raise TrackingUnavailable(f"{what}: {path} is not {kind}: {str(e).splitlines()[0][:200]}") from None
     if not tables <= found:
         raise TrackingUnavailable(f"{what}: {path} is a SQLite database but not {kind} (no table {', '.join(sorted(tables - found))})")
+
+
+def check_mlflow_opens(uri: str, path: Path, what: str) -> None:
+    """The installed MLflow opens the SQLite store at `path` (an intact SQLite
+    database with MLflow's tables: check_sqlite_store), or one line says why
+    not.  A store another MLflow version made (its schema at a revision this
+    MLflow does not have: a team's shared store, another environment), or one
+    whose creation was cut short (before this project made new stores whole:
+    tracking.checks.prepare_store), made every command end in MLflow's or
+    alembic's traceback, and a newer store's said "run 'mlflow db upgrade'",
+    which an older MLflow cannot do."""
+    import sqlalchemy.exc
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client(uri).search_experiments(max_results=1)
+    except (MlflowException, sqlalchemy.exc.SQLAlchemyError) as e:
+        import sqlite3
+
+        import mlflow
+
+        try:
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            try:
+                revision = con.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+            finally:
+                con.close()
+        except (sqlite3.Error, TypeError):
+            revision = "unknown"
+        said = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
+        said = said.split(". ")[0][:240]
+        raise TrackingUnavailable(
+            f"{what}: MLflow {mlflow.__version__} cannot open {path}: {said}"
+            f"{'' if revision in said else f' (its schema is at revision {revision})'}; a store "
+            f"another MLflow version made: use that version, or `mlflow db upgrade` with the newer of the two after a backup; "
+            f"one whose creation was cut short: move it aside, and a new store is made in its place") from None
 
 
 def check_writable(folder: Path, what: str) -> None:
@@ -331,7 +371,15 @@ def init_tracking(uri: str) -> None:
 
 
 def _sqlite_path(uri: str) -> Path | None:
-    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+    """The file of a SQLite URI, without its query (`?timeout=30` is for the
+    driver, not part of the name); None for any other URI, and for an
+    in-memory database or a `file:` URI inside the URI, which have no such file."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    rest = uri[len("sqlite:///"):].split("?", 1)[0]
+    if not rest or rest == ":memory:" or rest.startswith("file:"):
+        return None
+    return Path(rest)
 
 
 NEW_STORE_SUFFIX = ".new"
@@ -374,6 +422,8 @@ def place_store(uri: str, made: Path | None) -> None:
     prepared and the file is still missing)."""
     path = _sqlite_path(uri)
     if path is None:
+        if uri.startswith("sqlite:"):  # (no file of ours to place: MLflow makes what it makes)
+            client(uri).search_experiments(max_results=1)
         return
     with folder_lock(path.parent):
         if made is not None:

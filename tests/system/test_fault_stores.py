@@ -66,6 +66,35 @@ def test_fault_stores_corrupt_sqlite_is_one_line_for_every_command(tmp_path, hal
 
 
 @pytest.mark.fault
+@pytest.mark.parametrize("command", ["compare", "report"])
+def test_a_store_of_another_mlflow_version_is_one_line_for_every_command(tmp_path, command):
+    """A store whose schema is at a revision this MLflow does not have (another MLflow version's, e.g. a team's shared
+    store): MLflow's traceback before, for every command, saying "run 'mlflow db upgrade'" even of a newer store."""
+    import sqlite3
+
+    from mlflow.tracking import MlflowClient
+
+    store = tmp_path / "mlflow.db"
+    MlflowClient(f"sqlite:///{store}").create_experiment("awnn-doublemoon")
+    con = sqlite3.connect(store)
+    con.execute("UPDATE alembic_version SET version_num = 'f00dfeed1234'")  # a revision of a newer MLflow
+    con.commit()
+    con.close()
+    uri = f"sqlite:///{store}"
+    args = {"compare": ["compare", "--task", "doublemoon", "--budget", "smoke", "--tracking-uri", uri],
+            "report": ["report", "--tracking-uri", uri, "--out", str(tmp_path / "rep")]}[command]
+    before = store.read_bytes()
+    t0 = time.monotonic()
+    p = run_awnn(args, cwd=tmp_path, timeout=120)
+    line = _one_line(p)
+    assert f"--tracking-uri {uri}: MLflow " in line and f" cannot open {store}: " in line, line
+    assert "f00dfeed1234" in line and "another MLflow version" in line and "Traceback" not in p.stderr, line
+    assert time.monotonic() - t0 < 60  # before Ray starts
+    assert store.read_bytes() == before
+    assert not (tmp_path / "awnn-results").exists() and not (tmp_path / "rep").exists()
+
+
+@pytest.mark.fault
 def test_fault_stores_report_never_writes_to_a_store(tmp_path):
     """`awnn report` (read-only) on an empty file used to write MLflow's schema into it."""
     store = tmp_path / "empty.db"
@@ -199,6 +228,16 @@ def test_a_store_made_in_the_background_is_placed_or_removed_and_never_replaces_
     (tmp_path / "a-file").write_text("")
     with pytest.raises(Exception):  # the thread's error (no folder can be made there), raised by finish
         init_tracking_in_background(f"sqlite:///{tmp_path / 'a-file' / 'x.db'}")()
+
+
+def test_a_new_store_named_with_a_query_or_in_memory_makes_no_file_of_another_name(tmp_path, monkeypatch):
+    """`?timeout=30` belongs to SQLite's driver, not to the file's name; `:memory:` has no file."""
+    from tracking.checks import init_tracking
+
+    monkeypatch.chdir(tmp_path)
+    init_tracking(f"sqlite:///{tmp_path / 'q.db'}?timeout=30")
+    init_tracking("sqlite:///:memory:")
+    assert sorted(f.name for f in tmp_path.iterdir() if f.name != "mlruns") == ["q.db"]
 
 
 CHECK_DURING_CREATION = textwrap.dedent("""
