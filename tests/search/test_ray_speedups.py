@@ -65,13 +65,24 @@ def test_every_patch_target_still_exists():
     assert "has_cached_object" in inspect.getsource(tune_controller.TuneController._maybe_reuse_cached_actor)
     # 4. the variable Tune's controller reads
     assert "TUNE_MAX_PENDING_TRIALS_PG" in inspect.getsource(tune_controller)
-    # 5. the two starts a local head node makes, where and as the lean node skips them
+    # 5. the three starts a local head node makes, where and as the lean node skips them (the dashboard head's
+    # result unused: a statement of its own, the URL it sets read only through Node.webui_url, None on a head node)
     from ray._private.node import Node
 
     head = inspect.getsource(Node.start_head_processes)
     assert "self.start_monitor()" in head and "self.start_log_monitor()" in inspect.getsource(Node.start_ray_processes)
     assert list(inspect.signature(Node.start_monitor).parameters) == ["self"]
     assert list(inspect.signature(Node.start_log_monitor).parameters) == ["self"]
+    assert "\n        self.start_api_server(" in head
+    assert list(inspect.signature(Node.start_api_server).parameters) == ["self", "include_dashboard", "raise_on_failure"]
+    assert "self._webui_url = None" in inspect.getsource(Node.__init__)
+    # ... and the raylet's prestart argument, passed through the module's start_ray_process as a "raylet"
+    from ray._private import services
+
+    raylet = inspect.getsource(services.start_raylet)
+    assert f'"{speedups.PRESTART_FLAG}{{}}".format(' in raylet and "start_ray_process(\n        command,\n        ray_constants.PROCESS_TYPE_RAYLET," in raylet
+    assert ray_constants_raylet() == "raylet"
+    assert list(inspect.signature(services.start_ray_process).parameters)[:2] == ["command", "process_type"]
     # 6. the constant the driver's core worker reads when ray.init creates it (a bool, read from the compiled module)
     from ray._private import ray_constants
 
@@ -84,6 +95,21 @@ def test_every_patch_target_still_exists():
     assert "self.temporary_state.ray_actor = ray_actor" in inspect.getsource(Trial.set_ray_actor)
 
 
+def ray_constants_raylet() -> str:
+    from ray._private import ray_constants
+
+    return ray_constants.PROCESS_TYPE_RAYLET
+
+
+def test_the_raylets_prestart_argument_is_lowered_never_raised_and_nothing_else_changes():
+    f, flag = speedups._fewer_prestarted, speedups.PRESTART_FLAG
+    assert f(f"{flag}8", 3) == f"{flag}3"
+    assert f(f"{flag}2", 5) == f"{flag}2"  # never more than Ray's own
+    assert f(f"{flag}2", 0) == f"{flag}1"  # at least one
+    assert f(f"{flag}x", 1) == f"{flag}x"  # not a number: left to Ray
+    assert f("--num_cpus=8", 1) == "--num_cpus=8"
+
+
 def test_switch_off_changes_nothing(switch):
     from ray.tune.execution import tune_controller
 
@@ -94,8 +120,11 @@ def test_switch_off_changes_nothing(switch):
     assert speedups.use_prestarted_workers() is False
     from ray._private.node import Node
 
-    monitor = Node.start_monitor
-    with speedups.keep_idle_actors() as kept, speedups.pending_trials(4) as pending, speedups.lean_local_node() as lean:
+    from ray._private import services
+
+    monitor, start_process = Node.start_monitor, services.start_ray_process
+    with speedups.keep_idle_actors() as kept, speedups.pending_trials(4) as pending, speedups.lean_local_node(prestart=1) as lean:
+        assert services.start_ray_process is start_process
         assert kept is False and pending is False and lean is False
         assert Node.start_monitor is monitor
         assert tune_controller._ObjectCache is before
@@ -115,11 +144,18 @@ def test_patches_apply_and_are_undone(switch, monkeypatch):
     assert set(speedups.node_system_config()) == {"preload_python_modules", "idle_worker_killing_time_threshold_ms"}
     from ray._private.node import Node
 
-    monitor, log_monitor = Node.start_monitor, Node.start_log_monitor
-    with speedups.lean_local_node() as lean:
+    from ray._private import services
+
+    monitor, log_monitor, api_server = Node.start_monitor, Node.start_log_monitor, Node.start_api_server
+    start_process = services.start_ray_process
+    with speedups.lean_local_node(prestart=1) as lean:
+        assert services.start_ray_process is not start_process
         assert lean and Node.start_monitor is not monitor and Node.start_log_monitor is not log_monitor
+        assert Node.start_api_server is not api_server
         assert Node.start_monitor(None) is None  # skipped
-    assert (Node.start_monitor, Node.start_log_monitor) == (monitor, log_monitor)
+        assert Node.start_api_server(None, include_dashboard=False, raise_on_failure=False) is None  # (its keywords)
+    assert (Node.start_monitor, Node.start_log_monitor, Node.start_api_server) == (monitor, log_monitor, api_server)
+    assert services.start_ray_process is start_process
     with speedups.keep_idle_actors() as kept, speedups.pending_trials(3) as pending:
         assert kept and pending
         assert tune_controller._ObjectCache is not before and tune_controller._ObjectCache.awnn_keeps_idle
