@@ -28,7 +28,7 @@ from .protocol import TrialSpec
 from .record import PhaseResult
 from .strategies import REGISTRY, Arm
 
-__all__ = ["Phase", "PhasePlan"]
+__all__ = ["Phase", "PhasePlan", "most_at_once"]
 
 
 @dataclass(eq=False)
@@ -49,6 +49,14 @@ class Phase:
     @property
     def sweep(self) -> str:
         return f"{self.arm.name}/{self.name}"
+
+
+def most_at_once(arms: list[Arm], budget) -> int:
+    """The most trials the phases of `arms` can have in flight at once, fused or not: an arm's re-training waits
+    for its selection, so at most the larger of the two per fold; the arms' phases (and a cross-validated arm's
+    folds) may all be open together.  An upper bound (fusion and a resume only make fewer): the local Ray warms no
+    more workers than this (search/tune.py, init_ray)."""
+    return sum(max(a.trials, budget.runs(a.grid)) * budget.folds_for(a.grid) for a in arms)
 
 
 class PhasePlan:

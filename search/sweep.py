@@ -57,6 +57,7 @@ from .lease import start_heartbeat
 from . import signals
 from .errors import OptionError
 from .grid import Grid
+from .phase_plan import most_at_once
 from .phases import PhasedSearcher
 from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts, find_checkpoint, read_prior_attempts
@@ -214,7 +215,7 @@ class Comparison:
         # leaves no store behind)
         tracking_ready = init_tracking_in_background(self.tracking_uri)
         try:
-            init_ray(self.settings, log=self.log)
+            init_ray(self.settings, log=self.log, trials_at_once=most_at_once(self.arms, self.budget))
             check_trial_fits(self.settings, log=self.log)  # a trial no node can hold would wait for ever
         except BaseException:
             tracking_ready(place=False)

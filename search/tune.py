@@ -158,9 +158,11 @@ def stop_on_fault(first_fault: Callable[[], Any], on_stop: Callable[[Any], None]
 
 
 # -------------------------------------------------------------------- Ray
-def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
+def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_at_once: int | None = None) -> None:
     """Join a cluster (`--address` / RAY_ADDRESS) or start a local Ray sized to this machine
-    (a new one, also where `ray start` runs a cluster here: that one is joined with `--address auto`)."""
+    (a new one, also where `ray start` runs a cluster here: that one is joined with `--address auto`).
+    `trials_at_once`: the most trials the command can run together (search/phase_plan.py, most_at_once); a
+    local node then starts (and warms) no more worker processes ahead of its trials than that."""
     tune_environment()  # before Ray's import: some of it is read then
     import ray
 
@@ -197,6 +199,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     # driver still sets up MLflow and the Tuner, and let Tune's trial actors
     # use them: each slot's first trial then skips ~4 s of process start and
     # imports on a 2-core machine (private Ray API: search/_ray_speedups.py).
+    prestart = min(num_cpus, trials_at_once) if trials_at_once else num_cpus  # Ray's own: one per CPU
     system_config = _ray_speedups.node_system_config() if _warm_workers(settings) else {}
     if system_config:
         warm_dir = scratch.make("awnn-warm-")
@@ -208,7 +211,8 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     # not be provided"); that cluster is used when asked for: --address / RAY_ADDRESS (`auto` included)
     try:
         _ray_speedups.driver_without_failure_handler()
-        with _ray_speedups.lean_local_node():  # (no autoscaler or log monitor for a node of our own: private Ray API)
+        # (no autoscaler, log monitor or dashboard head for a node of our own, `prestart` workers: private Ray API)
+        with _ray_speedups.lean_local_node(prestart=prestart) as lean:
             context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
     except BaseException:
         _cut_short_init()
@@ -221,7 +225,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print) -> None:
     _SESSION.pop("raylet_pid", None)
     if system_config:
         _ray_speedups.use_prestarted_workers()
-        _WARMING.update(dir=warm_dir, workers=num_cpus)
+        _WARMING.update(dir=warm_dir, workers=prestart if lean else num_cpus)
 
 
 def _cut_short_init() -> None:

@@ -29,7 +29,7 @@ class Hooks:
         self.logs.append(text)
 
 
-def drive(searcher, record, outcome, concurrency: int = 3, order: str = "oldest") -> list[dict]:
+def drive(searcher, record, outcome, concurrency: int = 3, order: str = "oldest", peak: list[int] | None = None) -> list[dict]:
     """Play Tune: keep up to `concurrency` trials running, finish the oldest (or the newest),
     until the searcher says FINISHED (a fused group finishes each of its configs).  Checks on the way that
     phases overlap only where they may (search/phase_plan.py): no re-training trial of an arm is suggested
@@ -58,6 +58,8 @@ def drive(searcher, record, outcome, concurrency: int = 3, order: str = "oldest"
             running.append((f"t{n}", spec))
             suggested.append(spec)
             n += 1
+        if peak is not None:  # the most trials in flight at once, for the caller
+            peak[:] = [max(peak + [len(running)])]
         if not running:
             assert answer == FINISHED, f"the searcher waits ({answer!r}) with nothing running"
             break

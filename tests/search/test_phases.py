@@ -91,6 +91,40 @@ def test_phases_run_in_order_and_assess_the_selected_config(budget, tmp_path, or
     assert set(hooks.walls) >= {f"{a.name}/{ph}" for a in arms for ph in ("selection", "assessment")}
 
 
+@pytest.mark.parametrize("families,fuse", [(["fixed", "awnn", "random", "asha", "tpe"], None), (["fixed", "awnn"], 4)])
+def test_most_at_once_bounds_the_trials_in_flight_and_is_reached_by_a_loop_without_limit(budget, tmp_path, families, fuse):
+    """search/phase_plan.most_at_once: what init_ray warms workers for.  A loop that runs every trial it is handed
+    never holds more (fused: fewer); unfused, the arms' selections all start together and reach it."""
+    from search.phase_plan import most_at_once
+
+    arms, record, hooks, searcher = make(families, budget, tmp_path)
+    if fuse:
+        searcher = PhasedSearcher(arms, budget, record, hooks, prior=None, stream=io.StringIO(), trial_settings={"x": 1}, fuse=fuse,
+                                  make_tpe=lambda arm: TpeSource(arm, budget, f"sqlite:///{tmp_path / 'o.db'}", f"s-{arm.name}"))
+    peak: list[int] = []
+    drive(searcher, record, concurrency=10**6, peak=peak)
+    bound = most_at_once(arms, budget)
+    assert bound == sum(max(a.trials, budget.runs(a.grid)) for a in arms)
+    assert peak[0] <= bound if fuse else peak[0] == bound, (peak, bound)
+    if fuse:
+        assert peak[0] < bound
+
+
+def test_most_at_once_counts_an_arms_retraining_where_it_outnumbers_its_selection(budget):
+    from types import SimpleNamespace
+
+    from search.phase_plan import most_at_once
+
+    class Runs:  # three re-training runs, ten folds of the second grid
+        def runs(self, grid):
+            return 3
+
+        def folds_for(self, grid):
+            return 10 if grid == "cv" else 1
+    arms = [SimpleNamespace(trials=1, grid="holdout"), SimpleNamespace(trials=5, grid="cv")]
+    assert most_at_once(arms, Runs()) == 3 + 5 * 10
+
+
 def test_tpe_arm_asks_and_tells_its_study(budget, tmp_path):
     arms, record, hooks, searcher = make(["tpe"], budget, tmp_path, seed=3)
     suggested = drive(searcher, record)
