@@ -21,6 +21,7 @@ selection uses an inner stratified 90/10 holdout of the nine folds (NCI1:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Iterator
 
@@ -120,6 +121,41 @@ def import_pyg() -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
         import torch_geometric  # noqa: F401
+
+
+@contextlib.contextmanager
+def pyg_sources_in_memory() -> Iterator[None]:
+    """Around the construction of torch-geometric layers: leave no file in
+    the temporary folder.  PyG (2.5+) renders each MessagePassing class's
+    `propagate` from a jinja template into a `.py` file of the temporary
+    folder and imports it (`torch_geometric.template.module_from_template`,
+    `delete=False`), once per process and class, and never removes it:
+    measured, one `make test` left ~100 `torch_geometric.nn.conv.gin_conv_
+    GINConv_propagate_*.py` in /tmp, and a node that runs GIN trials gathers
+    one per trial process.  Each module so made while the block runs keeps
+    its source in `linecache` (tracebacks and `inspect.getsource` still show
+    it; an entry without a modification time is never dropped as stale) and
+    loses its file."""
+    import linecache
+    import sys
+    import tempfile
+
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        scratch = os.path.realpath(tempfile.gettempdir())
+        for name in set(sys.modules) - before:
+            path = getattr(sys.modules.get(name), "__file__", None)
+            if not name.startswith("torch_geometric") or not path or os.path.dirname(os.path.realpath(path)) != scratch:
+                continue
+            try:
+                with open(path) as f:
+                    lines = f.read().splitlines(keepends=True)
+                linecache.cache[path] = (sum(map(len, lines)), None, lines, path)
+                os.remove(path)
+            except OSError:  # (gone already, or not ours to remove: left as it is)
+                pass
 
 
 def _drop_stale_cache(folder: str, raw_files: list[str]) -> None:

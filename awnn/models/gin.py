@@ -48,7 +48,7 @@ class GIN(nn.Module):
     def __init__(self, in_features: int, num_classes: int, make_mlp, conv_layers: int = 2, embed_dim: int = 64, pooling: str = "sum",
                  dropout: float = 0.0, activation: str = "relu", readout_norm: str = "none"):
         super().__init__()
-        from ..data.graphs import import_pyg
+        from ..data.graphs import import_pyg, pyg_sources_in_memory
 
         import_pyg()
         from torch_geometric.nn import GINConv, global_add_pool, global_mean_pool
@@ -60,7 +60,8 @@ class GIN(nn.Module):
         self._act = resolve_activation(activation)
         self.dropout = dropout
         self.input_mlp = make_mlp(in_features, embed_dim)
-        self.convs = nn.ModuleList(GINConv(make_mlp(embed_dim, embed_dim), train_eps=True) for _ in range(conv_layers))
+        with pyg_sources_in_memory():  # (PyG writes each layer class's propagate to a file in /tmp and leaves it)
+            self.convs = nn.ModuleList(GINConv(make_mlp(embed_dim, embed_dim), train_eps=True) for _ in range(conv_layers))
         self.norms = nn.ModuleList(nn.BatchNorm1d(embed_dim) for _ in range(conv_layers))
         # readout_norm="batch": each pooled graph embedding is batch-normalised before its linear read-out.  With
         # sum pooling a graph's embedding grows with its node count; on graphs without node features whose sizes

@@ -113,3 +113,41 @@ def test_gin_trains_on_the_gpu():
         loss.backward()
         opt.step()
     assert loss.is_cuda and torch.isfinite(loss)
+
+
+_BUILD_A_GIN_AND_RAISE_IN_ITS_PROPAGATE = r"""
+import inspect, sys, traceback
+import torch
+sys.path.insert(0, sys.argv[1])
+from test_models_gin import batch, make
+net = make("awnn")
+assert net(batch()).shape == (8, 2)                      # the generated propagate runs
+mod = next(m for n, m in sys.modules.items() if n.startswith("torch_geometric") and n.endswith("_propagate"))
+print("SOURCE", "def propagate" in inspect.getsource(mod))  # its source is still there, in memory
+try:
+    net.convs[0](torch.ones(3, 64), torch.tensor([[0, 5], [1, 0]]))  # node 5 of 3: an error inside propagate
+except Exception:
+    print("TRACEBACK", mod.__file__ in traceback.format_exc(), "kwargs = self.collect(" in traceback.format_exc())
+"""
+
+
+def test_building_a_gin_leaves_no_file_in_the_temporary_folder_and_its_generated_source_stays_readable(tmp_path):
+    """PyG renders GINConv's propagate into a .py file of the temporary folder and never removes it (one per
+    process); awnn.data.graphs.pyg_sources_in_memory keeps the source in linecache and removes the file: a fresh
+    process (PyG writes the file once per process) with TMPDIR a folder of the test's own."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    script = tmp_path / "build.py"
+    script.write_text(_BUILD_A_GIN_AND_RAISE_IN_ITS_PROPAGATE)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, str(script), str(Path(__file__).parent)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "SOURCE True" in out.stdout
+    assert "TRACEBACK True True" in out.stdout, out.stdout  # the traceback names the file and shows its line
+    assert sorted(p.name for p in scratch.iterdir()) == []
