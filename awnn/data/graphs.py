@@ -130,9 +130,9 @@ def pyg_sources_in_memory() -> Iterator[None]:
     `propagate` from a jinja template into a `.py` file of the temporary
     folder and imports it (`torch_geometric.template.module_from_template`,
     `delete=False`), once per process and class, and never removes it:
-    measured, one `make test` left ~100 `torch_geometric.nn.conv.gin_conv_
-    GINConv_propagate_*.py` in /tmp, and a node that runs GIN trials gathers
-    one per trial process.  Each module so made while the block runs keeps
+    measured, one `make test` left 8 `torch_geometric.nn.conv.gin_conv_
+    GINConv_propagate_*.py` in /tmp and a day of test runs ~100, and a node
+    that runs GIN trials gathers one per trial process.  Each module so made while the block runs keeps
     its source in `linecache` (tracebacks and `inspect.getsource` still show
     it; an entry without a modification time is never dropped as stale) and
     loses its file."""
