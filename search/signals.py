@@ -41,6 +41,16 @@ is not installed in the driver: search/_ray_speedups.py, 6); and in the
 interpreter's exit once the command returned (`finished`: a signal then
 no longer raises; Ray's shutdown, cut short, crashed).
 
+The process's last moments are covered too: Python's own finalization
+(after the exit handlers) puts the default action back for every signal
+that has a Python handler, so a signal that came then (a Ctrl-C pressed
+twice, a scheduler's repeated SIGTERM, while the interpreter tore down
+torch's and Ray's modules) killed the command: exit -2 or -15 where it
+had decided 130, or 0 for a finished comparison.  The last exit handler
+(registered first, by `enable`) ignores them instead: the exit code is
+decided by then, and an ignored signal stays ignored through the
+finalization.
+
 An output that cannot be written stops a command the same way
 (`guard_output`): the reader of a pipe that went away (`awnn compare ... 2>&1 | head`, a `tee` that
 ended) made each later write of the driver raise BrokenPipeError wherever
@@ -101,12 +111,30 @@ def enable() -> None:
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
         _signals.append(signal.SIGHUP)
     restore()
+    if not _at_exit:  # first of the exit handlers registered after the CLI's imports: runs after them
+        import atexit
+
+        atexit.register(_ignored_at_exit)
+        _at_exit.append(True)
     if sys.unraisablehook is not _unraisable:
         _previous_hook[:] = [sys.unraisablehook]
         sys.unraisablehook = _unraisable
 
 
 _previous_hook: list = []
+_at_exit: list[bool] = []
+
+
+def _ignored_at_exit() -> None:
+    """An exit handler: from here on the command's signals are ignored.  Python's finalization, which follows, gives
+    a signal with a Python handler its default action back (it would kill the process, exit -2 / -15 in place of the
+    code decided), but leaves an ignored one ignored."""
+    if _enabled and threading.current_thread() is threading.main_thread():
+        for sig in _signals:
+            try:
+                signal.signal(sig, signal.SIG_IGN)
+            except (OSError, ValueError):  # pragma: no cover - (a signal this platform refuses: left as it is)
+                pass
 
 
 def _unraisable(unraisable) -> None:
