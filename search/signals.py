@@ -63,9 +63,21 @@ sends the stream to /dev/null and interrupts the command as Ctrl-C does
 `output_fault` names the stream and the error for the CLI's exit (141, as
 for SIGPIPE).  Likewise any other OSError of a write to stdout or stderr:
 a file they were redirected to whose disk is full (exit 2, its line
-naming the stream and the error)."""
+naming the stream and the error).
+
+A library that logs, with its traceback, an error our interrupt caused in
+its own cleanup no longer prints it (`_FromInterrupt`): SQLAlchemy's
+"Error closing cursor" (CI: a SIGTERM while `awnn compare` read MLflow
+for its report printed 40 lines of SQLAlchemy's and sqlite's traceback
+above the command's one line).  While the command stops, a record whose
+exception's chain holds a KeyboardInterrupt is left out, by the handler
+that would print it: Python's last-resort handler (loggers with none of
+their own: SQLAlchemy's) from `enable`, and every handler of every logger
+there is when the first signal comes.  Other records are kept, as are
+such records before any signal."""
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -91,6 +103,7 @@ def _raise_interrupt(signum, frame):
         raise KeyboardInterrupt
     _stopping.append(signum)
     if len(_stopping) == 1:
+        _quiet_interrupt_logs()
         raise KeyboardInterrupt
     if len(_stopping) == 2:
         print(f"awnn: already stopping (closing this driver's runs in MLflow, then Ray); `kill -9 {os.getpid()}` ends it at once, "
@@ -111,6 +124,7 @@ def enable() -> None:
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
         _signals.append(signal.SIGHUP)
     restore()
+    _add_filter(logging.lastResort)
     if not _at_exit:  # first of the exit handlers registered after the CLI's imports: runs after them
         import atexit
 
@@ -135,6 +149,45 @@ def _ignored_at_exit() -> None:
                 signal.signal(sig, signal.SIG_IGN)
             except (OSError, ValueError):  # pragma: no cover - (a signal this platform refuses: left as it is)
                 pass
+
+
+def _caused_by_interrupt(error: BaseException | None) -> bool:
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__context__ or error.__cause__
+    return False
+
+
+class _FromInterrupt(logging.Filter):
+    """Leaves out a library's log of an error that our interrupt caused, while the command stops (module docstring)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (_enabled and _stopping and record.exc_info and isinstance(record.exc_info, tuple)):
+            return True
+        return not _caused_by_interrupt(record.exc_info[1])
+
+
+_FILTER = _FromInterrupt()
+
+
+def _add_filter(handler: logging.Handler | None) -> None:
+    if handler is not None and _FILTER not in handler.filters:
+        handler.addFilter(_FILTER)
+
+
+def _quiet_interrupt_logs() -> None:
+    """The filter on every handler there is now (the first signal): Python's last-resort one and every logger's."""
+    if not _enabled:
+        return
+    _add_filter(logging.lastResort)
+    loggers = [logging.getLogger()] + [lg for lg in list(logging.Logger.manager.loggerDict.values())
+                                       if isinstance(lg, logging.Logger)]
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            _add_filter(handler)
 
 
 def _unraisable(unraisable) -> None:
@@ -190,14 +243,7 @@ def interrupted_by(error: BaseException) -> bool:
         return True
     if _enabled and _stopping:
         return True
-    seen: set[int] = set()
-    cause = error.__context__ or error.__cause__
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            return True
-        seen.add(id(cause))
-        cause = cause.__context__ or cause.__cause__
-    return False
+    return _caused_by_interrupt(error.__context__ or error.__cause__)
 
 
 # ------------------------------------------------------------ a closed output
