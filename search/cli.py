@@ -163,6 +163,7 @@ def entry() -> None:
     except KeyboardInterrupt:  # a signal in the few bytecodes between the command's return and signals.finished()
         code = 130
     heap.at_exit()
+    signals.forget_unhandled_interrupt()  # (an interrupt handled in an exec'd string: `python -m` would end by SIGINT)
     tune = sys.modules.get("search.tune")  # (imported only by a command that may have started Ray)
     if tune is not None:  # Ray's exit handlers may wait 60 s for a GCS that is gone, then abort: bounded
         tune.exit_process(code)
