@@ -220,10 +220,9 @@ class PhasedSearcher(_SearcherBase):
         """Wall time of a phase: earlier drivers' and, while it has run here, this one's since it opened."""
         return self.prior.wall(ph.sweep) + (time.monotonic() - ph.t0 if ph.runs_here else 0.0)
 
-    def current_sweep(self) -> tuple[str | None, float]:
-        """The earliest open sweep and its wall time ((None, 0) when none is open)."""
-        ph = next((p for p in self.plan if p.state == "open"), None)
-        return (None, 0.0) if ph is None else (ph.sweep, self.sweep_wall(ph))
+    def open_walls(self) -> dict[str, float]:
+        """Every open sweep and its wall time so far (a stopping driver closes them with it)."""
+        return {ph.sweep: self.sweep_wall(ph) for ph in self.plan if ph.state == "open"}
 
     def _progress_text(self, ph: Phase, others: list[Phase]) -> str:
         """The earliest open phase's counts and etas; the other open phases' counts after `also:`."""

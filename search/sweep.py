@@ -431,11 +431,8 @@ class Comparison:
         try:
             if self.tracker is not None:
                 self.tracker.interrupt_open()
-            current = (None, 0.0)
-            if self.searcher is not None:  # phases overlap: every open sweep's wall time so far, then they close
-                self.searcher.record_walls()
-                current = self.searcher.current_sweep()
-            self.runs.close_open(state, status, current)
+            # phases overlap: every open sweep closes with its wall time so far
+            self.runs.close_open(state, status, self.searcher.open_walls() if self.searcher is not None else {})
         except Exception as e:  # noqa: BLE001 - closing must not hide why the driver stopped
             self.log(f"warning: could not mark the open runs as {state}: {type(e).__name__}: {e}")
 

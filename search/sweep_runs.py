@@ -40,6 +40,7 @@ class SweepRuns:
         self.optuna_storage = optuna_storage
         self.comparison: str | None = None
         self.open: set[str] = set()  # sweep runs this driver opened or reopened and has not closed
+        self.opened_at: dict[str, float] = {}  # sweep runs this driver started -> when (time.monotonic())
         self.pending_tags: dict[str, dict[str, str]] = {}  # arm -> selection tags for its re-training sweep (no selection sweep)
         self.wall_before = 0.0  # the earlier drivers' wall time on the comparison
         self.t_attempt = time.monotonic() if t_attempt is None else t_attempt  # this driver's share starts here
@@ -54,6 +55,7 @@ class SweepRuns:
         if sweep in self.writer.run_ids:  # reopened by --resume
             return
         self.open.add(sweep)
+        self.opened_at[sweep] = time.monotonic()
         grid = arm.grid
         tags = {Tag.KIND: "sweep", Tag.STRATEGY: arm.family, Tag.ARM: arm.name, Tag.REPEAT: str(arm.repeat),
                 Tag.PHASE: phase, Tag.COMPARISON: self.comparison, Tag.TASK: self.task, Tag.STATE: "running",
@@ -114,13 +116,23 @@ class SweepRuns:
         self.writer.set_tags("cmp", {Tag.STATE: "finished"})
         self.writer.end_run("cmp")
 
-    def close_open(self, state: str, status: str, current: tuple[str | None, float]) -> None:
+    def close_open(self, state: str, status: str, walls: Mapping[str, float]) -> None:
         """After an interrupt (`interrupted`, KILLED) or an error (`failed`,
-        FAILED): close the open sweeps (the one in progress, `current`, with
-        its wall time so far) and the comparison.  `--resume` reopens them."""
+        FAILED): close the open sweeps, each with its wall time so far, and the
+        comparison.  `--resume` reopens them.
+
+        `walls`: the wall time of each sweep whose phase the searcher has open
+        (phases overlap: several).  A sweep this driver started but whose phase
+        the searcher did not yet count as open (the interrupt came while it
+        queued the phase's trials) records the seconds since it started: it had
+        no wall time at all (the long fault matrix: an `asha` re-training sweep,
+        KILLED with none)."""
         for sweep in sorted(self.open):
-            if sweep == current[0]:
-                self.writer.log_metrics(sweep, [(Metric.WALL_SECONDS, current[1], 0)])
+            seconds = walls.get(sweep)
+            if seconds is None and sweep in self.opened_at:
+                seconds = time.monotonic() - self.opened_at[sweep]
+            if seconds is not None:
+                self.writer.log_metrics(sweep, [(Metric.WALL_SECONDS, seconds, 0)])
             self.writer.set_tags(sweep, {Tag.STATE: state})
             self.writer.end_run(sweep, status)
         self.open.clear()

@@ -230,9 +230,8 @@ def test_overlapping_sweep_runs_in_mlflow_open_close_and_stop_together(budget, t
     assert sweeps(take(searcher, 2)) == ["awnn/assessment"]
     time.sleep(0.1)
     # stopped (Ctrl-C) with two sweeps open, as search/sweep.py's _close_open does
-    assert searcher.current_sweep()[0] == "awnn/assessment"
-    searcher.record_walls()
-    runs.close_open("interrupted", "KILLED", searcher.current_sweep())
+    assert set(searcher.open_walls()) == {"awnn/assessment", "fixed/selection"}
+    runs.close_open("interrupted", "KILLED", searcher.open_walls())
     assert writer.flush(timeout=30)
     found = {r.data.tags[Tag.KEY]: r for r in client(uri).search_runs([writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'sweep'")}
     writer.close(timeout=30)
@@ -245,3 +244,39 @@ def test_overlapping_sweep_runs_in_mlflow_open_close_and_stop_together(budget, t
     # fixed's sweep was not the one in progress (awnn's re-training leads): its wall time is recorded all the same
     assert f_sel.data.metrics["wall_seconds"] >= 0.15
     assert a_ass.data.metrics["wall_seconds"] >= 0.05
+
+
+class _InterruptedAsItStarts(SweepRuns):
+    """The real SweepRuns; a Ctrl-C lands just after `sweep`'s run was started, while the searcher queues its trials."""
+
+    sweep = "awnn/selection"
+
+    def sweep_started(self, arm, phase, specs, selected):
+        super().sweep_started(arm, phase, specs, selected)
+        if f"{arm.name}/{phase}" == self.sweep:
+            time.sleep(0.05)
+            raise KeyboardInterrupt
+
+
+def test_a_sweep_stopped_as_it_starts_closes_with_its_wall_time(budget, tmp_path):
+    """The long fault matrix: a SIGTERM between a sweep's start in MLflow and its phase counted open left the sweep
+    KILLED with no wall time (the searcher knew it only once its trials were queued)."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    init_tracking(uri)
+    writer = TrackingWriter(uri, "awnn-doublemoon")
+    runs = _InterruptedAsItStarts(writer, "doublemoon", budget, lambda line: None)
+    runs.comparison = "c1"
+    writer.start_run("cmp", "compare-c1", tags={Tag.KIND: "comparison", Tag.COMPARISON: "c1"})
+    arms, record, searcher = make(["fixed", "awnn"], budget, tmp_path, hooks=runs)
+    with pytest.raises(KeyboardInterrupt):
+        take(searcher, arms[0].trials + 1)  # fixed's selection, then awnn's starts in its tail
+    assert set(searcher.open_walls()) == {"fixed/selection"}  # awnn's phase: not open yet
+    runs.close_open("interrupted", "KILLED", searcher.open_walls())
+    assert writer.flush(timeout=30)
+    found = {r.data.tags[Tag.KEY]: r for r in client(uri).search_runs([writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'sweep'")}
+    writer.close(timeout=30)
+    assert set(found) == {"fixed/selection", "awnn/selection"}
+    for run in found.values():
+        assert (run.info.status, run.data.tags[Tag.STATE]) == ("KILLED", "interrupted")
+    assert found["awnn/selection"].data.metrics.get("wall_seconds", 0.0) >= 0.05
+    assert found["fixed/selection"].data.metrics["wall_seconds"] >= found["awnn/selection"].data.metrics["wall_seconds"]
