@@ -57,9 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: cleanly,
     # with pending tracking writes flushed, resumable with --resume.
     signals.enable()
-    tune_environment()  # Ray Tune's settings, before any command imports Ray
-    with signals.guard_output():  # a reader gone away (`| head`) interrupts the command: see search/signals.py
-        code = _run(args)
+    try:
+        tune_environment()  # Ray Tune's settings, before any command imports Ray
+        with signals.guard_output():  # a reader gone away (`| head`) interrupts the command: see search/signals.py
+            code = _run(args)
+    except KeyboardInterrupt:  # a signal before `_run` handles its own (its first imports): the same one line, exit 130
+        return _interrupted(args)
     # its output closed: 141, as a command that SIGPIPE ended; unwritable otherwise: 2 (one that failed for another
     # reason keeps its exit code)
     fault = signals.output_fault()
