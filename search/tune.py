@@ -440,7 +440,8 @@ def exit_process(code: int) -> None:
     GCS is already gone, or a `ray.init` cut short (`_cut_short_init`), ends the process at once;
     otherwise the handlers run as usual, but a watchdog ends the process
     with `code` after EXIT_GRACE_S (the race where the GCS dies while they
-    run).  Everything of ours is written before this: MLflow's runs are
+    run), and the process ends without the interpreter's finalization
+    (`_exit_handlers_then_exit`).  Everything of ours is written before this: MLflow's runs are
     closed and the report is out when `main` returns."""
     import sys
     import threading
@@ -459,7 +460,33 @@ def exit_process(code: int) -> None:
             ray.shutdown()
         except Exception:  # noqa: BLE001
             pass
-    sys.exit(code)
+    _exit_handlers_then_exit(code)
+
+
+FINALIZE_SWITCH = "AWNN_EXIT_FINALIZE"  # =1: the interpreter's own exit, its finalization included (the reference path)
+
+
+def _exit_handlers_then_exit(code: int) -> None:
+    """The interpreter's exit without its finalization: what it does first, in its order (non-daemon threads joined,
+    after the threading module's own exit hooks, which stop idle executors; then every exit handler: Ray's, MLflow's,
+    logging's, tempfile's, search/signals.py's last), then `exit_now`.
+
+    The finalization that `sys.exit` would run next (modules torn down, the heap freed) runs while Ray's C++ threads
+    (its GCS client's io thread, gRPC's, arrow's pools: ~12 after `ray.shutdown()`) are still there, and one that
+    calls into Python then aborts the process: `make test-long` saw exit -6, "Fatal Python error: ... the GIL is
+    released ... Python runtime state: finalizing", after a comparison's report (docs/cluster.md).  It also took
+    0.28-0.33 s per command with search/heap.py's freeze on (0.07 s without it; probe of a process that imported
+    torch, Ray and MLflow and ran a local Ray, 3 runs each).  Our streams are flushed and our files closed before
+    this (`main` has returned).  `AWNN_EXIT_FINALIZE=1`, or a Python without `threading._shutdown` and
+    `atexit._run_exitfuncs` (CPython's, 3.10 to 3.13), takes `sys.exit` as before."""
+    import sys
+    import threading
+
+    if os.environ.get(FINALIZE_SWITCH, "0") == "1" or not (hasattr(threading, "_shutdown") and hasattr(atexit, "_run_exitfuncs")):
+        sys.exit(code)
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    exit_now(code)
 
 
 def exit_now(code: int) -> None:

@@ -53,3 +53,48 @@ def test_exit_process_shuts_ray_down_before_the_exit_handlers_and_keeps_the_code
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [pid for pid in pids if _alive(pid)]
+
+
+EXIT_STEPS = r"""
+import atexit, os, sys, tempfile, threading, time
+from search import tune
+
+
+class Finalized:
+    def __del__(self):  # runs in the interpreter's finalization, as it clears this module
+        print("FINALIZED", flush=True)
+
+
+kept = Finalized()
+scratch = tempfile.TemporaryDirectory()  # removed by its finalizer's exit handler (weakref.finalize, atexit=True)
+print("SCRATCH", scratch.name, flush=True)
+
+
+def work():
+    time.sleep(0.3)
+    print("THREAD done", flush=True)
+
+
+threading.Thread(target=work).start()  # non-daemon: the exit waits for it
+atexit.register(lambda: print("AT_EXIT ran", flush=True))
+sys.stdout.write("UNFLUSHED")  # (no newline, no flush: our exit flushes it)
+tune.exit_process(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("finalize", [False, True], ids=["without-finalization", "reference-sys-exit"])
+def test_exit_process_runs_the_exit_steps_in_order_with_or_without_the_finalization(finalize, tmp_path):
+    """The default (no finalization, where a thread of Ray's calling into Python aborted the process) and the
+    reference (`AWNN_EXIT_FINALIZE=1`: sys.exit) end alike: the code kept, non-daemon threads joined before the
+    exit handlers, the handlers run (a temporary folder's among them), the output flushed; only the reference
+    finalizes the modules."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "AWNN_EXIT_FINALIZE": "1" if finalize else "0"}
+    p = subprocess.run([sys.executable, "-c", EXIT_STEPS, "5"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert p.returncode == 5, (p.stdout, p.stderr[-3000:])
+    lines = p.stdout.splitlines()
+    scratch = next(line.split(" ", 1)[1] for line in lines if line.startswith("SCRATCH "))
+    assert not os.path.exists(scratch), lines
+    assert "UNFLUSHED" in p.stdout
+    steps = [line.replace("UNFLUSHED", "") for line in lines if line.replace("UNFLUSHED", "") in ("THREAD done", "AT_EXIT ran", "FINALIZED")]
+    assert steps == ["THREAD done", "AT_EXIT ran"] + (["FINALIZED"] if finalize else []), lines
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr[-3000:]
