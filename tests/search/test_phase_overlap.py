@@ -209,16 +209,30 @@ def test_tune_ending_early_names_every_open_phase_with_trials_not_run(budget, tm
     assert [c[:2] for c in searcher.hooks.calls] == [("started", "fixed/selection"), ("started", "awnn/selection")]
 
 
+def _sweep_runs_on_mlflow(tmp_path, budget, cls=SweepRuns):
+    """A real SweepRuns (`cls`) writing a comparison `c1` to MLflow on SQLite through a real TrackingWriter."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    init_tracking(uri)
+    writer = TrackingWriter(uri, "awnn-doublemoon")
+    runs = cls(writer, "doublemoon", budget, lambda line: None)
+    runs.comparison = "c1"
+    writer.start_run("cmp", "compare-c1", tags={Tag.KIND: "comparison", Tag.COMPARISON: "c1"})
+    return uri, writer, runs
+
+
+def _sweeps_written(uri, writer) -> dict:
+    """The sweep runs in MLflow once the writer has flushed (it is closed), by key."""
+    assert writer.flush(timeout=30)
+    found = {r.data.tags[Tag.KEY]: r for r in client(uri).search_runs([writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'sweep'")}
+    writer.close(timeout=30)
+    return found
+
+
 def test_overlapping_sweep_runs_in_mlflow_open_close_and_stop_together(budget, tmp_path):
     """The real SweepRuns on MLflow (SQLite): overlapping sweeps are open at once, each closes
     FINISHED when its last trial ends, an arm's re-training opens after its selection closed; a
     driver stopped with two sweeps open records both sweeps' wall time and closes both KILLED."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    init_tracking(uri)
-    writer = TrackingWriter(uri, "awnn-doublemoon")
-    runs = SweepRuns(writer, "doublemoon", budget, lambda line: None)
-    runs.comparison = "c1"
-    writer.start_run("cmp", "compare-c1", tags={Tag.KIND: "comparison", Tag.COMPARISON: "c1"})
+    uri, writer, runs = _sweep_runs_on_mlflow(tmp_path, budget, SweepRuns)
     arms, record, searcher = make(["awnn", "fixed"], budget, tmp_path, hooks=runs)
     sel = take(searcher, arms[0].trials)
     time.sleep(0.05)
@@ -232,9 +246,7 @@ def test_overlapping_sweep_runs_in_mlflow_open_close_and_stop_together(budget, t
     # stopped (Ctrl-C) with two sweeps open, as search/sweep.py's _close_open does
     assert set(searcher.open_walls()) == {"awnn/assessment", "fixed/selection"}
     runs.close_open("interrupted", "KILLED", searcher.open_walls())
-    assert writer.flush(timeout=30)
-    found = {r.data.tags[Tag.KEY]: r for r in client(uri).search_runs([writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'sweep'")}
-    writer.close(timeout=30)
+    found = _sweeps_written(uri, writer)
     assert set(found) == {"awnn/selection", "awnn/assessment", "fixed/selection"}
     a_sel, a_ass, f_sel = found["awnn/selection"], found["awnn/assessment"], found["fixed/selection"]
     assert (a_sel.info.status, a_sel.data.tags[Tag.STATE], a_sel.data.metrics["n_trials"]) == ("FINISHED", "finished", arms[0].trials)
@@ -261,20 +273,13 @@ class _InterruptedAsItStarts(SweepRuns):
 def test_a_sweep_stopped_as_it_starts_closes_with_its_wall_time(budget, tmp_path):
     """The long fault matrix: a SIGTERM between a sweep's start in MLflow and its phase counted open left the sweep
     KILLED with no wall time (the searcher knew it only once its trials were queued)."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    init_tracking(uri)
-    writer = TrackingWriter(uri, "awnn-doublemoon")
-    runs = _InterruptedAsItStarts(writer, "doublemoon", budget, lambda line: None)
-    runs.comparison = "c1"
-    writer.start_run("cmp", "compare-c1", tags={Tag.KIND: "comparison", Tag.COMPARISON: "c1"})
+    uri, writer, runs = _sweep_runs_on_mlflow(tmp_path, budget, _InterruptedAsItStarts)
     arms, record, searcher = make(["fixed", "awnn"], budget, tmp_path, hooks=runs)
     with pytest.raises(KeyboardInterrupt):
         take(searcher, arms[0].trials + 1)  # fixed's selection, then awnn's starts in its tail
     assert set(searcher.open_walls()) == {"fixed/selection"}  # awnn's phase: not open yet
     runs.close_open("interrupted", "KILLED", searcher.open_walls())
-    assert writer.flush(timeout=30)
-    found = {r.data.tags[Tag.KEY]: r for r in client(uri).search_runs([writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'sweep'")}
-    writer.close(timeout=30)
+    found = _sweeps_written(uri, writer)
     assert set(found) == {"fixed/selection", "awnn/selection"}
     for run in found.values():
         assert (run.info.status, run.data.tags[Tag.STATE]) == ("KILLED", "interrupted")
