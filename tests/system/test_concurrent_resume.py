@@ -80,9 +80,14 @@ def test_live_driver_on_this_machine_by_its_process_elsewhere_by_its_heartbeat()
     now = time.time()
     assert live_driver({}) is None and live_driver({Tag.DRIVER: "garbage"}) is None
     assert live_driver(driver_tags(now)) is None  # this process itself
-    awnn_like = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "search.cli"])
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # Each child says it is up before it is asked about: Popen returns once the child's exec has dropped
+    # the parent's memory, and until the kernel has set the new program's arguments /proc/<pid>/cmdline
+    # reads empty (CI once asked in that window, and the awnn-like child read as not awnn).
+    up = "import time; print('up', flush=True); time.sleep(60)"
+    awnn_like = subprocess.Popen([sys.executable, "-c", up, "search.cli"], stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen([sys.executable, "-c", up], stdout=subprocess.PIPE, text=True)
     try:
+        assert awnn_like.stdout.readline() == "up\n" and other.stdout.readline() == "up\n"
         # on this machine the process decides, however old the heartbeat
         assert "process %d on this machine, is still running" % awnn_like.pid in live_driver({Tag.DRIVER: f"{here}|{awnn_like.pid}", Tag.HEARTBEAT: "0"})
         assert live_driver({Tag.DRIVER: f"{here}|{other.pid}", Tag.HEARTBEAT: str(now)}) is None  # a pid reused by another program
@@ -90,6 +95,7 @@ def test_live_driver_on_this_machine_by_its_process_elsewhere_by_its_heartbeat()
         for p in (awnn_like, other):
             p.kill()
             p.wait()
+            p.stdout.close()
     assert live_driver({Tag.DRIVER: f"{here}|{awnn_like.pid}", Tag.HEARTBEAT: str(now)}) is None  # gone
     # on another machine the heartbeat decides
     fresh = live_driver({Tag.DRIVER: "node-7|4242", Tag.HEARTBEAT: str(now - 20)}, now=now)
