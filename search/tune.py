@@ -222,7 +222,9 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_a
     _SESSION["dir"] = context.address_info.get("session_dir")
     _SESSION["gcs"] = context.address_info.get("gcs_address")  # a node of our own: its GCS dies with us (or before us)
     _SESSION["raylet_socket"] = context.address_info.get("raylet_socket_name")  # (a local node only: local_node_gone)
-    _SESSION.pop("raylet_pid", None)
+    # its pid now, while it surely runs: looked up at the watch's first poll (2 s into a sweep), a raylet killed
+    # before it was never found and its death never seen (the driver ran its sweeps on the actors left: exit 0)
+    _SESSION["raylet_pid"] = _raylet_pid(_SESSION["raylet_socket"] or "")
     if system_config:
         _ray_speedups.use_prestarted_workers()
         _WARMING.update(dir=warm_dir, workers=prestart if lean else num_cpus)
@@ -298,8 +300,8 @@ def local_node_gone() -> str | None:
     trial) or crashed, its trials' actors die, Ray Tune retries them and
     waits for a node that can hold them, and a local Ray gets none: the
     driver hung without end, printing nothing (reproduced: SIGKILL to the
-    raylet mid-sweep).  Its pid is found once, from the socket its command
-    line names (public in ray.init's address_info), then polled; no call to
+    raylet mid-sweep).  Its pid is found as the node starts (init_ray; where
+    that found none, here), from the socket its command line names (public in ray.init's address_info), then polled; no call to
     Ray and no connection to the raylet."""
     socket_name = _SESSION.get("raylet_socket")
     if not socket_name:

@@ -26,6 +26,9 @@ from servers import _processes_with_marker
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 
+WATCH_SLACK_S = 4.0  # the driver's watch of its node (search/tune.watch_cluster: every 2 s) and its MLflow write of a trial's end
+
+
 def epochs() -> int:
     """Trials of ~3.5 s on this machine (fault_helpers.epochs_lasting; at least 250 epochs): the raylet dies while both slots' trials run."""
     return epochs_lasting(3.5, at_least=250)
@@ -54,12 +57,20 @@ def test_the_local_rays_raylet_killed_mid_sweep_stops_the_driver_and_resume_fini
         raylet = _raylet(driver.marker)
         assert raylet, "no raylet among the driver's processes"
         os.kill(raylet, signal.SIGKILL)
-        killed = time.monotonic()
+        killed, killed_at = time.monotonic(), time.time()
         rc = driver.wait(timeout=120)  # was: no end
         took = time.monotonic() - killed
         out = driver.output()
     finally:
         driver.cleanup()
+    if rc == 0:  # finished: only right if its trials were done (or all but done) before the watch could see the kill
+        runs = trial_runs(tracking)
+        ends = [r.info.end_time / 1000 for r in runs if r.info.status == "FINISHED" and r.data.tags.get("awnn.status") == "ok"]
+        assert len(ends) == len(runs) and max(ends) < killed_at + WATCH_SLACK_S, (killed_at, ends, out[-4000:])
+        # (CI once ended 0, trials ending 3-9 s after the kill: the raylet's pid was looked up at the watch's first
+        # poll, after the kill, so its death was never seen; search/tune.init_ray now finds it as the node starts)
+        pytest.skip(f"the sweep's last trial ended {max(ends) - killed_at:+.1f} s from the raylet's kill, before the "
+                    "driver's watch could see it: the window this test is for was missed")
     assert rc in (130, 1), out[-4000:]
     assert took < 60, took
     assert f"awnn: the local Ray's node ended: its raylet (pid {raylet}) exited" in out and "--resume" in out, out[-4000:]
