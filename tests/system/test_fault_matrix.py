@@ -215,7 +215,8 @@ def _stop_and_resume(tmp_path: Path, args: list[str], table):
             assert after_finish or "interrupted; run the same command with --resume to continue" in out, out[-2000:]
             assert "Traceback" not in out and "SIGTERM received" not in out, out[-3000:]
             open_ = [r for r in runs if r.info.status == "RUNNING"]
-            assert not open_, (point, [(r.data.tags.get("awnn.key"), r.data.tags.get("awnn.kind")) for r in open_])
+            # (CI once, at "fixed assessment": the sweep and the comparison left RUNNING after SIGINT; cause not yet found)
+            assert not open_, (point, [(r.data.tags.get("awnn.key"), r.data.tags.get("awnn.kind")) for r in open_], out[-3000:])
             cmp = next(r for r in runs if r.data.tags.get("awnn.kind") == "comparison")
             if cmp.info.status == "FINISHED":
                 # the signal landed after the last trial (a phase's 2 trials end together on two cores: a CI run
