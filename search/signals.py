@@ -83,13 +83,15 @@ import signal
 import sys
 import threading
 
-__all__ = ["enable", "restore", "finished", "forget_unhandled_interrupt", "ray_sigterm", "interrupted_by", "guard_output", "output_closed", "output_fault"]
+__all__ = ["enable", "restore", "deferred", "finished", "forget_unhandled_interrupt", "ray_sigterm", "interrupted_by", "guard_output", "output_closed", "output_fault"]
 
 _enabled = False
 _signals: list[int] = []
 _stopping: list[int] = []  # the signals received (the first one interrupts)
 
 
+_deferring: list[bool] = []  # inside deferred(): the first signal is kept, not raised, until it ends
+_deferred: list[int] = []  # the signal kept by deferred(), raised as it ends
 _finished: list[bool] = []  # the command's work is done (finished()): a signal now only ends the exit sooner
 _redeliver: list[bool] = []  # our interrupt was swallowed (_unraisable): the next call of the handler raises it again
 
@@ -100,10 +102,16 @@ def _raise_interrupt(signum, frame):
         return
     if _redeliver:
         _redeliver.clear()
+        if _deferring:
+            _deferred.append(signum)
+            return
         raise KeyboardInterrupt
     _stopping.append(signum)
     if len(_stopping) == 1:
         _quiet_interrupt_logs()
+        if _deferring:  # closing the runs, flushing MLflow: raised once that is done (deferred)
+            _deferred.append(signum)
+            return
         raise KeyboardInterrupt
     if len(_stopping) == 2:
         print(f"awnn: already stopping (closing this driver's runs in MLflow, then Ray); `kill -9 {os.getpid()}` ends it at once, "
@@ -116,6 +124,8 @@ def enable() -> None:
         return
     _enabled = True
     _stopping.clear()
+    _deferring.clear()
+    _deferred.clear()
     _redeliver.clear()
     _finished.clear()
     _signals[:] = [signal.SIGTERM]
@@ -208,6 +218,39 @@ def _unraisable(unraisable) -> None:
     (_previous_hook[0] if _previous_hook else sys.__unraisablehook__)(unraisable)
 
 
+class deferred:
+    """A section the interrupt must not cut short: closing the driver's MLflow runs and flushing its writes.  The
+    first signal (or closed output) that comes inside it is kept and raised as the KeyboardInterrupt when the section
+    ends; a later one says "already stopping" as always.  Without it, a Ctrl-C that came while a finishing comparison
+    flushed its last writes (the sweep's end, the comparison's) stopped the flush: those writes were lost with the
+    writer's thread, and MLflow showed the finished comparison RUNNING (CI, the fault matrix's "fixed assessment" row).
+
+    `then_raise=False`: the caller is already ending with an exception of its own (a failure being closed), which
+    goes on in place of the interrupt; so does an exception raised inside the section.  The kept signal stays counted
+    either way (interrupted_by: the command is stopping).  Nested sections raise at the outermost one's end.  Off the
+    main thread (where no signal handler runs) it does nothing."""
+
+    def __init__(self, then_raise: bool = True):
+        self.then_raise = then_raise
+        self.on = False
+
+    def __enter__(self):
+        self.on = threading.current_thread() is threading.main_thread()
+        if self.on:
+            _deferring.append(self.then_raise)
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if not self.on:
+            return False
+        _deferring.pop()
+        if not _deferring and _deferred:
+            _deferred.clear()
+            if kind is None and self.then_raise:
+                raise KeyboardInterrupt
+        return False
+
+
 def finished() -> None:
     """The command returned: a signal from now on no longer raises.  One that landed in the interpreter's exit, in Ray's
     exit handlers, cut Ray's shutdown short and crashed the process (SIGSEGV, exit -11, after a comparison had finished
@@ -291,6 +334,9 @@ def _unwritable(stream, name: str, error: OSError) -> None:
         return
     if threading.current_thread() is threading.main_thread():
         _stopping.append(-1)
+        if _deferring:
+            _deferred.append(-1)
+            return
         raise KeyboardInterrupt
     import _thread
 

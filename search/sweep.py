@@ -129,6 +129,8 @@ class Comparison:
         self.id = None
         self.results: list[StrategyResult] = []
         self.already_finished = False  # --resume found the comparison finished once its saved writes were applied
+        self.finished_in_mlflow = False  # run() ended it and MLflow took every write (what a later interrupt leaves complete)
+        self._finishing = False
         if resume:
             self._refuse_live_driver()
 
@@ -232,6 +234,7 @@ class Comparison:
         self._closing, self._closed = threading.Lock(), threading.Event()
         stop_watch = watch_cluster(self._cluster_lost)
         stop_heartbeat = lambda: None  # noqa: E731 - until this driver holds a comparison
+        failing = False
         try:
             prior = self._resume_state() if self.resume else PriorAttempts()
             if self.already_finished:
@@ -288,21 +291,41 @@ class Comparison:
                         self.log(f"warning: {source.unwritten()}")
             searcher.finish_all()
             self.runs.finish()
+            self._finishing = True
         except BaseException as e:
             # Ctrl-C or SIGTERM (search/cli.py), the cluster lost (_cluster_lost), or what Ray Tune raised as the interrupt cut
             # it short (signals.interrupted_by): resumable, visibly not running; anything else: failed
+            failing = True
             stop_watch()
             interrupted = signals.interrupted_by(e)
-            if self._closing.acquire(blocking=False):
-                self._close_open(*(("interrupted", "KILLED") if interrupted else ("failed", "FAILED")))
+            with signals.deferred(then_raise=False):  # (a Ctrl-C while a failure's runs close: the failure goes on)
+                if self._closing.acquire(blocking=False):
+                    self._close_open(*(("interrupted", "KILLED") if interrupted else ("failed", "FAILED")))
             if interrupted and not isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise KeyboardInterrupt(f"stopping raised {type(e).__name__}: {e}") from e
             raise
         finally:
-            stop_watch()
-            stop_heartbeat()
-            self._close_writer()
+            self._shut_down((stop_watch, stop_heartbeat), raise_kept=not failing)
         return self.results
+
+    def _shut_down(self, stops, raise_kept: bool) -> None:
+        """Stop the driver's watches and close its MLflow writer, whatever signal comes meanwhile: one that lands
+        here is raised once the writes are in (signals.deferred; `raise_kept`: unless the driver is already ending
+        with an exception).  A Ctrl-C that stopped the flush of a finishing comparison lost its last writes: the
+        comparison and its last sweep were left RUNNING (CI, the fault matrix's "fixed assessment" row)."""
+        try:
+            with signals.deferred(then_raise=raise_kept):
+                for stop in stops:
+                    stop()
+                self._close_writer()
+        except KeyboardInterrupt:
+            # the signal came in the few bytecodes before the section began (or is the one it kept, raised at its end,
+            # all done): later signals no longer raise, so the rest is done here, then the driver stops
+            if not self._closed.is_set():
+                for stop in stops:
+                    stop()
+                self._close_writer()
+            raise
 
     def _raise_fault(self, fault: tuple[str, str] | None) -> None:
         """The error that ends a comparison its environment stopped (record.stop_reason): one line, resumable."""
@@ -396,6 +419,7 @@ class Comparison:
         if self.writer.dropped:  # tracking/store.py: never expected; said, not hidden
             self.log(f"warning: {sum(self.writer.dropped.values())} MLflow writes were dropped because no run was started for them "
                      f"({', '.join(sorted(self.writer.dropped)[:5])}): a bug of awnn, please report it with this output")
+        self.finished_in_mlflow = self._finishing and not leftover
         self._closed.set()
 
     LOST_GRACE_S = 5.0  # the main thread's time to stop on its own once the cluster is lost

@@ -474,6 +474,8 @@ def replay_spool(path: str | Path, tracking_uri: str, experiment: str) -> int:
                 writer.adopt(k, v)
             continue
         op = _Op(rec["kind"], rec["key"], rec["data"])
+        if op.kind == "start":  # a replay cut short (Ctrl-C, a kill: the file stays) may have created it: looked up first
+            op.data["attempted"] = True
         if op.kind == "metrics":
             op.data["rows"] = [tuple(r) for r in op.data["rows"]]
         writer._put(op)

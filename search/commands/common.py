@@ -145,7 +145,12 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
     comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
                             resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root,
                             protocol=args.protocol)
-    results = comparison.run()
+    try:
+        results = comparison.run()
+    except KeyboardInterrupt:
+        if not (comparison.finished_in_mlflow or comparison.already_finished):
+            raise  # stopped before its end: the CLI's "interrupted; ... --resume" line
+        return _interrupted_after_finish(comparison, kind)  # (a signal while its last writes were flushed: kept until they were in)
     try:
         if not comparison.already_finished:  # (--resume of a finished comparison: only its report may be missing)
             print_summary(comparison, results)
@@ -159,22 +164,27 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
         if kind == "compare":
             write_comparison_report(comparison)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (search/signals.py) once MLflow holds the finished comparison
-        import sys
-
-        rest = (f"the report was not written: {report_command(comparison)} writes it (so does the same command with --resume)"
-                if kind == "compare" else f"only its summary was cut short ({report_command(comparison)} writes the full report)")
-        from .. import signals
-
-        fault = signals.output_fault()
-        why = "interrupted" if fault is None else (f"its output ({fault[0]}) was closed by its reader" if isinstance(fault[1], BrokenPipeError)
-                                                   else f"its output ({fault[0]}) could not be written ({fault[1].strerror or fault[1]})")
-        print(f"awnn {kind}: {why} after comparison {comparison.id} had finished: its results are complete in MLflow; {rest}",
-              file=sys.stderr)
-        return 130
+        return _interrupted_after_finish(comparison, kind)
     if comparison.already_finished:
         return 0
     failed_everything = any(r.selected is None for r in results)
     return 1 if failed_everything else 0
+
+
+def _interrupted_after_finish(comparison, kind: str) -> int:
+    """The one line (exit 130) of a command stopped once MLflow held its finished comparison: in its summary or report."""
+    import sys
+
+    from .. import signals
+
+    rest = (f"the report was not written: {report_command(comparison)} writes it (so does the same command with --resume)"
+            if kind == "compare" else f"only its summary was cut short ({report_command(comparison)} writes the full report)")
+    fault = signals.output_fault()
+    why = "interrupted" if fault is None else (f"its output ({fault[0]}) was closed by its reader" if isinstance(fault[1], BrokenPipeError)
+                                               else f"its output ({fault[0]}) could not be written ({fault[1].strerror or fault[1]})")
+    print(f"awnn {kind}: {why} after comparison {comparison.id} had finished: its results are complete in MLflow; {rest}",
+          file=sys.stderr)
+    return 130
 
 
 def unwritten_line(command: str, comparisons) -> str | None:

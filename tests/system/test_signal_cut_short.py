@@ -5,15 +5,22 @@ real driver, where the probes and CI found it:
   `KeyError: <PlacementGroup ...>`): that traceback, exit 1, the runs closed as failed.  Now (`interrupted_by`) the
   runs close as interrupted, one line, exit 130;
 * inside a finalizer, where Python ignores it: the command ran to its end, exit 0.  Now delivered again;
-* inside `ray.init`'s core-worker constructor: a crash in Ray's exit handlers (SIGSEGV, or SIGTERM's abort).
+* inside `ray.init`'s core-worker constructor: a crash in Ray's exit handlers (SIGSEGV, or SIGTERM's abort);
+* inside the flush of a finished comparison's last MLflow writes (CI): they were lost, the comparison left RUNNING.
+  Now kept until the writes are in (signals.deferred).
 """
 from __future__ import annotations
 
+import re
 import signal
+import sqlite3
 import sys
+import time
 
 import pytest
+from mlflow.tracking import MlflowClient
 
+from conftest import run_awnn
 from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
 from search import signals
 
@@ -178,3 +185,47 @@ def test_a_signal_inside_ray_init_ends_the_command_without_a_crash(tmp_path, sig
     code, out, _ = _injected_sweep(tmp_path, IN_RAY_INIT, env={"SIGNAL": str(int(sig))})
     assert code == 130, out[-3000:]
     assert out.strip().splitlines()[-1] == LAST, out[-3000:]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_finished_comparison_flushes_mlflow_leaves_it_finished_not_running(tmp_path, sig):
+    """CI (the fault matrix's "fixed assessment" row): a SIGINT that came after the comparison's last trial, while its
+    driver flushed its last MLflow writes, stopped the flush: the writes were lost with the writer's thread, and the
+    comparison and its last sweep stayed RUNNING (exit 130, "interrupted").  Made certain here: the store is locked
+    (another process holds SQLite's write lock) from the first sweep on, so the driver's writes wait in its queue, and
+    the signal comes after the last sweep's line.  Now the flush runs to its end (signals.deferred) and the driver says
+    it was interrupted after the comparison had finished; --resume only writes the report."""
+    db = tmp_path / "mlflow.db"
+    tracking = f"sqlite:///{db}"
+    args = ["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "fixed", "--num-cpus", "2",
+            "--storage", str(tmp_path / "results"), "--tracking-uri", tracking]
+    d = Driver(args, cwd=tmp_path)
+    lock = None
+    try:
+        wait_for(lambda: "fixed selection: 0/" in d.output(), 300, "the first sweep", d.proc, interval=0.02, output=d.output)
+        lock = sqlite3.connect(db, timeout=60, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        wait_for(lambda: re.search(r"(?m)^fixed assessment: (\d+)/\1 trials in", d.output()), 300, "the last sweep's end", d.proc,
+                 interval=0.02, output=d.output)
+        time.sleep(3.0)  # the driver ends its run and waits for its writes (the store is locked)
+        assert d.proc.poll() is None, d.output()[-3000:]
+        d.proc.send_signal(sig)
+        time.sleep(2.0)
+        lock.execute("COMMIT")
+        code = d.wait(timeout=180)
+        out = d.output()
+    finally:
+        if lock is not None:
+            lock.close()
+        d.cleanup()
+    assert code == 130, out[-3000:]
+    assert "\nComparison " not in out, out[-3000:]  # (the signal came inside the run, before the summary)
+    assert re.search(r"(?m)^awnn compare: interrupted after comparison \S+ had finished: its results are complete in MLflow", out), out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    runs = MlflowClient(tracking).search_runs([e.experiment_id for e in MlflowClient(tracking).search_experiments()])
+    assert runs and not [(r.data.tags.get("awnn.key"), r.info.status) for r in runs if r.info.status == "RUNNING"]
+    cmp = next(r for r in runs if r.data.tags.get("awnn.kind") == "comparison")
+    assert cmp.info.status == "FINISHED" and cmp.data.tags["awnn.state"] == "finished", (cmp.info.status, cmp.data.tags)
+    assert {r.data.tags["awnn.state"] for r in runs if r.data.tags.get("awnn.kind") == "sweep"} == {"finished"}
+    again = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=300, check=True)
+    assert "is complete in MLflow; nothing to run" in again.stderr and "Report:" in again.stdout, again.stderr[-2000:]

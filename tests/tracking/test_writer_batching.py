@@ -151,3 +151,35 @@ def test_a_store_that_refuses_writes_is_said_once_and_close_saves_what_it_holds_
         run_id = w.run_ids[key]
         assert [(m.step, m.value) for m in sorted(c.get_metric_history(run_id, "val_acc"), key=lambda m: m.step)] == \
             [(e, pytest.approx(0.5 + e / 10)) for e in range(1, 4)]
+
+
+def test_a_spool_replayed_twice_creates_each_run_once(tmp_path):
+    """A replay cut short (Ctrl-C or a kill while --resume applied the spool: the file stays for the next one) had
+    already created some runs; the next replay finds them by key instead of creating them again (two runs of one
+    trial would each count)."""
+    import json
+    import shutil
+
+    from tracking.store import replay_spool
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    init_tracking(uri)
+    spool = tmp_path / "pending.jsonl"
+    ops = [{"kind": "run_ids", "key": "", "data": {}}]
+    for key in RUNS:
+        ops.append({"kind": "start", "key": key, "data": {"name": key, "parent": None, "params": {"lr": 0.1}, "time": 1_700_000_000_000,
+                                                          "tags": {"awnn.comparison": "cmp-1", "awnn.kind": "trial"}}})
+        ops.append({"kind": "metrics", "key": key, "data": {"rows": [["val_acc", 0.5, 1, 1_700_000_000_000]]}})
+        ops.append({"kind": "end", "key": key, "data": {"status": "FINISHED", "time": 1_700_000_001_000}})
+    spool.write_text("".join(json.dumps(op) + "\n" for op in ops))
+    again = tmp_path / "again.jsonl"
+    shutil.copy(spool, again)
+    assert replay_spool(spool, uri, "awnn-replayed") == 3 * len(RUNS)
+    assert not spool.exists()
+    replay_spool(again, uri, "awnn-replayed")  # the same operations once more
+    c = client(uri)
+    runs = c.search_runs([c.get_experiment_by_name("awnn-replayed").experiment_id])
+    assert sorted(r.data.tags["awnn.key"] for r in runs) == sorted(RUNS)
+    for r in runs:
+        assert r.info.status == "FINISHED"
+        assert [(m.step, m.value) for m in c.get_metric_history(r.info.run_id, "val_acc")] == [(1, 0.5)]
