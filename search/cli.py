@@ -136,6 +136,7 @@ def _run(args) -> int:
 
 def _interrupted(args) -> int:
     """The end of a command that was interrupted (Ctrl-C, SIGTERM, SIGHUP, a closed output): one line, its exit code."""
+    signals.release_leaked_logging_lock()  # (Ray's exit handlers and threads log)
     resumable = args.command in ("sweep", "compare")
     hint = "; run the same command with --resume to continue" if resumable else ""
     fault = signals.output_fault()

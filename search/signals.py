@@ -83,7 +83,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["enable", "restore", "deferred", "finished", "forget_unhandled_interrupt", "ray_sigterm", "interrupted_by", "guard_output", "output_closed", "output_fault"]
+__all__ = ["enable", "restore", "deferred", "release_leaked_logging_lock", "finished", "forget_unhandled_interrupt", "ray_sigterm", "interrupted_by", "guard_output", "output_closed", "output_fault"]
 
 _enabled = False
 _signals: list[int] = []
@@ -99,6 +99,14 @@ _redeliver: list[bool] = []  # our interrupt was swallowed (_unraisable): the ne
 def _raise_interrupt(signum, frame):
     if _finished:
         _stopping.append(signum)  # (nothing left to interrupt: the exit handlers run, bounded by search/tune.py exit_process)
+        return
+    if frame is not None and _in_logging_release(frame):
+        # raised here, at the first bytecode of logging's release of its module lock (a logging call's `finally`, its
+        # after-fork hook), it would leave that lock held: every other thread that logs would wait for ever (a hang,
+        # make test-long).  Delivered again 50 ms on, outside it
+        again = threading.Timer(0.05, _interrupt_main, (signum,))
+        again.daemon = True
+        again.start()
         return
     if _redeliver:
         _redeliver.clear()
@@ -205,17 +213,71 @@ def _unraisable(unraisable) -> None:
     garbage collector's, and a signal's handler runs at whatever bytecode comes next, also in those (a probe:
     SQLAlchemy's weakref callback `_collection_gced`, at a garbage collection).  Our interrupt raised there was lost: the command ran on to its
     end and exited 0 after Ctrl-C.  It is delivered again from a timer thread 50 ms on (not from here: the handler
-    would run at this hook's next bytecode, where it is ignored too), and again while it lands in a finalizer."""
-    if (isinstance(unraisable.exc_value, KeyboardInterrupt) and _enabled and _stopping and not _redeliver
-            and threading.current_thread() is threading.main_thread()):
-        import _thread
+    would run at this hook's next bytecode, where it is ignored too), and again while it lands in a finalizer.
 
-        _redeliver.append(True)
-        again = threading.Timer(0.05, _thread.interrupt_main, (_signals[0],))  # (SIGTERM: always ours, _raise_interrupt)
-        again.daemon = True
-        again.start()
+    The same for a signal that lands in a hook Python runs after a fork (`os.register_at_fork`), whose exceptions it
+    ignores too: while `ray.init` forks Ray's processes, also Ray's SIGTERM handler's `sys.exit(15)` (ray_sigterm),
+    delivered again as a SIGTERM to whichever handler is in place then.  Logging's hook (`_releaseLock`), cut short
+    there, also left logging's module lock held by the main thread, and the next thread that logged waited for ever:
+    `make test-long` (a SIGTERM 1.2 s after the start) hung the driver, its tracking thread waiting for the lock and the
+    main thread waiting for it (tests/system/test_signal_cut_short.py injects the moment).  The lock is released here."""
+    exc = unraisable.exc_value
+    if not (_enabled and threading.current_thread() is threading.main_thread()):
+        (_previous_hook[0] if _previous_hook else sys.__unraisablehook__)(unraisable)
         return
-    (_previous_hook[0] if _previous_hook else sys.__unraisablehook__)(unraisable)
+    ours = isinstance(exc, KeyboardInterrupt) and bool(_stopping)
+    rays = isinstance(exc, SystemExit) and ray_sigterm(exc)
+    if ours or rays:
+        _release_logging_lock(unraisable.object)
+    if ours and not _redeliver:
+        _redeliver.append(True)
+        again = threading.Timer(0.05, _interrupt_main, (_signals[0],))  # (SIGTERM: always ours, _raise_interrupt)
+    elif rays:  # (not through _raise_interrupt yet: no mark; Ray's handler, or ours once init_ray restored it)
+        again = threading.Timer(0.05, _interrupt_main, (signal.SIGTERM,))
+    elif ours:  # (delivered again already)
+        return
+    else:
+        (_previous_hook[0] if _previous_hook else sys.__unraisablehook__)(unraisable)
+        return
+    again.daemon = True
+    again.start()
+
+
+def _interrupt_main(signum: int) -> None:
+    import _thread
+
+    _thread.interrupt_main(signum)
+
+
+_LOGGING_RELEASES = ("_releaseLock", "_afterFork")  # logging's release of its module lock (`_afterFork`: the after-fork hook from 3.13)
+
+
+def _in_logging_release(frame) -> bool:
+    codes = [getattr(getattr(logging, name, None), "__code__", None) for name in _LOGGING_RELEASES]
+    return frame.f_code in [c for c in codes if c is not None]
+
+
+def _release_logging_lock(hook) -> None:
+    """`hook`, cut short by a signal, is logging's after-fork hook in the parent: release the module lock it left held."""
+    if any(hook is getattr(logging, name, None) for name in _LOGGING_RELEASES):
+        release_leaked_logging_lock()
+
+
+def release_leaked_logging_lock() -> None:
+    """Release logging's module lock if this thread holds it.  Called where this thread is surely outside logging's
+    own code (the driver's handling of an interrupt): holding it there means an interrupt raised as logging released
+    it (Ray's SIGTERM handler, in place while `ray.init` runs, at the first bytecode of a logging call's `finally:
+    _releaseLock()`) left it held, and the next thread that logs would wait for ever (the driver hung joining its
+    tracking thread: tests/system/test_signal_cut_short.py injects the moment)."""
+    lock = getattr(logging, "_lock", None)
+    owned = getattr(lock, "_is_owned", None)  # (the C RLock's; absent on another implementation: nothing done)
+    for _ in range(8):  # (an RLock: once per leaked acquire)
+        if lock is None or owned is None or not owned():
+            return
+        try:
+            lock.release()
+        except RuntimeError:  # pragma: no cover - (not held after all)
+            return
 
 
 class deferred:

@@ -220,6 +220,7 @@ class Comparison:
             init_ray(self.settings, log=self.log, trials_at_once=most_at_once(self.arms, self.budget))
             check_trial_fits(self.settings, log=self.log)  # a trial no node can hold would wait for ever
         except BaseException:
+            signals.release_leaked_logging_lock()  # (an interrupt raised inside logging's release: the thread below would wait on it)
             tracking_ready(place=False)
             raise
         tracking_ready()
@@ -296,6 +297,7 @@ class Comparison:
             # Ctrl-C or SIGTERM (search/cli.py), the cluster lost (_cluster_lost), or what Ray Tune raised as the interrupt cut
             # it short (signals.interrupted_by): resumable, visibly not running; anything else: failed
             failing = True
+            signals.release_leaked_logging_lock()  # (the writer's and Ray's threads log)
             stop_watch()
             interrupted = signals.interrupted_by(e)
             with signals.deferred(then_raise=False):  # (a Ctrl-C while a failure's runs close: the failure goes on)

@@ -187,6 +187,47 @@ def test_a_signal_inside_ray_init_ends_the_command_without_a_crash(tmp_path, sig
     assert out.strip().splitlines()[-1] == LAST, out[-3000:]
 
 
+# `awnn`, whose signal lands inside logging's release of its module lock (`_releaseLock`: the `finally` of every logging
+# call, and the hook Python runs in the parent after each fork) while `ray.init` runs: the handler runs as the call that
+# sent it returns, in `_releaseLock`'s frame, before the lock is released
+IN_AT_FORK = '''
+import logging
+import os
+import signal
+
+release = logging._releaseLock
+source = """
+def _releaseLock():
+    if _lock:
+        if not _awnn_sent and getattr(_awnn_signal.getsignal(_awnn_signal.SIGTERM), "__module__", "").startswith("ray"):
+            _awnn_sent.append(1)
+            _awnn_os.kill(_awnn_os.getpid(), int(_awnn_os.environ["SIGNAL"]))
+        _lock.release()
+"""
+logging._awnn_sent, logging._awnn_os, logging._awnn_signal = [], os, signal
+space = {}
+exec(compile(source, logging.__file__, "exec"), space)
+release.__code__ = space["_releaseLock"].__code__  # the function object Python's at-fork list holds
+from search.cli import entry
+
+entry()
+'''
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_inside_logging_lock_release_during_ray_init_ends_the_command(tmp_path, sig):
+    """`make test-long` (test_signal_any_moment, a SIGTERM 1.2 s after the start): the signal landed in logging's
+    release of its module lock while `ray.init` ran (there, in its after-fork hook, where Python ignores the exception:
+    "Exception ignored in: <function _releaseLock>", Ray's `sys.exit(15)`).  Raised before the release, it left the lock
+    held: the driver hung, its tracking thread waiting for the lock and its main thread for that thread (killed after
+    120 s).  Now our handler delivers the interrupt again outside the release (SIGINT), and the driver releases a lock
+    Ray's handler left held (SIGTERM, in place during `ray.init`) before it waits for its threads."""
+    code, out, _ = _injected_sweep(tmp_path, IN_AT_FORK, env={"SIGNAL": str(int(sig))})
+    assert code == 130, out[-3000:]
+    assert "Exception ignored" not in out and "Traceback" not in out, out[-3000:]
+    assert out.strip().splitlines()[-1] == LAST, out[-3000:]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_a_finished_comparison_flushes_mlflow_leaves_it_finished_not_running(tmp_path, sig):
     """CI (the fault matrix's "fixed assessment" row): a SIGINT that came after the comparison's last trial, while its
