@@ -100,10 +100,9 @@ def _raise_interrupt(signum, frame):
     if _finished:
         _stopping.append(signum)  # (nothing left to interrupt: the exit handlers run, bounded by search/tune.py exit_process)
         return
-    if frame is not None and _in_logging_release(frame):
-        # raised here, at the first bytecode of logging's release of its module lock (a logging call's `finally`, its
-        # after-fork hook), it would leave that lock held: every other thread that logs would wait for ever (a hang,
-        # make test-long).  Delivered again 50 ms on, outside it
+    if frame is not None and _at_lock_edge(frame):
+        # raised here, between a lock's acquire and the `try` that releases it, or at the first bytecode of its release,
+        # it would leave the lock held (see _LOCK_EDGES): delivered again 50 ms on, outside it
         again = threading.Timer(0.05, _interrupt_main, (signum,))
         again.daemon = True
         again.start()
@@ -250,11 +249,30 @@ def _interrupt_main(signum: int) -> None:
 
 
 _LOGGING_RELEASES = ("_releaseLock", "_afterFork")  # logging's release of its module lock (`_afterFork`: the after-fork hook from 3.13)
+# The standard library's Python-level functions that acquire a lock and return holding it, or release one: a signal's
+# handler runs at whatever bytecode comes next, also just after their acquire (the lock held, the caller's `try` or
+# `with` body not yet entered) or at the first bytecode of their release (the release skipped).  An interrupt raised
+# there leaves the lock held for good:
+# * logging's module lock (`_acquireLock`/`_releaseLock`, around every logger lookup and level check, and its
+#   after-fork hook) or a handler's (`Handler.acquire`/`release`, around every record written): the next thread that
+#   logs waits for ever (make test-long: the driver hung, its tracking thread waiting for logging's lock);
+# * a Condition's (`__enter__`/`__exit__`: `queue.Queue`, `threading.Event`): the MLflow writer's queue, which the main
+#   thread fills at each trial report; the main thread's next write, as it closed its runs, waited for ever on the
+#   queue's lock it held itself (make test-long's fault matrix: a driver that never ended after SIGINT).
+_LOCK_EDGES = (
+    *((logging, name) for name in (*_LOGGING_RELEASES, "_acquireLock", "_prepareFork")),
+    (logging.Handler, "acquire"), (logging.Handler, "release"),
+    (threading.Condition, "__enter__"), (threading.Condition, "__exit__"),
+)
 
 
-def _in_logging_release(frame) -> bool:
-    codes = [getattr(getattr(logging, name, None), "__code__", None) for name in _LOGGING_RELEASES]
-    return frame.f_code in [c for c in codes if c is not None]
+def _at_lock_edge(frame) -> bool:
+    """`frame` (where a signal's handler runs) is one of _LOCK_EDGES."""
+    code = frame.f_code
+    for owner, name in _LOCK_EDGES:
+        if getattr(getattr(owner, name, None), "__code__", None) is code:
+            return True
+    return False
 
 
 def _release_logging_lock(hook) -> None:

@@ -228,6 +228,44 @@ def test_a_signal_inside_logging_lock_release_during_ray_init_ends_the_command(t
     assert out.strip().splitlines()[-1] == LAST, out[-3000:]
 
 
+# `awnn`, whose signal lands in `threading.Condition.__enter__` just after it acquired its lock (a `queue.Queue`'s,
+# a `threading.Event`'s: the MLflow writer's queue, filled by the main thread at each report), once a trial runs
+IN_A_CONDITION = '''
+import os
+import signal
+import threading
+
+enter = threading.Condition.__enter__
+source = """
+def __enter__(self):
+    held = self._lock.__enter__()
+    if not _awnn_sent and get_ident() == _awnn_main and _awnn_os.path.exists("go"):
+        _awnn_sent.append(1)
+        _awnn_os.kill(_awnn_os.getpid(), int(_awnn_os.environ["SIGNAL"]))
+    return held
+"""
+threading._awnn_sent, threading._awnn_os, threading._awnn_main = [], os, threading.main_thread().ident
+space = {}
+exec(compile(source, threading.__file__, "exec"), space)
+enter.__code__ = space["__enter__"].__code__
+from search.cli import entry
+
+entry()
+'''
+
+
+def test_a_signal_just_after_a_condition_took_its_lock_ends_the_command(tmp_path):
+    """`make test-long`'s fault matrix: a driver signalled (SIGINT) between two arms never ended.  An interrupt raised
+    just after a Condition's `__enter__` acquired its lock (before the `with` body) or at its `__exit__`'s first bytecode
+    leaves the lock held: the main thread's next write to the MLflow writer's queue, as it closed its runs, waited for
+    ever on the queue's lock it held itself.  Now the interrupt is delivered again outside such a frame."""
+    code, out, runs = _injected_sweep(tmp_path, IN_A_CONDITION, env={"SIGNAL": str(int(signal.SIGINT))},
+                                      once_running=lambda d: (tmp_path / "go").touch())
+    assert code == 130, out[-3000:]
+    assert out.strip().splitlines()[-1] == LAST, out[-3000:]
+    assert runs and not [r.info.run_name for r in runs if r.info.status == "RUNNING"]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_a_finished_comparison_flushes_mlflow_leaves_it_finished_not_running(tmp_path, sig):
     """CI (the fault matrix's "fixed assessment" row): a SIGINT that came after the comparison's last trial, while its
