@@ -243,7 +243,17 @@ def _unraisable(unraisable) -> None:
 
 
 def _interrupt_main(signum: int) -> None:
-    import _thread
+    """Deliver `signum` again to the main thread (from a timer thread): as the signal itself, which also wakes a wait
+    the main thread went into meanwhile (a lock's acquire without a timeout, `Event.wait()`: EINTR, then the handler).
+    `_thread.interrupt_main` only marks the handler as due: the interrupt then waited for the wait to end (a probe:
+    8 s, an `Event.wait()` until its timer set it; for ever without one)."""
+    if hasattr(signal, "pthread_kill"):
+        try:
+            signal.pthread_kill(threading.main_thread().ident, signum)
+            return
+        except (OSError, ValueError):  # pragma: no cover - (the main thread gone: the process is ending)
+            return
+    import _thread  # pragma: no cover - (no pthread_kill on this platform)
 
     _thread.interrupt_main(signum)
 

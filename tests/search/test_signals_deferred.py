@@ -117,3 +117,46 @@ def test_a_closed_output_inside_the_section_interrupts_at_its_end():
     out = subprocess.run([sys.executable, "-c", CLOSED.format(root=str(ROOT))], capture_output=True, text=True, timeout=60)
     assert "section-ran-on" in out.stderr and "interrupted-at-end stdout" in out.stderr, out.stderr
     assert "not-interrupted" not in out.stderr
+
+
+AT_A_LOCK_EDGE = """
+import os, signal, sys, threading, time
+sys.path.insert(0, {root!r})
+from search import signals
+
+signals.enable()
+enter = threading.Condition.__enter__
+source = '''
+def __enter__(self):
+    held = self._lock.__enter__()
+    if not _awnn_sent and get_ident() == _awnn_main:
+        _awnn_sent.append(1)
+        _awnn_os.kill(_awnn_os.getpid(), _awnn_signal.SIGINT)  # the handler runs as this call returns: the lock held
+    return held
+'''
+threading._awnn_sent, threading._awnn_os, threading._awnn_signal = [], os, signal
+threading._awnn_main = threading.main_thread().ident
+space = {{}}
+exec(compile(source, threading.__file__, "exec"), space)
+event = threading.Event()
+threading.Timer(20, event.set).start()
+lock = event._cond._lock
+t0 = time.monotonic()
+enter.__code__ = space["__enter__"].__code__
+try:
+    event.wait()  # `with self._cond:` (the signal, just after its acquire), then a wait with no timeout
+    print("not interrupted after %.1f s" % (time.monotonic() - t0), flush=True)
+except KeyboardInterrupt:
+    print("interrupted after %.2f s; lock free: %s" % (time.monotonic() - t0, lock.acquire(blocking=False)), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_signal_just_after_a_lock_was_taken_is_delivered_again_outside_it_also_into_a_wait():
+    """A signal whose handler runs just after a Condition took its lock (before the `with` body) would leave the lock
+    held for good; it is delivered again 50 ms on, as the signal itself, so a wait the main thread went into
+    meanwhile wakes (with `_thread.interrupt_main` it waited for the wait to end: here 20 s)."""
+    out = subprocess.run([sys.executable, "-c", AT_A_LOCK_EDGE.format(root=str(ROOT))], capture_output=True, text=True, timeout=60)
+    line = out.stdout.strip()
+    assert line.startswith("interrupted after ") and line.endswith("lock free: True"), (line, out.stderr[-2000:])
+    assert float(line.split()[2].rstrip(";")) < 5, line
