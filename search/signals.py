@@ -141,6 +141,7 @@ def enable() -> None:
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
         _signals.append(signal.SIGHUP)
     restore()
+    _stacks_on_sigusr1()
     _add_filter(logging.lastResort)
     if not _at_exit:  # first of the exit handlers registered after the CLI's imports: runs after them
         import atexit
@@ -150,6 +151,21 @@ def enable() -> None:
     if sys.unraisablehook is not _unraisable:
         _previous_hook[:] = [sys.unraisablehook]
         sys.unraisablehook = _unraisable
+
+
+def _stacks_on_sigusr1() -> None:
+    """`kill -USR1 <pid>` prints every thread's Python stack to stderr and the command goes on: where a driver that
+    seems hung waits (the fault tests send it to a driver that outlived their wait, tests/fault_helpers.py).  Only
+    where SIGUSR1 has no handler yet (a program that uses the package as a library keeps its own)."""
+    sig = getattr(signal, "SIGUSR1", None)
+    if sig is None or signal.getsignal(sig) is not signal.SIG_DFL or sys.__stderr__ is None:
+        return
+    import faulthandler
+
+    try:
+        faulthandler.register(sig, file=sys.__stderr__, all_threads=True, chain=False)
+    except (OSError, ValueError, RuntimeError, AttributeError):  # pragma: no cover - (stderr without a file descriptor)
+        pass
 
 
 _previous_hook: list = []

@@ -89,6 +89,13 @@ def sweep_args(tmp_path: Path, grids: Path, budget: Path, tracking: str, strateg
             "--report-interval", "0.2", *extra]
 
 
+class DriverHung(subprocess.TimeoutExpired):
+    """A driver still running past a test's wait; its message ends with the driver's output (its threads' stacks)."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}; its output, with every thread's stack at the timeout:\n{self.output}"
+
+
 class Driver:
     """`awnn ARGS` in its own session; every process it spawns (local Ray
     included) carries a marker in its environment, so teardown ends exactly
@@ -123,7 +130,17 @@ class Driver:
         self.cleanup()
 
     def wait(self, timeout: float) -> int:
-        return self.proc.wait(timeout=timeout)
+        """The driver's exit code; past `timeout`, DriverHung (a TimeoutExpired) whose message ends with the driver's
+        output, every thread's Python stack included (`awnn` prints them on SIGUSR1: search/signals.py)."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                self.proc.send_signal(signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+            time.sleep(2.0)
+            raise DriverHung(self.proc.args, timeout, self.output()[-12000:]) from None
 
     def cleanup(self) -> None:
         if self.proc.poll() is None:

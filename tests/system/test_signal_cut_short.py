@@ -308,3 +308,40 @@ def test_a_signal_while_a_finished_comparison_flushes_mlflow_leaves_it_finished_
     assert {r.data.tags["awnn.state"] for r in runs if r.data.tags.get("awnn.kind") == "sweep"} == {"finished"}
     again = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=300, check=True)
     assert "is complete in MLflow; nothing to run" in again.stderr and "Report:" in again.stdout, again.stderr[-2000:]
+
+
+HUNG = """
+import sys, time
+sys.path.insert(0, {root!r})
+from search import signals
+
+signals.enable()
+
+
+def waits_here_for_ever():
+    print("up", flush=True)
+    while True:
+        time.sleep(0.05)
+
+
+waits_here_for_ever()
+"""
+
+
+def test_a_driver_past_its_wait_is_reported_with_every_threads_stack(tmp_path):
+    """`kill -USR1 <pid>` prints an `awnn` command's Python stacks and lets it go on; a fault test whose driver outlives
+    its wait gets them in its failure (DriverHung), so a hang says where it waits."""
+    from fault_helpers import DriverHung
+    from conftest import ROOT
+
+    d = Driver([], cwd=tmp_path, command=[sys.executable, "-c", HUNG.format(root=str(ROOT))])
+    try:
+        wait_for(lambda: "up" in d.output(), 60, "the command to start", d.proc, interval=0.05)
+        with pytest.raises(DriverHung) as hung:
+            d.wait(0.5)
+        assert d.proc.poll() is None  # it goes on
+    finally:
+        d.cleanup()
+    text = str(hung.value)
+    assert "Current thread" in text or "Thread 0x" in text, text[-2000:]
+    assert "waits_here_for_ever" in text, text[-2000:]
