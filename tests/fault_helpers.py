@@ -29,14 +29,14 @@ grid:
 """
 
 
-_EPOCH_SECONDS: list[float] = []
+_EPOCH_SECONDS: dict[str, float] = {}
 
 
 def epoch_seconds(grid: str = GRID) -> float:
     """The seconds one epoch of `grid`'s first config takes as a trial trains it (the trial's trainer, one thread,
-    denormals flushed): the faster of two 40-epoch runs in this process, measured once per test process (~1 s).
+    denormals flushed): the faster of two 40-epoch runs in this process, measured once per grid and test process (~1 s).
     A machine busy with the other test worker makes it longer, never shorter."""
-    if not _EPOCH_SECONDS:
+    if grid not in _EPOCH_SECONDS:
         import torch
         import yaml
 
@@ -59,11 +59,11 @@ def epoch_seconds(grid: str = GRID) -> float:
         finally:
             torch.set_num_threads(threads)
             set_denormals(False)
-        _EPOCH_SECONDS.append(min(per_epoch))
-    return _EPOCH_SECONDS[0]
+        _EPOCH_SECONDS[grid] = min(per_epoch)
+    return _EPOCH_SECONDS[grid]
 
 
-def epochs_lasting(seconds: float, at_least: int) -> int:
+def epochs_lasting(seconds: float, at_least: int, grid: str = GRID) -> int:
     """Epochs of GRID's configs for a trial of about `seconds` on this machine (at least `at_least`).  A fault test
     that must land its fault while a trial runs sizes the trial in seconds: a size in epochs shrinks each time the
     trainer gets faster (test_fault_worker's 250 epochs were ~15 s a trial at 60 ms an epoch, 3.5 s at 14 ms, and its
@@ -71,7 +71,7 @@ def epochs_lasting(seconds: float, at_least: int) -> int:
     faster machine."""
     import math
 
-    return max(at_least, math.ceil(seconds / epoch_seconds()))
+    return max(at_least, math.ceil(seconds / epoch_seconds(grid)))
 
 
 def write_inputs(tmp_path: Path, epochs: int, grid: str = GRID, strategy: str = "awnn") -> tuple[Path, Path]:
@@ -227,6 +227,11 @@ def checkpoints(storage: Path, before_epoch: int | None = None) -> list[Path]:
     time to still be running when the fault lands: one caught near its last epoch can
     finish between the check and the kill on a loaded machine (a CI run saw it), and then
     no trial is left to resume or retry from a checkpoint."""
+    return [d for _, d in _checkpoint_epochs(storage, before_epoch)]
+
+
+def _checkpoint_epochs(storage: Path, before_epoch: int | None = None) -> list[tuple[int, Path]]:
+    """(epoch, dir) of `checkpoints`."""
     import torch
 
     done = []
@@ -235,10 +240,24 @@ def checkpoints(storage: Path, before_epoch: int | None = None) -> list[Path]:
             state = torch.load(d / "trainer.pt", map_location="cpu", weights_only=False)
         except Exception:
             continue
-        if before_epoch is not None and not int(state.get("epoch", before_epoch)) < before_epoch:
+        epoch = int(state.get("epoch", -1))
+        if before_epoch is not None and not -1 < epoch < before_epoch:
             continue
-        done.append(d)
+        done.append((epoch, d))
     return done
+
+
+def registered_checkpoint(storage: Path, trial_dir: str, tracking: str, run_id: str, before_epoch: int | None = None) -> Path | None:
+    """A checkpoint of the trial in `storage`'s `trial_dir` that Ray Tune has registered (the one a retry continues
+    from), taken before `before_epoch`: a complete one in storage and, in the trial's MLflow run `run_id`, an epoch
+    logged after it.  The files alone are not enough: the worker writes them before it sends the report that
+    registers them, and a fault landing in between leaves Tune the checkpoint before (or none), so the retry trains
+    those epochs again (loaded CI runs killed a worker there, the fused group's and a worker node's).  The driver handles a trial's reports
+    in order and logs their epochs after, so a later epoch in MLflow says the report with the checkpoint was handled."""
+    epochs = [(e, d) for e, d in _checkpoint_epochs(storage, before_epoch) if d.parent.name == trial_dir]
+    logged = [m.step for m in MlflowClient(tracking).get_metric_history(run_id, "train_loss")]
+    done = [(e, d) for e, d in epochs if logged and max(logged) > e]
+    return max(done)[1] if done else None
 
 
 def resume_finishes(args: list[str], cwd: Path, tracking: str, epochs: int, timeout: float = 300,

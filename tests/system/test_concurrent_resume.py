@@ -18,11 +18,15 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_awnn
-from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 500  # ~10 ms an epoch: the sweep (~15 s) outlives the second driver (~3 s to its refusal, before Ray starts)
+
+def _epochs() -> int:
+    """~3.5 s a trial: the sweep (~10 s) outlives the second driver (~3 s to its refusal, before Ray starts); 500
+    epochs were 5 s once, 2.8 s by 2026-11-29."""
+    return epochs_lasting(3.5, at_least=500)
 
 
 def test_resume_while_the_driver_runs_is_refused_and_of_two_resumes_started_together_one_runs_it(tmp_path):
@@ -36,7 +40,7 @@ def test_resume_while_the_driver_runs_is_refused_and_of_two_resumes_started_toge
     config ends with one finished run.  (One sequence: one driver start less.)"""
     import signal
 
-    grids, budget = write_inputs(tmp_path, EPOCHS)
+    grids, budget = write_inputs(tmp_path, _epochs())
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
     first = Driver(args, cwd=tmp_path)

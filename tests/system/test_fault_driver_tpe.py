@@ -13,13 +13,10 @@ import optuna
 import pytest
 
 from conftest import run_awnn
-from fault_helpers import Driver, checkpoints, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, checkpoints, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = pytest.mark.slow
 
-# ~8 s a trial on one core (fixed 1 x 8..32 nets in the lean loop, ~10 ms an epoch since its steps went
-# autograd-free, issue #30; at 100 epochs the whole sweep ended before the kill could land mid-trial)
-EPOCHS = 800
 FIXED_GRID = """\
 task: doublemoon
 strategy: fixed
@@ -32,10 +29,16 @@ grid:
 """
 
 
+def _epochs() -> int:
+    """~2.5 s a trial on one core (fixed 1 x 8..32 nets in the lean loop; at 100 epochs the whole sweep ended before
+    the kill could land mid-trial, and 800 epochs, ~8 s once, were 1.6 s by 2026-11-29)."""
+    return epochs_lasting(2.5, at_least=800, grid=FIXED_GRID)
+
+
 @pytest.mark.fault
 @pytest.mark.timeout(300)
 def test_fault_tpe_driver_killed_then_resume_keeps_the_study(tmp_path):
-    grids, budget = write_inputs(tmp_path, EPOCHS, grid=FIXED_GRID, strategy="fixed")
+    grids, budget = write_inputs(tmp_path, _epochs(), grid=FIXED_GRID, strategy="fixed")
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking, strategy="tpe", extra=["--num-cpus", "2", "--tpe-trials", "4", "--seed", "3"])
@@ -45,7 +48,7 @@ def test_fault_tpe_driver_killed_then_resume_keeps_the_study(tmp_path):
             runs = trial_runs(tracking)
             done = [r for r in runs if r.data.tags.get("awnn.status") == "ok"]
             running = [r for r in runs if r.data.tags.get("awnn.status") == "running"]
-            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results", before_epoch=EPOCHS // 2)}
+            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results", before_epoch=_epochs() // 2)}
             return done and ckpt & {f"tpe-{r.data.tags['awnn.trial_key']}" for r in running}
         wait_for(ready, 180, "a finished TPE trial and a checkpoint of a running one", driver.proc, interval=0.2)
         driver.kill()
@@ -62,7 +65,7 @@ def test_fault_tpe_driver_killed_then_resume_keeps_the_study(tmp_path):
     sel = [r for r in runs if r.data.tags["awnn.phase"] == "selection"]
     finished = [r for r in sel if r.data.tags["awnn.status"] != "interrupted"]
     assert sorted(r.data.tags["awnn.trial_key"] for r in finished) == ["sel-0000", "sel-0001", "sel-0002", "sel-0003"]
-    assert all(r.data.tags["awnn.status"] == "ok" and r.data.metrics["epochs_run"] == EPOCHS for r in finished)
+    assert all(r.data.tags["awnn.status"] == "ok" and r.data.metrics["epochs_run"] == _epochs() for r in finished)
     for key, old in open_before.items():  # re-run with the config TPE drew for it, from its checkpoint
         if not key.startswith("sel-"):
             continue

@@ -16,12 +16,11 @@ import signal
 import pytest
 from mlflow.tracking import MlflowClient
 
-from fault_helpers import Driver, checkpoints, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, epochs_lasting, registered_checkpoint, sweep_args, trial_runs, wait_for, write_inputs
 from tracking.contract import Tag
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 400  # a group of four 1x64 nets on DoubleMoon: ~10 s on one core, so the fault lands mid-training
 GRID = """\
 task: doublemoon
 strategy: fixed
@@ -34,26 +33,26 @@ grid:
 MEMBERS = ["sel-0000", "sel-0001", "sel-0002", "sel-0003"]
 
 
+def _epochs() -> int:
+    """A group of four 1x64 nets on DoubleMoon trains for ~8 s on one core (an epoch of the group costs ~2 of one
+    net's), so the fault lands mid-training.  400 epochs were 10 s once, 2.8 s by 2026-11-29: a loaded CI run's
+    SIGTERM then came after the group had finished."""
+    return epochs_lasting(4.0, at_least=400, grid=GRID)
+
+
 def _args(tmp_path, tracking):
-    grids, budget = write_inputs(tmp_path, EPOCHS, grid=GRID, strategy="fixed")
+    grids, budget = write_inputs(tmp_path, _epochs(), grid=GRID, strategy="fixed")
     return sweep_args(tmp_path, grids, budget, tracking, strategy="fixed", extra=["--fuse", "4", "--num-cpus", "1", "--max-failures", "2"])
 
 
 def _group_running_with_checkpoint(tmp_path, tracking):
-    """The group's four running runs, once Ray Tune holds a checkpoint of it: a complete one in storage and, in MLflow,
-    an epoch after it.  The files alone are not enough: the worker writes them before it sends the report that
-    registers them, and a loaded CI run killed it in between - the retry had no checkpoint and trained every epoch
-    again.  The driver handles reports in order and logs their epochs after, so a later epoch in MLflow says that
-    the report with the checkpoint was handled."""
+    """The group's four running runs, once Ray Tune holds a checkpoint of it taken in its first half (fault_helpers'
+    `registered_checkpoint`): the fault then lands while it trains, and a retry or resume continues from there."""
     runs = [r for r in trial_runs(tracking) if r.data.tags.get(Tag.GROUP) == "fuse-sel-0000" and r.data.tags.get(Tag.STATUS) == "running"]
     if len(runs) != 4 or not all(r.data.tags.get(Tag.PID) for r in runs):
         return None
-    import torch
-
-    epochs = [int(torch.load(p / "trainer.pt", map_location="cpu", weights_only=False).get("epoch", 0))
-              for p in checkpoints(tmp_path / "results") if p.parent.name == "fixed-fuse-sel-0000"]
-    logged = _steps(tracking, runs[0].info.run_id)
-    return runs if epochs and logged and logged[-1] > min(epochs) else None
+    ckpt = registered_checkpoint(tmp_path / "results", "fixed-fuse-sel-0000", tracking, runs[0].info.run_id, before_epoch=_epochs() // 2)
+    return runs if ckpt else None
 
 
 def _steps(tracking, run_id, name="train_loss"):
@@ -80,10 +79,10 @@ def test_fault_fused_group_worker_killed_retried_from_checkpoint(tmp_path):
     for key, r in sel.items():
         assert r.info.status == "FINISHED" and r.data.tags[Tag.STATUS] == "ok" and r.data.tags[Tag.GROUP] == "fuse-sel-0000"
         assert r.data.tags[Tag.RETRIES] == "1" and r.data.metrics["attempts"] == 2, key  # the lost attempt is counted
-        assert r.data.metrics["epochs_run"] == EPOCHS
+        assert r.data.metrics["epochs_run"] == _epochs()
         steps = _steps(tracking, r.info.run_id)
         assert steps[0] == 1 and steps.count(1) == 1, key  # continued from the checkpoint: epoch 1 was not trained again
-        assert set(steps) == set(range(1, EPOCHS + 1))
+        assert set(steps) == set(range(1, _epochs() + 1))
         assert r.data.metrics["compute_seconds"] >= r.data.metrics["train_seconds"] * 0.999
     assert any(r.data.tags[Tag.PID] != str(pid) for r in sel.values())  # finished by another worker
 
@@ -115,4 +114,4 @@ def test_fault_fused_group_driver_stopped_then_resumed_from_group_checkpoint(tmp
     for key, r in finished.items():
         assert r.data.tags[Tag.GROUP] == "fuse-sel-0000" and "fixed-fuse-sel-0000" in r.data.tags[Tag.RESUMED_FROM], key
         steps = _steps(tracking, r.info.run_id)
-        assert steps[0] > 1 and steps[-1] == EPOCHS, key  # the resumed run goes on from the checkpoint's epoch
+        assert steps[0] > 1 and steps[-1] == _epochs(), key  # the resumed run goes on from the checkpoint's epoch

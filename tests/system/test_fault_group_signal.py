@@ -20,11 +20,14 @@ from pathlib import Path
 import pytest
 
 from conftest import run_awnn
-from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
-EPOCHS = 300  # ~3 s a trial (an epoch is ~10 ms here): the mid-sweep signal lands while one runs
+
+def _epochs() -> int:
+    """~3 s a trial: the mid-sweep signal lands while one runs (300 epochs were 3 s once, 1.7 s by 2026-11-29)."""
+    return epochs_lasting(3.0, at_least=300)
 GCS_GONE = "Failed to connect to GCS"
 
 
@@ -67,7 +70,7 @@ def _nothing_left_in(pgid: int, within: float = 15.0) -> list[int]:
 
 
 def _start(tmp_path, env: dict | None = None) -> tuple[Driver, str, list[str]]:
-    grids, budget = write_inputs(tmp_path, EPOCHS)
+    grids, budget = write_inputs(tmp_path, _epochs())
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"])
     return Driver(args, cwd=tmp_path, env=env), tracking, args

@@ -13,12 +13,16 @@ import pytest
 import requests
 from mlflow.tracking import MlflowClient
 
-from fault_helpers import Driver, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
 from servers import VENV_BIN, free_port, stop_process_group
 
 pytestmark = pytest.mark.slow
 
-EPOCHS = 400  # ~4 s a trial (an epoch is ~10 ms here; 200 left 6 s of sweep after the restart): the sweep outlasts the 8 s outage and the server's restart
+
+def _epochs() -> int:
+    """~4 s a trial (200 epochs of ~10 ms left 6 s of sweep after the restart): the sweep outlasts the 8 s outage and
+    the server's restart.  Sized in seconds: 400 epochs were 2.3 s by 2026-11-29."""
+    return epochs_lasting(4.0, at_least=400)
 
 
 def _start_server(db: Path, port: int, tmp_path: Path) -> subprocess.Popen:
@@ -47,7 +51,7 @@ def _start_server(db: Path, port: int, tmp_path: Path) -> subprocess.Popen:
 @pytest.mark.fault
 @pytest.mark.timeout(400)
 def test_fault_tracking_outage_delays_writes_but_loses_nothing(tmp_path):
-    grids, budget = write_inputs(tmp_path, EPOCHS)
+    grids, budget = write_inputs(tmp_path, _epochs())
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     db = tmp_path / "server.db"
@@ -82,9 +86,9 @@ def test_fault_tracking_outage_delays_writes_but_loses_nothing(tmp_path):
         during = 0
         for r in runs:
             assert r.data.tags["awnn.status"] == "ok" and r.info.status == "FINISHED"
-            assert r.data.metrics["epochs_run"] == EPOCHS
+            assert r.data.metrics["epochs_run"] == _epochs()
             history = client.get_metric_history(r.info.run_id, "val_acc")
-            assert sorted(m.step for m in history) == list(range(1, EPOCHS + 1))  # every epoch once, the outage's included
+            assert sorted(m.step for m in history) == list(range(1, _epochs() + 1))  # every epoch once, the outage's included
             during += sum(1 for m in history if outage_start * 1000 <= m.timestamp <= outage_end * 1000)
         assert during > 0  # epochs reported while the server was down reached it afterwards
         exp = client.get_experiment_by_name("awnn-doublemoon")

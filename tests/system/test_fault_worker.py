@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
-from fault_helpers import GRID, Driver, checkpoints, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import GRID, Driver, epochs_lasting, registered_checkpoint, sweep_args, trial_runs, wait_for, write_inputs
 from servers import ServerUnavailable, ray_cluster
 
 pytestmark = pytest.mark.slow
@@ -45,8 +45,8 @@ def test_fault_worker_node_killed_trial_retried_from_checkpoint(cluster, tmp_pat
             # a selection trial (one started before the kill; a trial whose node dies as it starts is another fault)
             running = [r for r in trial_runs(tracking) if r.data.tags.get("awnn.status") == "running" and r.data.tags.get("awnn.node_id") == worker
                        and r.data.tags.get("awnn.phase") == "selection"]
-            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results", before_epoch=epochs // 2)}
-            hit = [r for r in running if f"awnn-{r.data.tags['awnn.trial_key']}" in ckpt]
+            hit = [r for r in running if registered_checkpoint(tmp_path / "results", f"awnn-{r.data.tags['awnn.trial_key']}",
+                                                                tracking, r.info.run_id, before_epoch=epochs // 2)]
             return hit[0] if hit else None
         victim = wait_for(on_worker_with_checkpoint, 240, "a trial with a checkpoint on the worker node", driver.proc, interval=0.2)
         assert len(cluster.kill_node(1)) > 2  # the worker node: raylet, its workers, the trial
