@@ -422,15 +422,16 @@ def filter_runs(page: Chromium, search_filter: str, matching_runs: int | None = 
 _MATCHING = "(document.body?.innerText.match(/\\d+ matching runs?/)?.[0] || '')"
 
 
-def wait_for_count(page: Chromium, n: int, timeout: float = 30) -> None:
-    """Wait (`timeout` s at most) for the table's count line to read `n` runs; what it reads after is the caller's to check.
+def wait_for_count(page: Chromium, n: int, timeout: float = 30, first: float = 10) -> None:
+    """Wait for the table's count line to read `n` runs; what it reads after is the caller's to check.
 
-    Where it does not come, the page is loaded again from its address (which carries the filter and the sort), as a
-    reader would press reload, and waited for once more: a loaded CI run kept the unfiltered count (45) under the
-    filtered rows for the whole 30 s."""
+    Where it does not come within `first` s, the page is loaded again from its address (which carries the filter and
+    the sort), as a reader would press reload, and waited for once more (`timeout` s at most): a loaded CI run kept the
+    unfiltered count (45) under the filtered rows for a whole 30 s wait, which the reload then ended; a count that
+    has not come in 10 s is waited for after a reload, not for 30 s more."""
     expected = f"{_MATCHING} === {json.dumps(matching_text(n))}"
     try:
-        page.wait_for(expected, f"the count {matching_text(n)!r}", timeout=timeout)
+        page.wait_for(expected, f"the count {matching_text(n)!r}", timeout=min(first, timeout))
         return
     except BrowserError:
         pass
