@@ -25,12 +25,12 @@ Usage:  python benchmarks/awnn_trials.py [--epochs 40] [--layers 1,2,4] [--repea
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
@@ -81,7 +81,7 @@ def main() -> None:
             "best_val_acc": {k: round(t.best["val_acc"], 4) for k, t in last.items()},
         }
     out["mean_speedup"] = round(statistics.fmean(c["speedup"] for c in out["configs"].values()), 3)
-    print(json.dumps(out))
+    print(json_text(out))
 
 
 if __name__ == "__main__":

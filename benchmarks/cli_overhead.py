@@ -18,7 +18,6 @@ Usage:  python benchmarks/cli_overhead.py [--repeats 3] [--command "compare --ta
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
@@ -27,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tracking.fmt import json_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,7 +86,7 @@ def main() -> None:
         out[f"full_gc_s_{name}"] = round(statistics.median(r["gc_seconds"] for r in rs), 2)
         out[f"full_collections_{name}"] = statistics.median(r["collections"] for r in rs)
     out["saved_seconds"] = round(out["wall_s_off"] - out["wall_s_on"], 2)
-    print(json.dumps(out))
+    print(json_text(out))
 
 
 if __name__ == "__main__":

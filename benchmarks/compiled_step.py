@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import sys
 import time
@@ -52,6 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 import torch  # noqa: E402
 
@@ -178,7 +178,7 @@ def main() -> None:
     out["check_max_abs_diff"] = diffs
     bad = {k: v for k, v in diffs.items() if not v <= CHECK_TOL}
     if bad:
-        print(json.dumps({"error": f"a compiled step disagrees with its eager one: max |diff| {bad}", **out}))
+        print(json_text({"error": f"a compiled step disagrees with its eager one: max |diff| {bad}", **out}))
         sys.exit(1)
     res: dict[str, list[float]] = {"awnn_eager": [], "awnn_compiled": [], "lean_eager": [], "lean_compiled": []}
     widths = []
@@ -204,7 +204,7 @@ def main() -> None:
     for a, b in (("awnn_compiled", "lean_compiled"), ("awnn_compiled", "lean_eager"), ("awnn_eager", "lean_eager")):
         out[f"ratio_{a}_vs_{b}"] = round(med[a] / med[b], 3)
         out[f"ratio_{a}_vs_{b}_mean"] = round(mean[a] / mean[b], 3)
-    print(json.dumps(out))
+    print(json_text(out))
 
 
 if __name__ == "__main__":

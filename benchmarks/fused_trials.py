@@ -52,13 +52,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 import torch  # noqa: E402
 
@@ -255,7 +255,7 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name(0) if DEVICE == "cuda" else None,
         "cuda": torch.version.cuda if DEVICE == "cuda" else None,
     }
-    print(json.dumps(result), flush=True)
+    print(json_text(result), flush=True)
 
 
 if __name__ == "__main__":

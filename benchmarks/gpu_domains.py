@@ -18,7 +18,6 @@ Usage:  python benchmarks/gpu_domains.py [--epochs 3] [--device cuda] [--tasks d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 import torch  # noqa: E402
 import yaml  # noqa: E402
@@ -83,12 +83,12 @@ def main() -> None:
             row["wall_seconds"] = round(time.perf_counter() - t0, 2)
             if torch.cuda.is_available():
                 row["peak_mem_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+            print(json_text(row), file=sys.stderr, flush=True)
             runs.append(row)
     out = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else args.device, "torch": torch.__version__,
            "cuda": torch.version.cuda, "epochs": args.epochs, "runs": runs,
            "all_ok": all(r["status"] in ("ok", "width_capped") for r in runs)}
-    print(json.dumps(out))
+    print(json_text(out))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ Usage:  python benchmarks/gpu_packing.py [--shares 1,0.5,0.25,0.125] [--cpu] [--
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -38,6 +37,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from tracking.fmt import json_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,7 +165,7 @@ def run_sweep(share: float, grid: str, epochs: int, num_cpus: int, work: Path) -
     else:
         out["trials_per_hour"] = round(len(trials) / (wall / 3600), 1)
         out["trials_per_hour_end_to_end"] = round(len(trials) / (end_to_end / 3600), 1)
-    print(json.dumps(out), file=sys.stderr, flush=True)
+    print(json_text(out), file=sys.stderr, flush=True)
     return out
 
 
@@ -214,7 +215,7 @@ def batched_bound() -> dict:
             t = batched_step_seconds(layers, width, batch, g)
             rows.append({"layers": layers, "width": width, "batch": batch, "configs": g, "step_us_one": round(one * 1e6, 1),
                          "step_us_batched": round(t * 1e6, 1), "speedup_vs_one_at_a_time": round(g * one / t, 2)})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            print(json_text(rows[-1]), file=sys.stderr, flush=True)
     return {"rows": rows}
 
 
@@ -247,7 +248,7 @@ def main() -> None:
         out["best_share"] = best["share"]
         out["trials_per_gpu_hour"] = {str(r["share"]): r["trials_per_gpu_hour"] for r in ok}
         out["gpu_util_mean"] = {str(r["share"]): r["gpu_util_mean"] for r in ok}
-    print(json.dumps(out))
+    print(json_text(out))
 
 
 if __name__ == "__main__":

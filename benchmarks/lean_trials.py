@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import sys
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 import torch  # noqa: E402
 
@@ -185,7 +185,7 @@ def main() -> None:
         "cpu": cpu_model(),
         "kernels": torch.backends.cpu.get_cpu_capability(),
     }
-    print(json.dumps(result), flush=True)
+    print(json_text(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ Prints one JSON object as its last line.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 TASKS = ("mnist", "cifar10", "nci1", "reddit_binary", "multi30k")
 
@@ -95,13 +95,13 @@ def main() -> None:
                                          "epoch_seconds_mean": round((first["epoch_seconds"] + last["epoch_seconds"]) / 2, 2)}
                 if args.paper:
                     row[f"paper_{model}"] = epoch_seconds(task, model, root, cpu=False)
-                print(task, model, json.dumps(row[f"quick_{model}"]), file=sys.stderr, flush=True)
+                print(task, model, json_text(row[f"quick_{model}"]), file=sys.stderr, flush=True)
             # every trial of fixed + awnn at the quick epochs, two at a time on 2 cores (a projection)
             trial_seconds = sum(r["epoch_seconds_mean"] * r["budget_epochs"] * (r["selection_trials"] + r["retrain_runs"])
                                 for r in (row["quick_fixed"], row["quick_awnn"]))
             row["quick_comparison_projected_minutes_2_cores"] = round(trial_seconds / 2 / 60, 1)
             out[task] = row
-    print(json.dumps(out))
+    print(json_text(out))
 
 
 if __name__ == "__main__":

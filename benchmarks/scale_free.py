@@ -34,13 +34,13 @@ the fixed MLP's epoch), plus the configuration.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 THRESHOLDS = (0.90, 0.95, 0.99)
 
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         r = runs[name]
         print(f"{name:>16}: val 0.90/0.95/0.99 at epochs {r['epoch_to_val_0.90']}/{r['epoch_to_val_0.95']}/{r['epoch_to_val_0.99']}, "
               f"best val {r['best_val_acc']:.4f} (epoch {r['best_epoch']}), test {r['test_acc']:.4f}, width {r['width']}", file=sys.stderr)
-    print(json.dumps(out), flush=True)
+    print(json_text(out), flush=True)
     return 0
 
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -51,6 +50,7 @@ from typing import Any, Callable, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 import torch  # noqa: E402
 
@@ -210,7 +210,7 @@ def main() -> None:
     floor = make_floor_step(trainer)
     diff = check(trainer, floor, product, it, args.check) if args.check else None
     if diff is not None and not diff <= 1e-4:
-        print(json.dumps({"error": f"the floor step disagrees with the product step: max |diff| {diff}"}))
+        print(json_text({"error": f"the floor step disagrees with the product step: max |diff| {diff}"}))
         sys.exit(1)
     res: dict[str, list[float]] = {"product": [], "general": [], "floor": [], "lean": []}
     widths: list[int] = []
@@ -237,7 +237,7 @@ def main() -> None:
     for k in ("product", "general", "floor"):
         out[f"ratio_{k}_vs_lean"] = round(med[k] / med["lean"], 3)
         out[f"ratio_{k}_vs_lean_mean"] = round(mean[k] / mean["lean"], 3)
-    print(json.dumps(out))
+    print(json_text(out))
 
 
 if __name__ == "__main__":

@@ -45,13 +45,13 @@ Usage:  python benchmarks/step_overhead.py [--steps 1500] [--device cpu|cuda|all
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 import torch  # noqa: E402
 
@@ -279,7 +279,7 @@ def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] =
                     p = profile_launches(awnn, fixed, it, device)
                 except Exception as e:  # noqa: BLE001 - the timings above still count
                     p = {"error": f"{type(e).__name__}: {e}"}
-                print(f"  launches per step: {json.dumps(p)}", file=sys.stderr)
+                print(f"  launches per step: {json_text(p)}", file=sys.stderr)
                 out[f"profile_{key}"] = p
     return out
 
@@ -310,7 +310,7 @@ def main() -> None:
     elif args.device == "cuda":
         out["gpu"] = None
         print("no CUDA device: GPU figures skipped", file=sys.stderr)
-    print(json.dumps(out))
+    print(json_text(out))
 
 
 if __name__ == "__main__":

@@ -36,13 +36,14 @@ Usage:  python benchmarks/sweep_overhead.py [--epochs 100] [--num-cpus 2] [--tas
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tracking.fmt import json_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,7 +70,7 @@ def main() -> None:
     p = subprocess.run(cmd, cwd=work, env=env, text=True, stdout=subprocess.PIPE, stderr=sys.stderr)
     end_to_end = time.monotonic() - t0
     if p.returncode != 0:
-        print(json.dumps({"error": f"sweep exited {p.returncode}"}))
+        print(json_text({"error": f"sweep exited {p.returncode}"}))
         sys.exit(1)
 
     from mlflow.tracking import MlflowClient
@@ -101,7 +102,7 @@ def main() -> None:
         "steady_overhead_fraction": round(1 - train / (wall * slots - startup), 4),
         "task": args.task,
     }
-    print(json.dumps(out))
+    print(json_text(out))
 
 
 def breakdown(sweeps, trials) -> tuple[float, float, float]:

@@ -16,13 +16,13 @@ accuracy of every run under `runs`.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 VARIANTS = {
     "paper-text": {"awnn_profile": "paper-text"},
@@ -46,7 +46,7 @@ def run_one(job: tuple[str, float, str, int]) -> dict:
     r = train(cfg)
     out = {"task": task, "sigma_theta": sigma, "variant": variant, "width_at_best": sum(r.widths_at_best), "final_width": sum(r.widths),
            "test_acc": r.test_acc, "best_epoch": r.best_epoch, "status": r.status, "seconds": round(time.perf_counter() - t0, 1)}
-    print(json.dumps(out), file=sys.stderr, flush=True)
+    print(json_text(out), file=sys.stderr, flush=True)
     return out
 
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     with mp.get_context("spawn").Pool(args.processes) as pool:
         runs = list(pool.imap(run_one, jobs))
-    print(json.dumps({"epochs": args.epochs, "runs": runs, "wall_seconds": round(time.perf_counter() - start, 1)}))
+    print(json_text({"epochs": args.epochs, "runs": runs, "wall_seconds": round(time.perf_counter() - start, 1)}))
     return 0
 
 

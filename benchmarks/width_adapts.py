@@ -36,13 +36,13 @@ is printed as it is; the paper's numbers are under `paper_table1`.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tracking.fmt import json_text  # noqa: E402  (strict JSON: a NaN is null)
 
 TASKS = ("doublemoon", "spiral", "spiralhard")
 SIGMA_THETA = {"doublemoon": 10.0, "spiral": 10.0, "spiralhard": 100.0}  # the larger value of the authors' grid
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prof:>10}: widths DoubleMoon {s['doublemoon']}, Spiral {s['spiral']}, SpiralHard {s['spiralhard']} "
               f"(test acc {s['doublemoon_test_acc']:.3f} / {s['spiral_test_acc']:.3f} / {s['spiralhard_test_acc']:.3f}); "
               f"SpiralHard 2 layers: width {s['spiralhard_2layer_width']}, test acc {s['spiralhard_2layer_test_acc']:.4f}", file=sys.stderr)
-    print(json.dumps(out), flush=True)
+    print(json_text(out), flush=True)
     return 0
 
 

@@ -2,6 +2,7 @@
 SQLite file (or a real server), real files in tmp dirs."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,14 @@ def run_awnn(args: list[str], cwd: Path, timeout: float = 600, env: dict | None 
     if check and p.returncode != 0:
         raise AssertionError(f"awnn {' '.join(args)} exited {p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-5000:]}")
     return p
+
+
+def strict_json(text: str):
+    """`text` read as RFC 8259 JSON, as JavaScript, Go or serde_json read it: a NaN, Infinity or -Infinity
+    literal (which Python's json writes and reads) fails the test."""
+    def refuse(literal):
+        raise AssertionError(f"{literal} is not JSON: {text[:300]}")
+    return json.loads(text, parse_constant=refuse)
 
 
 def shared_session_result(tmp_path_factory, name: str, build) -> dict:

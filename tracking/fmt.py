@@ -1,7 +1,9 @@
-"""How the report writes numbers: device-hours, percentages, ratios, seconds, dates."""
+"""How the report and the commands write numbers: device-hours, percentages, ratios, seconds, dates, and strict JSON
+(`json_safe`, `json_text`: what every JSON the product writes goes through)."""
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 from typing import Any
 
@@ -64,3 +66,29 @@ def _date(ms: Any) -> str:
 def plural(n: int, word: str, words: str | None = None) -> str:
     """`1 issue`, `2 issues`, `1 other comparison`: the count with its noun in the right number."""
     return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+# -------------------------------------------------------------- JSON
+def json_safe(x: Any) -> Any:
+    """`x` as strict JSON values: NaN and +-inf -> None (Python's `json` would write the literals NaN and
+    Infinity, which RFC 8259 has not: JavaScript's JSON.parse, Go, serde_json and `jq --seq`-style
+    tools reject them), numpy scalars -> Python, tuples -> lists, keys -> strings."""
+    if isinstance(x, dict):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    return x
+
+
+def json_text(x: Any, **kwargs: Any) -> str:
+    """`json.dumps` of `json_safe(x)` that cannot write a non-finite number (allow_nan=False); what it cannot
+    encode (a path, a date) as its str()."""
+    kwargs.setdefault("default", str)
+    return json.dumps(json_safe(x), allow_nan=False, **kwargs)

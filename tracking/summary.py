@@ -5,13 +5,13 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from .budget_curve import BudgetRecords, budget_curve, still_moving
 from .contract import PHASES, STATUSES
 from .curves import ordering
 from .execution import execution
+from .fmt import json_safe
 from .links import comparison_links
 from .reader import ComparisonData
 from .savings import savings_block
@@ -82,22 +82,6 @@ def validate_summary(summary: dict[str, Any]) -> list[str]:
             if not isinstance(block.get(key), list) or len(block[key]) != 2:
                 errs.append(f"savings.{arm}.{key}: expected [low, high]")
     return errs
-
-
-def _clean(x: Any) -> Any:
-    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating, float)):
-        x = float(x)
-        return x if math.isfinite(x) else None
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
 
 
 def _arm_repeat(d: ComparisonData, arm: str) -> int:
@@ -194,8 +178,8 @@ def summarize(a: Analysis, records: BudgetRecords | None = None) -> dict[str, An
         "settings": a.settings,
         "execution": execution(d),
     }
-    out = _clean(out)
-    out["verdict"] = _clean(verdict(out))
+    out = json_safe(out)
+    out["verdict"] = json_safe(verdict(out))
     return out
 
 

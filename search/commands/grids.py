@@ -1,9 +1,9 @@
 """awnn grids: every grid file with its task, strategy and number of configs."""
 from __future__ import annotations
 
-from . import command_parser
+from tracking.fmt import json_text
 
-import json
+from . import command_parser
 
 
 def add_parser(sub) -> None:
@@ -21,7 +21,7 @@ def run(args) -> int:
     grids = discover_grids(args.grid_dir)
     rows = [{"task": g.task, "strategy": g.strategy, "configs": g.size} for g in grids]
     if args.json:
-        print(json.dumps(rows))
+        print(json_text(rows))
         return 0
     width = max([len(r["task"]) for r in rows] + [4])
     print(f"{'task':<{width}}  {'strategy':<8}  {'configs':>7}  epochs  file")

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 from . import comma_list, command_parser
 
-import json
 import math
 import statistics
 import sys
@@ -54,6 +53,7 @@ import yaml
 
 from tracking.contract import SELECTABLE
 from tracking.files import write_atomic
+from tracking.fmt import json_text
 
 from .common import add_run_flags, check_run_flags, options_from, settings_from, unwritten_line
 
@@ -185,7 +185,7 @@ def _print_table(claim: str, rows: list[dict[str, Any]], verdicts: dict[str, Any
                 print(f"    rate {sel['config']['rate']}, batch {sel['config']['batch_size']}: final widths {sel['final_widths']}, "
                       f"inner val acc {sel['best_val_acc']}", file=out)
     for profile, v in verdicts.items():
-        print(f"{profile}: {json.dumps(v)}", file=out)
+        print(f"{profile}: {json_text(v)}", file=out)
 
 
 def run(args) -> int:
@@ -221,7 +221,7 @@ def run(args) -> int:
             print(f"study {args.claim}: {profile} {task} done (sweep {comparison.id})", file=sys.stderr, flush=True)
     verdicts = _verdicts(args.claim, rows, profiles)
     _print_table(args.claim, rows, verdicts)
-    print(json.dumps({"claim": args.claim, "budget": args.budget, "profiles": profiles, "rows": rows, "verdicts": verdicts}, default=str))
+    print(json_text({"claim": args.claim, "budget": args.budget, "profiles": profiles, "rows": rows, "verdicts": verdicts}))
     lacking = unwritten_line("study", comparisons)  # (the rows above come from the drivers' results, not from MLflow)
     if lacking:
         print(lacking, file=sys.stderr)

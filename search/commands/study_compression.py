@@ -59,6 +59,7 @@ from typing import Any
 import yaml
 
 from tracking.files import write_atomic
+from tracking.fmt import json_text
 
 TASK = "spiralhard"
 VARIANTS = ("uncompressed", "compressed")
@@ -264,12 +265,12 @@ def run_compression(args, profiles: list[str], settings, root: Path) -> int:
         rows += mine
         verdicts[profile] = verdict(mine, schedule)
     print_table(rows, verdicts, epochs, schedule)
-    print(json.dumps({"claim": "compression", "budget": args.budget, "profiles": profiles, "task": TASK, "epochs": epochs,
+    print(json_text({"claim": "compression", "budget": args.budget, "profiles": profiles, "task": TASK, "epochs": epochs,
                       "schedule": {"start": schedule[0], "end": schedule[1], "rate_mean": RATE_MEAN, "std_start": STD_START,
                                    "std_end": STD_END},
                       "paper": {"epochs": PAPER_EPOCHS, "start": PAPER_START, "end": PAPER_END, "width_from": PAPER_WIDTHS[0],
                                 "width_to": PAPER_WIDTHS[1]},
-                      "rows": rows, "verdicts": verdicts}, default=str))
+                      "rows": rows, "verdicts": verdicts}))
     lacking = unwritten_line("study", comparisons)  # (the rows above were read back from MLflow: incomplete)
     if lacking:
         print(lacking, file=sys.stderr)

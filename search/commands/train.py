@@ -1,9 +1,10 @@
 """awnn train: one training run on this machine, JSON result as the last line."""
 from __future__ import annotations
 
-import json
 import math
 import time
+
+from tracking.fmt import json_text
 
 from . import command_parser
 from ..progress import ProgressLine, RunClock, fmt_seconds
@@ -163,7 +164,7 @@ def run(args) -> int:
     out = result.summary()
     out.update(plain_losses(result.history, result.best_epoch))
     out["config"] = config.to_dict()
-    print(json.dumps(out, default=_json_default), flush=True)
+    print(json_text(out), flush=True)  # strict JSON: a score that does not exist (a width-capped or diverged run) is null
     return 0 if result.status == "ok" else 1
 
 
@@ -179,7 +180,3 @@ def plain_losses(history: list[dict], best_epoch: int) -> dict:
     return {"train_nll": finite(history[-1] if history else None), "train_nll_at_best": finite(at_best)}
 
 
-def _json_default(o):
-    if isinstance(o, float) and math.isnan(o):
-        return None
-    return str(o)

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from conftest import run_awnn
+from conftest import run_awnn, strict_json
 from search.budget import BUDGETS, resolve_budget
 from search.errors import BudgetError
 from search.grid import GridError, discover_grids, find_grid, load_grid
@@ -104,7 +104,7 @@ def test_budget_builtin_and_file(tmp_path):
 
 def test_cli_grids_lists_every_grid_with_counts(tmp_path):
     p = run_awnn(["grids", "--json"], cwd=tmp_path, check=True)
-    rows = json.loads(p.stdout.strip().splitlines()[-1])
+    rows = strict_json(p.stdout.strip().splitlines()[-1])
     by = {(r["task"], r["strategy"]): r["configs"] for r in rows}
     assert by[("spiralhard", "fixed")] == 180 and by[("spiralhard", "awnn")] == 18
     assert set(rows[0]) == {"task", "strategy", "configs"}

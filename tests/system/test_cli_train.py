@@ -11,12 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from conftest import strict_json
+
 ROOT = Path(__file__).resolve().parents[2]
 
 OK_RUNS = {
     "awnn": ["--task", "doublemoon", "--model", "awnn", "--epochs", "2", "--set", "batch_size=256", "--set", "rate=0.05", "--set", "threads=1"],
     "fixed": ["--task", "spiral", "--model", "fixed", "--epochs", "2", "--seed", "3", "--set", "width=8", "--set", "hidden_layers=2", "--set", "threads=1"],
 }
+# a run that ends without a score: its first step hits max_width (on_max_width=stop), so it has no accuracy or loss
+CAPPED = ["--task", "doublemoon", "--model", "awnn", "--epochs", "2", "--set", "max_width=2", "--set", "threads=1"]
 BAD_RUNS = {
     "unknown-task": (["--task", "moons", "--model", "awnn"], r"key 'task': expected one of \[.*'doublemoon'.*\], found 'moons'"),
     "unknown-activation": (["--task", "spiral", "--model", "awnn", "--set", "activation=swish"], r"key 'activation': expected one of \[.*'relu6'.*\], found 'swish'"),
@@ -44,6 +48,7 @@ def runs(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("cli")
     procs = {name: _start(args, cwd) for name, args in OK_RUNS.items()}
     procs.update({name: _start(args, cwd) for name, (args, _) in BAD_RUNS.items()})
+    procs["capped"] = _start(CAPPED, cwd)
     out = {}
     for name, p in procs.items():
         stdout, stderr = p.communicate(timeout=300)
@@ -56,7 +61,7 @@ def test_cli_train_prints_result_json_last(runs, name):
     code, stdout, stderr = runs[name]
     assert code == 0, stderr[-3000:]
     assert len(stdout.strip().splitlines()) == 1  # progress goes to stderr, the result alone to stdout
-    result = json.loads(stdout.strip().splitlines()[-1])
+    result = strict_json(stdout.strip().splitlines()[-1])
     for key in ["test_acc", "best_val_acc", "best_epoch", "widths", "train_seconds"]:
         assert key in result, key
     assert 0.0 <= result["test_acc"] <= 1.0 and 0.0 <= result["best_val_acc"] <= 1.0
@@ -64,6 +69,17 @@ def test_cli_train_prints_result_json_last(runs, name):
     assert result["train_seconds"] > 0 and result["status"] == "ok"
     assert isinstance(result["widths"], list) and all(isinstance(w, int) and w >= 1 for w in result["widths"])
     assert result["config"]["epochs"] == 2
+
+
+def test_cli_train_a_run_without_scores_prints_strict_json_with_nulls_and_exits_1(runs):
+    code, stdout, stderr = runs["capped"]
+    assert code == 1, stderr[-3000:]  # not "ok": the exit code says so, the JSON says why
+    lines = stdout.strip().splitlines()
+    assert len(lines) == 1, stdout
+    result = strict_json(lines[0])
+    assert result["status"] == "width_capped" and result["hit_max_width"] is True and result["widths"] == [2]
+    for key in ("test_acc", "best_val_acc", "best_val_loss", "test_loss", "train_nll"):  # (NaN / inf in Python)
+        assert key in result and result[key] is None, (key, result.get(key))
 
 
 def test_cli_train_flags_reach_the_config(runs):

@@ -5,14 +5,13 @@ MLflow on SQLite under tmp_path) with an 8-epoch budget, where the
 compression starts at epoch 2 and its std reaches 0.1 at epoch 4."""
 from __future__ import annotations
 
-import json
 import math
 import statistics
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import run_awnn
+from conftest import run_awnn, strict_json
 from search.budget import BUDGETS, resolve_budget
 from search.commands.study_compression import budget_epochs, scaled_schedule, variant_grid, variant_row, verdict, verdict_line
 from search.grid import grid_from_dict
@@ -100,7 +99,7 @@ def _expected_prior(rate: float, epoch: int, n_obs: int) -> float:
 def test_study_compression_runs_both_variants_and_applies_the_schedule_from_its_start_epoch(tmp_path):
     (tmp_path / "tiny.yaml").write_text(TINY_BUDGET)
     p = run_awnn(["study", "compression", "--budget", "tiny.yaml", "--num-cpus", "2"], cwd=tmp_path, check=True)
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out = strict_json(p.stdout.strip().splitlines()[-1])
     assert set(out) == JSON_KEYS and out["claim"] == "compression" and out["epochs"] == 8
     assert (out["schedule"]["start"], out["schedule"]["end"]) == (2, 4)
     rows = {r["variant"]: r for r in out["rows"]}

@@ -3,19 +3,18 @@ MLflow).  Its flags, refused before anything starts, are checked in
 tests/search/test_study.py."""
 from __future__ import annotations
 
-import json
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import run_awnn
+from conftest import run_awnn, strict_json
 
 pytestmark = pytest.mark.slow
 
 
 def test_study_fig4_runs_its_grid_logs_the_profile_and_prints_a_verdict(tmp_path):
     p = run_awnn(["study", "fig4", "--budget", "smoke", "--num-cpus", "2"], cwd=tmp_path, check=True)
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out = strict_json(p.stdout.strip().splitlines()[-1])
     assert out["claim"] == "fig4" and out["profiles"] == ["authors"]
     (row,) = out["rows"]
     assert row["task"] == "spiralhard" and row["profile"] == "authors"
