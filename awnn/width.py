@@ -66,8 +66,9 @@ class AdaptiveWidth(nn.Module):
     def reset_parameters(self) -> None:
         with torch.no_grad():
             self.rho.fill_(rho_from_rate(self.initial_rate))
-        self.width, self.capped = self.target_width()
-        if self.capped:  # reported like a cap reached during training, never silent
+        was_capped, (self.width, self.capped) = self.capped, self.target_width()
+        if self.capped and not was_capped:  # reported like a cap reached during training, never silent; once per layer
+            # (an AdaptiveMLP resets its layers again after building them: a second warning from another line)
             warnings.warn(f"an adaptive layer starts at max_width={self.max_width}: its starting rate {self.initial_rate} wants more neurons", MaxWidthReached, stacklevel=2)
 
     def rate(self) -> torch.Tensor:

@@ -130,9 +130,12 @@ def test_adaptive_mlp_width_cap_warns_and_reports():
 
 
 def test_adaptive_mlp_starting_above_max_width_warns():
-    with pytest.warns(MaxWidthReached, match="max_width=50"):
-        model = AdaptiveMLP(2, 2, rate=0.01, quantile_k=0.9, max_width=50)
-    assert model.widths == [50]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # (the default filter shows a warning once per source line: count them all)
+        model = AdaptiveMLP(2, 2, rate=0.01, quantile_k=0.9, max_width=50, hidden_layers=2)
+    said = [str(w.message) for w in caught if issubclass(w.category, MaxWidthReached)]
+    assert len(said) == 2 and all("max_width=50" in m for m in said), said  # once per layer, not once per reset
+    assert model.widths == [50, 50]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert model.update_width() is True  # still reported, warned once
