@@ -174,6 +174,16 @@ def trial_runs(tracking: str) -> list:
     return [r for r in c.search_runs([exp.experiment_id], max_results=1000) if r.data.tags.get("awnn.kind") == "trial"]
 
 
+def a_finished_trial_and_a_running_ones_checkpoint(tracking: str, storage: Path, prefix: str, before_epoch: int) -> bool:
+    """The moment the driver-kill tests stop a sweep at: one trial ended ok, and a running trial (whose Ray trial
+    folder is `<prefix>-<trial key>`) has a complete checkpoint on disk from before `before_epoch` (what `--resume`
+    reads: search/phases.py; Tune's registration of it does not matter there)."""
+    runs = trial_runs(tracking)
+    done = [r for r in runs if r.data.tags.get("awnn.status") == "ok"]
+    running = {f"{prefix}-{r.data.tags['awnn.trial_key']}" for r in runs if r.data.tags.get("awnn.status") == "running"}
+    return bool(done) and bool({p.parent.name for p in checkpoints(storage, before_epoch=before_epoch)} & running)
+
+
 def running_selection_trial(driver: Driver, tracking: str, before_epoch: int, timeout: float = 240):
     """The run of a selection trial of `driver`'s sweep that is running, has reported its process (tag awnn.pid)
     and has logged no epoch from `before_epoch` on.  The fault a test then injects must find the trial still running:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_awnn
-from fault_helpers import Driver, checkpoints, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, a_finished_trial_and_a_running_ones_checkpoint, checkpoints, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = pytest.mark.slow
 
@@ -33,12 +33,7 @@ def test_fault_driver_killed_then_resume_finishes_each_config_once(tmp_path):
     try:
         # kill when one trial has finished and another has a checkpoint
         def ready():
-            runs = trial_runs(tracking)
-            done = [r for r in runs if r.data.tags.get("awnn.status") == "ok"]
-            running = [r for r in runs if r.data.tags.get("awnn.status") == "running"]
-            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results", before_epoch=_epochs() // 2)}
-            live = {f"awnn-{r.data.tags['awnn.trial_key']}" for r in running}
-            return done and (ckpt & live)
+            return a_finished_trial_and_a_running_ones_checkpoint(tracking, tmp_path / "results", "awnn", _epochs() // 2)
         wait_for(ready, 180, "a finished trial and a checkpoint of a running one", driver.proc, interval=0.2)
         driver.kill()
         print(f"killed after {time.monotonic() - t0:.1f} s")

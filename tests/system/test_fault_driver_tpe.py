@@ -13,7 +13,7 @@ import optuna
 import pytest
 
 from conftest import run_awnn
-from fault_helpers import Driver, checkpoints, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
+from fault_helpers import Driver, a_finished_trial_and_a_running_ones_checkpoint, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
 
 pytestmark = pytest.mark.slow
 
@@ -45,11 +45,7 @@ def test_fault_tpe_driver_killed_then_resume_keeps_the_study(tmp_path):
     driver = Driver(args, cwd=tmp_path)
     try:
         def ready():
-            runs = trial_runs(tracking)
-            done = [r for r in runs if r.data.tags.get("awnn.status") == "ok"]
-            running = [r for r in runs if r.data.tags.get("awnn.status") == "running"]
-            ckpt = {p.parent.name for p in checkpoints(tmp_path / "results", before_epoch=_epochs() // 2)}
-            return done and ckpt & {f"tpe-{r.data.tags['awnn.trial_key']}" for r in running}
+            return a_finished_trial_and_a_running_ones_checkpoint(tracking, tmp_path / "results", "tpe", _epochs() // 2)
         wait_for(ready, 180, "a finished TPE trial and a checkpoint of a running one", driver.proc, interval=0.2)
         driver.kill()
     finally:
