@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (a job scheduler, `kill`) ends the run like Ctrl-C: cleanly,
     # with pending tracking writes flushed, resumable with --resume.
     signals.enable()
+    _own_warnings_in_one_line(args.command)
     try:
         tune_environment()  # Ray Tune's settings, before any command imports Ray
         with signals.guard_output():  # a reader gone away (`| head`) interrupts the command: see search/signals.py
@@ -69,6 +70,23 @@ def main(argv: list[str] | None = None) -> int:
     if fault and code in (0, 130):
         return 141 if isinstance(fault[1], BrokenPipeError) else 2
     return code
+
+
+def _own_warnings_in_one_line(command: str) -> None:
+    """A warning of the product's own (its class defined in awnn/, search/ or tracking/, e.g. awnn.width.MaxWidthReached)
+    as one line, `awnn <command>: warning: <message>`, as its errors are, not as Python's two lines of source path and
+    code; other libraries' warnings keep Python's format (their source is what their reader needs)."""
+    import warnings
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if category.__module__.split(".")[0] not in ("awnn", "search", "tracking"):
+            return shown(message, category, filename, lineno, file, line)
+        with contextlib.suppress(OSError, ValueError):  # (stderr gone: as Python's own, nothing to say it on)
+            print(f"awnn {command}: warning: {message}", file=file or sys.stderr, flush=True)
+
+    warnings.showwarning = show
 
 
 def _empty_values(sub, args) -> str | None:

@@ -137,7 +137,7 @@ def run(args) -> int:
         # train_nll: the data term alone (cross-entropy); AWNN's train_loss adds its priors' terms / N
         progress.update(
             f"epoch {rec['epoch']}/{config.epochs}  train_nll {rec.get('train_nll', rec['train_loss']):.4f}  val_acc {rec['val_acc']:.4f}  "
-            f"best {rec['best_val_acc']:.4f}  width {rec['width_total']}  elapsed {fmt_seconds(time.monotonic() - clock.start)}  "
+            f"best {_score(rec['best_val_acc'])}  width {rec['width_total']}  elapsed {fmt_seconds(time.monotonic() - clock.start)}  "
             f"run eta {at_most}{fmt_seconds(clock.eta(rec['epoch']))}"
         )
 
@@ -161,11 +161,29 @@ def run(args) -> int:
     set_denormals(not args.keep_denormals)  # as a trial does (awnn/arith.py)
     result = train(config, on_epoch=on_epoch, on_batch=on_batch)  # a DataError is one line, exit code 2 (search/errors.py)
     progress.close()
+    if result.status != "ok" and not args.quiet:  # the exit code is 1; say why in words, not only in the JSON's status
+        print(f"awnn train: the run ended {result.status} at epoch {result.epochs_run} of {config.epochs}: {_why(result.status, config)}",
+              file=sys.stderr, flush=True)
     out = result.summary()
     out.update(plain_losses(result.history, result.best_epoch))
     out["config"] = config.to_dict()
     print(json_text(out), flush=True)  # strict JSON: a score that does not exist (a width-capped or diverged run) is null
     return 0 if result.status == "ok" else 1
+
+
+def _score(x) -> str:
+    """A score for the progress line: "n/a" before any epoch was scored (the trainer's sentinel is -1)."""
+    return f"{x:.4f}" if isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 else "n/a"
+
+
+def _why(status: str, config) -> str:
+    if status == "width_capped":
+        return (f"an adaptive layer wanted more than max_width={config.max_width} neurons and on_max_width=stop ends the run "
+                f"there (--set max_width=<larger>, or --set on_max_width=cap to go on at the cap)")
+    if status == "diverged":
+        what = "its training loss or a layer's width rate" if config.model == "awnn" else "its training loss"
+        return f"{what} became NaN or infinite (a smaller lr: --set lr=<smaller>)"
+    return "see the JSON result's status"
 
 
 def plain_losses(history: list[dict], best_epoch: int) -> dict:

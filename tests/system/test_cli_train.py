@@ -19,8 +19,15 @@ OK_RUNS = {
     "awnn": ["--task", "doublemoon", "--model", "awnn", "--epochs", "2", "--set", "batch_size=256", "--set", "rate=0.05", "--set", "threads=1"],
     "fixed": ["--task", "spiral", "--model", "fixed", "--epochs", "2", "--seed", "3", "--set", "width=8", "--set", "hidden_layers=2", "--set", "threads=1"],
 }
-# a run that ends without a score: its first step hits max_width (on_max_width=stop), so it has no accuracy or loss
-CAPPED = ["--task", "doublemoon", "--model", "awnn", "--epochs", "2", "--set", "max_width=2", "--set", "threads=1"]
+# runs that end without a score, in their first epoch: (args, status, what stderr says of the end)
+ENDED = {
+    # its first step hits max_width (on_max_width=stop)
+    "width_capped": (["--task", "doublemoon", "--model", "awnn", "--epochs", "2", "--set", "max_width=2", "--set", "threads=1"],
+                     "the run ended width_capped at epoch 1 of 2: an adaptive layer wanted more than max_width=2 neurons"),
+    # its loss overflows at once
+    "diverged": (["--task", "doublemoon", "--model", "fixed", "--epochs", "3", "--set", "optimizer=sgd", "--set", "lr=1e6", "--set", "threads=1"],
+                 "the run ended diverged at epoch 1 of 3: its training loss became NaN or infinite"),
+}
 BAD_RUNS = {
     "unknown-task": (["--task", "moons", "--model", "awnn"], r"key 'task': expected one of \[.*'doublemoon'.*\], found 'moons'"),
     "unknown-activation": (["--task", "spiral", "--model", "awnn", "--set", "activation=swish"], r"key 'activation': expected one of \[.*'relu6'.*\], found 'swish'"),
@@ -48,7 +55,7 @@ def runs(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("cli")
     procs = {name: _start(args, cwd) for name, args in OK_RUNS.items()}
     procs.update({name: _start(args, cwd) for name, (args, _) in BAD_RUNS.items()})
-    procs["capped"] = _start(CAPPED, cwd)
+    procs.update({name: _start(args, cwd) for name, (args, _) in ENDED.items()})
     out = {}
     for name, p in procs.items():
         stdout, stderr = p.communicate(timeout=300)
@@ -71,15 +78,27 @@ def test_cli_train_prints_result_json_last(runs, name):
     assert result["config"]["epochs"] == 2
 
 
-def test_cli_train_a_run_without_scores_prints_strict_json_with_nulls_and_exits_1(runs):
-    code, stdout, stderr = runs["capped"]
-    assert code == 1, stderr[-3000:]  # not "ok": the exit code says so, the JSON says why
+@pytest.mark.parametrize("status", sorted(ENDED))
+def test_cli_train_a_run_without_scores_prints_strict_json_with_nulls_says_why_and_exits_1(runs, status):
+    code, stdout, stderr = runs[status]
+    assert code == 1, stderr[-3000:]  # not "ok": the exit code says so, the JSON and stderr say why
     lines = stdout.strip().splitlines()
     assert len(lines) == 1, stdout
     result = strict_json(lines[0])
-    assert result["status"] == "width_capped" and result["hit_max_width"] is True and result["widths"] == [2]
+    assert result["status"] == status and result["epochs_run"] == 1
     for key in ("test_acc", "best_val_acc", "best_val_loss", "test_loss", "train_nll"):  # (NaN / inf in Python)
         assert key in result and result[key] is None, (key, result.get(key))
+    assert f"awnn train: {ENDED[status][1]}" in stderr, stderr
+    # the progress line's best score before any scored epoch: "n/a", not the trainer's -1 sentinel
+    assert "best n/a" in stderr and "-1.0000" not in stderr, stderr
+    warned = [l for l in stderr.splitlines() if "warning" in l.lower()]
+    if status == "width_capped":
+        assert result["hit_max_width"] is True and result["widths"] == [2]
+        # the cap said once, in the command's own words: not Python's source path and line of code
+        assert warned == ["awnn train: warning: an adaptive layer starts at max_width=2: its starting rate 0.01 wants more neurons"], stderr
+    else:
+        assert warned == [], stderr
+    assert ".py:" not in stderr, stderr
 
 
 def test_cli_train_flags_reach_the_config(runs):
