@@ -404,7 +404,8 @@ class StackedTrainer:
         widths = s.widths
         record = {
             "epoch": self.epoch, "train_loss": train_loss, "train_nll": train_loss,  # a fixed MLP's loss is the data term alone
-            "train_acc": train_acc, "val_loss": val_loss, "val_acc": val_acc, "best_val_acc": s.best["val_acc"],
+            "train_acc": train_acc, "val_loss": val_loss, "val_acc": val_acc,
+            "best_val_acc": s.best["val_acc"] if s.best["epoch"] else math.nan,  # (as the Trainer's: NaN before a scored epoch)
             "width_total": sum(widths), **{f"width_l{i}": w for i, w in enumerate(widths)},
             "train_seconds": s.train_seconds, "status": s.status, "width_capped": False,
         }

@@ -392,7 +392,8 @@ class Trainer(ClosedFormPriors):
             "train_acc": train_acc,
             "val_loss": val_loss,
             "val_acc": val_acc,
-            "best_val_acc": self.best["val_acc"],
+            # NaN before any scored epoch (a run that diverged or hit max_width in its first), never the -1 sentinel
+            "best_val_acc": self.best["val_acc"] if self.best["epoch"] else math.nan,
             "width_total": sum(widths),
             **{f"width_{name}": w for name, w in named_model_widths(self.model).items()},
             "train_seconds": self.train_seconds,

@@ -39,8 +39,9 @@ def assert_same_run(lean: LeanTrainer, got, trainer: Trainer, ref, tol: float = 
         for k in mine:
             if k in ("train_loss", "train_nll", "val_loss"):
                 assert abs(mine[k] - theirs[k]) <= tol or (math.isnan(mine[k]) and math.isnan(theirs[k])), (mine["epoch"], k, mine[k], theirs[k])
-            else:
-                assert mine[k] == theirs[k], (mine["epoch"], k, mine[k], theirs[k])
+            else:  # (NaN on both sides: no score yet, e.g. best_val_acc of a first epoch that diverged)
+                both_nan = isinstance(mine[k], float) and isinstance(theirs[k], float) and math.isnan(mine[k]) and math.isnan(theirs[k])
+                assert mine[k] == theirs[k] or both_nan, (mine["epoch"], k, mine[k], theirs[k])
     a, b = got.summary(), ref.summary()
     for k in ("train_seconds", "history"):
         a.pop(k, None), b.pop(k, None)

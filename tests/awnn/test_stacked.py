@@ -55,7 +55,9 @@ def assert_histories_close(a: list[dict], b: list[dict], tol: float = F64_TOL) -
     for x, y in zip(without_time(a), without_time(b)):
         assert x.keys() == y.keys()
         for k in x:
-            if isinstance(x[k], float) and not k.endswith("_acc"):
+            if isinstance(x[k], float) and math.isnan(x[k]):  # (no score: a diverged first epoch's best_val_acc)
+                assert isinstance(y[k], float) and math.isnan(y[k]), (x["epoch"], k, y[k])
+            elif isinstance(x[k], float) and not k.endswith("_acc"):
                 same = x[k] == y[k] or abs(x[k] - y[k]) <= tol or (math.isnan(x[k]) and math.isnan(y[k]))
                 assert same, (x["epoch"], k, x[k], y[k])
             else:

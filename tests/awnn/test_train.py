@@ -165,6 +165,7 @@ def test_trainer_width_cap_stop_reports_status(task):
     assert result.status == "width_capped" and result.hit_max_width
     assert result.widths == [20]
     assert result.history[-1]["width_capped"] and result.history[-1]["status"] == "width_capped"
+    assert result.best_epoch == 0 and math.isnan(result.history[-1]["best_val_acc"])  # stopped before a scored epoch: no score, not -1
 
 
 def test_trainer_width_cap_reached_during_training_is_reported(task):
@@ -241,6 +242,15 @@ def test_trainer_diverging_run_ends_diverged(task, changes):
     assert result.status == "diverged", (result.status, [r["train_loss"] for r in result.history])
     assert result.epochs_run < 5
     assert result.history[-1]["status"] == "diverged"
+    # before any scored epoch the record's best is NaN, as the result's: never the trainer's -1 sentinel (progress lines,
+    # ASHA's rungs and the driver's "best val_acc" read it)
+    scored = [r["epoch"] for r in result.history if r["status"] == "ok"]  # (an epoch that ends ok is scored)
+    for r in result.history:
+        if not scored or r["epoch"] < scored[0]:
+            assert math.isnan(r["best_val_acc"]), r
+        else:
+            assert 0.0 <= r["best_val_acc"] <= 1.0, r
+    assert math.isnan(result.best_val_acc) == (not scored)
 
 
 # ------------------------------------------------------------ online compression
