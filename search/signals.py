@@ -410,6 +410,15 @@ def interrupted_by(error: BaseException) -> bool:
     return _caused_by_interrupt(error.__context__ or error.__cause__)
 
 
+def stop_if_interrupted(error: BaseException) -> None:
+    """Raise KeyboardInterrupt (from `error`) when `error` is the interruption's doing (interrupted_by).  For a broad
+    `except Exception` in the driver's thread that goes on after a failure (a warning, a fallback, a hint): the
+    interrupt, landing inside a library, may reach it as another error (MLflow's SQL, matplotlib, ...), and the stop
+    the user asked for must not become a warning and an exit 0."""
+    if interrupted_by(error):
+        raise KeyboardInterrupt from error
+
+
 # ------------------------------------------------------------ a closed output
 _closed: list[tuple[str, OSError]] = []  # the streams ("stdout", "stderr") that could not be written, and why
 

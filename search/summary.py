@@ -46,7 +46,10 @@ def terminal_summary(comparison, results) -> dict:
         from tracking.report import read_summary
 
         return read_summary(comparison.tracking_uri, comparison=comparison.id)
-    except Exception:  # noqa: BLE001 - the summary must print whatever the store's state
+    except Exception as e:  # noqa: BLE001 - the summary must print whatever the store's state
+        from .signals import stop_if_interrupted
+
+        stop_if_interrupted(e)  # (but not go on after a stop asked while MLflow was read)
         return memory_summary(comparison, results)
 
 

@@ -528,7 +528,10 @@ class Comparison:
             roots = MlflowClient(self.tracking_uri).search_runs(
                 [self.writer.experiment_id], filter_string=tag_equals((Tag.COMPARISON_KEY, self.key), (Tag.KIND, "comparison")),
                 order_by=["attributes.start_time DESC"], max_results=1)
-        except Exception:  # noqa: BLE001 - a hint, never a reason to stop
+        except Exception as e:  # noqa: BLE001 - a hint, never a reason to stop
+            from .signals import stop_if_interrupted
+
+            stop_if_interrupted(e)  # (a stop asked meanwhile still stops)
             return
         if roots and roots[0].data.tags.get(Tag.STATE) != "finished":
             state = roots[0].data.tags.get(Tag.STATE, "running")

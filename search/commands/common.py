@@ -226,16 +226,20 @@ def write_comparison_report(comparison) -> str | None:
 
     from tracking.report import log_report, write_report
 
+    from .. import signals
+
     out, retry = report_folder(comparison), report_command(comparison)
     try:
         paths = write_report(comparison.tracking_uri, out, comparison=comparison.id)
     except Exception as e:  # noqa: BLE001 - any failure: the sweep itself succeeded
+        signals.stop_if_interrupted(e)  # (a signal's doing: the command's interrupted ending, not a warning and exit 0)
         print(f"warning: could not write the cost report ({type(e).__name__}: {str(e)[:300]}); rebuild it with: {retry}", file=sys.stderr)
         return None
     try:
         run_id = log_report(comparison.tracking_uri, comparison.id, out, summary=paths["summary"])
         where = f"logged to MLflow as artifact 'report' of the comparison run {run_id}"
     except Exception as e:  # noqa: BLE001 - e.g. an artifact store this machine cannot write to
+        signals.stop_if_interrupted(e)
         where = f"not logged to MLflow: {type(e).__name__}: {str(e)[:200]}"
     print(f"Report: {out / 'report.html'}\n  report.md, summary.json and the plots are beside it; {where}")
     return str(out)
