@@ -92,7 +92,7 @@ class PhasedSearcher(_SearcherBase):
         self.record.listener = self.on_update
         self.results: list[StrategyResult] = []  # in arm order (selections open in plan order)
         self.by_arm: dict[str, StrategyResult] = {}
-        self.last_wall_record = 0.0
+        self.last_wall_record = -math.inf  # never: the first update records (monotonic() counts from boot)
         self.plan = PhasePlan(arms)
         self.phases = [(p.arm.name, p.name) for p in self.plan]
         self.tpe: dict[str, TpeSource] = {}  # arm -> its Optuna study

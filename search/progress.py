@@ -24,7 +24,7 @@ class ProgressLine:
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.min_interval = min_interval if self.tty else log_interval
-        self.last = 0.0
+        self.last = -math.inf  # never drawn: the first update draws (monotonic() counts from boot, so 0.0 would hold the first line back for min_interval after a boot)
         self.width = 0
 
     def due(self) -> bool:

@@ -516,3 +516,33 @@ def test_the_progress_text_is_built_only_when_the_line_is_drawn(tmp_path, monkey
     for sp in specs:
         record.finished(f"fixed/selection/{sp['key']}", {**score(sp), "epochs_run": 1})
     assert len(built) == 1 and len(searcher.stream.getvalue().splitlines()) == 1
+
+
+@pytest.mark.parametrize("uptime", [0.5, 50.0, 3000.0])
+def test_a_freshly_booted_machine_draws_the_first_progress_line_and_records_the_first_wall(tmp_path, monkeypatch, uptime):
+    """time.monotonic() counts from the machine's boot: 'never drawn' and 'never
+    recorded' are -inf, not 0.0, or a machine up for less than the interval
+    (a fresh CI VM: 3000 s against an interval of an hour) drew no line and
+    recorded no wall time until it had been up that long."""
+    import time
+
+    from search.progress import ProgressLine
+
+    clock = [uptime]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    line = ProgressLine(io.StringIO(), log_interval=3600.0)
+    assert line.due()
+    line.update("first")
+    line.update("too soon")
+    clock[0] += 3600.0
+    line.update("an hour later")
+    assert line.stream.getvalue().splitlines() == ["first", "an hour later"]
+
+    clock[0] = uptime
+    _, record, hooks, searcher = make(["fixed"], resolve_budget("quick"), tmp_path)
+    searcher.progress.min_interval = 3600.0
+    walls = []
+    monkeypatch.setattr(searcher, "record_walls", lambda: walls.append(clock[0]))
+    sp = searcher.suggest("t0")["spec"]
+    record.finished(f"fixed/selection/{sp['key']}", {**score(sp), "epochs_run": 1})
+    assert len(searcher.stream.getvalue().splitlines()) == 1 and walls == [uptime]
