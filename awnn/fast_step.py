@@ -45,10 +45,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from .fused import _FUSED_ACTIVATIONS, _affine, _scratch_like, _weight_grad, importance_constants, one_like
+from .fused import _FUSED_ACTIVATIONS, _scratch_like, importance_constants, one_like
 from .layers import AdaptiveMLP
 from .lean_adam import _ONE, LeanAdam, enabled as lean_adam_enabled, fused_adam
 from .loss import mean_cross_entropy_grad
+from .products import affine, weight_grad
 
 if TYPE_CHECKING:
     from .train import Trainer
@@ -143,7 +144,7 @@ class FastStep:
         n = len(ctrls)
         # forward (Eq. 14): z_0 = x W_0^T + b_0, a_l = act(z_l), z_{l+1} = (a_l * p_l) W_{l+1}^T + b_{l+1}
         first = layers[0]
-        z = _affine(x, first["weight"], first["bias"])
+        z = affine(x, first["weight"], first["bias"])
         saved = []
         for l in range(n):
             a = act(z)  # (may reuse z's memory)
@@ -155,10 +156,10 @@ class FastStep:
             scale_h = a.shape[0] * a.shape[1] <= weight.numel()
             if scale_h:
                 scaled = a * p
-                z_next = _affine(scaled, weight, nxt["bias"])
+                z_next = affine(scaled, weight, nxt["bias"])
             else:
                 scaled = weight * p
-                z_next = _affine(a, scaled, nxt["bias"])
+                z_next = affine(a, scaled, nxt["bias"])
             saved.append((big_e, p, scaled, a, z if keep_z else None, scale_h))
             z = z_next
         out = z
@@ -173,7 +174,7 @@ class FastStep:
             grads[2 * l + 4] = g.sum(0)
             if scale_h:  # scaled = a * p
                 grad_scaled = torch.mm(g, weight)  # (B, D)
-                grads[2 * l + 3] = _dense(_weight_grad(g, scaled, weight, 0.0))
+                grads[2 * l + 3] = _dense(weight_grad(g, scaled, weight, 0.0))
                 grad_a = grad_scaled * p
             else:  # scaled = W * p
                 grad_scaled = torch.mm(g.t(), a)  # (out, D)
@@ -188,7 +189,7 @@ class FastStep:
             grad_rhos[l] = grad_rho
             g = act_backward(grad_a, z_l, a)
         grads[2] = g.sum(0)
-        grads[1] = _dense(_weight_grad(g, x, first["weight"], 0.0))
+        grads[1] = _dense(weight_grad(g, x, first["weight"], 0.0))
         grads[0] = torch.cat(grad_rhos) if n > 1 else grad_rhos[0]
         _, held, exp_avgs, exp_avg_sqs, steps, counter = direct
         group = direct[0]

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .distributions import RENORM_EPS
+from .products import affine, weight_grad
 
 if TYPE_CHECKING:
     from .width import AdaptiveWidth
@@ -213,7 +214,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
             one, c0_t = one_like(rho_vec), _scratch_like(rho_vec)
         act, _, keep_z = _FUSED_ACTIVATIONS[activation]
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
-        z = _affine(h, params[0], params[1])  # (B, D_0)
+        z = affine(h, params[0], params[1])  # (B, D_0)
         # Intermediates live on ctx (they are neither inputs nor outputs, and
         # unpacking ~4 saved tensors per layer costs more than the arithmetic
         # they save); the inputs go through save_for_backward, whose version
@@ -239,10 +240,10 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
             scale_h = a.shape[0] * a.shape[1] <= weight.numel()
             if scale_h:
                 scaled = a * p  # (B, D_l)
-                out = _affine(scaled, weight, params[2 * l + 3])
+                out = affine(scaled, weight, params[2 * l + 3])
             else:
                 scaled = weight * p  # (D_{l+1}, D_l)
-                out = _affine(a, scaled, params[2 * l + 3])
+                out = affine(a, scaled, params[2 * l + 3])
             layers.append((p, scaled, a, z if keep_z else None, scale_h, extra))
             z = out
         ctx.save_for_backward(x, rho_vec, *params)
@@ -272,7 +273,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
             grads[2 * l + 3] = g.sum(0).add_(bias, alpha=wd) if wd else g.sum(0)
             if scale_h:  # scaled = a * p
                 grad_scaled = torch.mm(g, weight)  # (B, D)
-                grads[2 * l + 2] = _weight_grad(g, scaled, weight, wd)
+                grads[2 * l + 2] = weight_grad(g, scaled, weight, wd)
                 grad_a = grad_scaled * p
             else:  # scaled = W * p
                 grad_scaled = torch.mm(g.t(), a)  # (out, D)
@@ -302,7 +303,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
         h = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
         wd = decay if decay_layers > 0 else 0.0
         grads[1] = g.sum(0).add_(params[1], alpha=wd) if wd else g.sum(0)
-        grads[0] = _weight_grad(g, h, params[0], wd)
+        grads[0] = weight_grad(g, h, params[0], wd)
         grad_x = torch.mm(g, params[0]).reshape(x.shape) if ctx.needs_input_grad[4] else None
         if consts is not None:  # (each entry has shape (1,))
             grad_rho = torch.cat(grad_rhos) if n > 1 else grad_rhos[0]
@@ -339,27 +340,3 @@ def _scratch_like(t: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode(False):
             scratch = _SCRATCH[key] = torch.zeros((), dtype=t.dtype, device=t.device)
     return scratch
-
-
-def _transposed(rows: int, cols: int, t: torch.Tensor) -> bool:
-    """Whether a matrix product with a (rows, cols) result is taken transposed,
-    (B^T A^T)^T: on a CPU, for a result only a few columns wide (the read-out
-    of a classifier with 2 classes, the weight gradient of a layer with 2
-    inputs), MKL's kernels take ~2x longer than for its (cols, rows) transpose
-    (1 thread).  The same products and sums, in another order."""
-    return cols < 8 and rows >= 4 * cols and not t.is_cuda
-
-
-def _affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """x W^T + b, (B, out)."""
-    if _transposed(x.shape[0], weight.shape[0], x):
-        return torch.addmm(bias.unsqueeze(1), weight, x.t()).t()
-    return torch.addmm(bias, x, weight.t())
-
-
-def _weight_grad(g: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, decay: float) -> torch.Tensor:
-    """g^T h (+ decay W): the gradient of x W^T's W, (out, in), from the
-    output's gradient g (B, out) and the input h (B, in)."""
-    if _transposed(g.shape[1], h.shape[1], g):
-        return (torch.addmm(weight.t(), h.t(), g, beta=decay) if decay else torch.mm(h.t(), g)).t()
-    return torch.addmm(weight, g.t(), h, beta=decay) if decay else torch.mm(g.t(), h)

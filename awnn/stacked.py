@@ -61,6 +61,7 @@ from .data import Task, load_task
 from .fixed import FixedMLP
 from .fusable import GROUP_KEYS, PAD_WIDTH, PADDED, SLICE_KEYS, check_fusable, group_key, padded  # noqa: F401 (re-exported)
 from .models import build_model
+from .products import stacked_affine
 from .stacked_adam import BETAS, StackedAdam, sqrt_floor  # noqa: F401 (re-exported)
 from .stacked_grad import forward_backward, supported
 from .train import DIVERGED, OK, BatchCallback, RunResult, resolve_device
@@ -178,7 +179,7 @@ class StackedMLP:
         """(n, B, in) -> (n, B, classes) logits, slice by slice."""
         h, last = x, len(self.weights) - 1
         for l, (w, b) in enumerate(zip(self.weights, self.biases)):
-            h = torch.baddbmm(b, h, w)
+            h = stacked_affine(b, h, w)  # (a read-out of a few classes taken transposed on a CPU: awnn/products.py)
             if l < last:
                 h = self._acts[0][2](h) if len(self._acts) == 1 else torch.cat([act(h[a:b]) for a, b, act in self._acts])
         return h

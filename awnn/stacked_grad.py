@@ -14,7 +14,8 @@ cross-entropy is a handful of products:
 computed here with the ops autograd's own formulas call (bmm, sum,
 threshold_backward & co., awnn/fused.py's activation table), so the
 gradients are autograd's up to the order of a few roundings in the
-cross-entropy's gradient.  `StackedTrainer` uses it on CPUs unless
+cross-entropy's gradient; the products a few columns wide are taken
+transposed on a CPU (awnn/products.py), as the forward's.  `StackedTrainer` uses it on CPUs unless
 `StackedTrainer.manual_gradients` is False (the autograd path, the
 reference: tests/awnn/test_stacked_grad.py compares the two in float64 and
 float32); on GPUs, where it has not been measured, autograd's step stays.  Measured: `python benchmarks/lean_trials.py` (docs/design.md,
@@ -26,6 +27,7 @@ import torch
 
 from .fused import _FUSED_ACTIVATIONS
 from .loss import mean_cross_entropy_grad
+from .products import stacked_affine, stacked_weight_grad_
 
 __all__ = ["forward_backward", "supported"]
 
@@ -48,7 +50,7 @@ def forward_backward(model, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Ten
     pres: list = []  # each hidden layer's pre-activation, where its backward needs it (or the activations differ)
     h = x
     for l in range(last + 1):
-        z = torch.baddbmm(biases[l], h, weights[l])
+        z = stacked_affine(biases[l], h, weights[l])  # (a read-out of a few classes taken transposed: awnn/products.py)
         if l < last:
             if single:
                 name = model.activations[0]
@@ -62,7 +64,7 @@ def forward_backward(model, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Ten
     out = z
     loss, g = mean_cross_entropy_grad(out, y)  # each slice's mean loss, and d(their sum)/dz
     for l in range(last, -1, -1):
-        torch.bmm(inputs[l].transpose(1, 2), g, out=weights[l].grad)
+        stacked_weight_grad_(weights[l].grad, inputs[l], g)
         torch.sum(g, 1, keepdim=True, out=biases[l].grad)
         if l:
             grad_h = torch.bmm(g, weights[l].transpose(1, 2))

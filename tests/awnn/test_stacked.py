@@ -413,3 +413,40 @@ def test_load_refuses_another_groups_checkpoint_and_drop_takes_configs_out(task6
     kept = StackedTrainer([MIXED[0], MIXED[2]], task).run()
     for a, b in zip([results[0], results[2]], kept):
         assert_histories_close(a.history, b.history)
+
+
+def test_skinny_products_taken_transposed_train_as_the_trainer(task64, monkeypatch):
+    """A group large enough for both of awnn/products.py's transposed branches
+    (the read-out, N x B x D >= its work threshold, and its weight gradient,
+    N >= 4) trains each slice as the Trainer trains it (float64)."""
+    import awnn.products as products
+    import awnn.stacked as stacked
+    import awnn.stacked_grad as stacked_grad
+
+    monkeypatch.setattr(products, "_ON", True)
+    taken = {"read_out": 0, "weight_grad": 0}
+    affine, weight_grad = products.stacked_affine, products.stacked_weight_grad_
+
+    def spy_affine(bias, h, w):
+        out = affine(bias, h, w)
+        taken["read_out"] += not out.is_contiguous()  # the transposed branch returns a view of (N, classes, B)
+        return out
+
+    def spy_weight_grad(out, h, g):
+        taken["weight_grad"] += products.transposed(h.shape[2], g.shape[2], g) and h.shape[0] >= products._STACKED_WEIGHT_GRAD_SLICES
+        return weight_grad(out, h, g)
+
+    monkeypatch.setattr(stacked, "stacked_affine", spy_affine)
+    monkeypatch.setattr(stacked_grad, "stacked_affine", spy_affine)
+    monkeypatch.setattr(stacked_grad, "stacked_weight_grad_", spy_weight_grad)
+    configs = [cfg(hidden_layers=1, width=128, batch_size=128, epochs=2, lr=lr, seed=s) for s, lr in enumerate((0.01, 0.05, 0.003, 0.02))]
+    assert 4 * 128 * 128 >= products._STACKED_READ_OUT_WORK
+    fused = StackedTrainer(configs, task64)
+    results = fused.run()
+    assert taken["read_out"] > 0 and taken["weight_grad"] > 0, taken
+    for i, c in enumerate(configs):
+        trainer = Trainer(c, task64)
+        ref = trainer.run()
+        for mine, theirs in zip(results[i].history, ref.history, strict=True):
+            assert abs(mine["train_loss"] - theirs["train_loss"]) <= F64_TOL and mine["val_acc"] == theirs["val_acc"]
+        assert max_weight_diff(fused.state_dict(i), trainer.model.state_dict()) <= F64_TOL
