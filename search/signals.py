@@ -379,6 +379,26 @@ def forget_unhandled_interrupt() -> None:
     exec("pass")  # noqa: S102 - (a constant string: what clears CPython's mark, see above)
 
 
+def disable() -> None:
+    """The command's handling off again in this process, its state cleared (a caller that ran `search.cli.main` in its
+    own process and goes on: the test suite).  `restore` and the closed-output interrupt then do nothing; re-delivery
+    timers still pending are cancelled.  The signals' handlers and `sys.unraisablehook` are the caller's to put back
+    (enable() does not keep what they were)."""
+    global _enabled
+    _enabled = False
+    for lst in (_stopping, _deferring, _deferred, _redeliver, _finished, _closed):
+        lst.clear()
+    for timer in pending_redeliveries():
+        timer.cancel()
+
+
+def pending_redeliveries() -> list[threading.Timer]:
+    """The timers that will deliver a signal again to the main thread (_raise_interrupt at a lock's edge, _unraisable)
+    and have not yet fired."""
+    return [t for t in threading.enumerate()
+            if isinstance(t, threading.Timer) and getattr(t, "function", None) is _interrupt_main and not t.finished.is_set()]
+
+
 def restore() -> None:
     if _enabled and threading.current_thread() is threading.main_thread():
         for sig in _signals:

@@ -2,20 +2,27 @@
 SQLite file (or a real server), real files in tmp dirs."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+
+from machine import ENV as SLOWDOWN_ENV
+from machine import limit, slowdown
 
 ROOT = Path(__file__).resolve().parent.parent
 AWNN = [sys.executable, "-m", "search.cli"]
 
 
 def run_awnn(args: list[str], cwd: Path, timeout: float = 600, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
-    """Run the `awnn` CLI in a subprocess (a fresh Ray and MLflow client each time)."""
+    """Run the `awnn` CLI in a subprocess (a fresh Ray and MLflow client each time).  `timeout`: seconds on the
+    machine the suite's limits were set on, scaled to this one (tests/machine.py)."""
     e = os.environ.copy()
     e.pop("RAY_ADDRESS", None)
     e.pop("MLFLOW_TRACKING_URI", None)
@@ -23,10 +30,32 @@ def run_awnn(args: list[str], cwd: Path, timeout: float = 600, env: dict | None 
     e.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     if env:
         e.update(env)
-    p = subprocess.run(AWNN + args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=e)
+    p = subprocess.run(AWNN + args, cwd=cwd, capture_output=True, text=True, timeout=limit(timeout), env=e)
     if check and p.returncode != 0:
         raise AssertionError(f"awnn {' '.join(args)} exited {p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-5000:]}")
     return p
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every pytest-timeout mark scaled to this machine (tests/machine.py): the marks were set in seconds on a faster
+    one, and on a CI machine ~3.4x slower a test ran past its mark with nothing hung."""
+    marked = [(item, item.get_closest_marker("timeout")) for item in items]
+    marked = [(item, m) for item, m in marked if m is not None and m.args and isinstance(m.args[0], (int, float)) and m.args[0] > 0]
+    if not marked:
+        return
+    try:
+        factor = slowdown()
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+    for item, m in marked:
+        item.add_marker(pytest.mark.timeout(m.args[0] * factor, *m.args[1:], **m.kwargs), append=False)
+        item.user_properties.append(("timeout_as_written", m.args[0]))
+
+
+def pytest_report_header(config):
+    if os.environ.get(SLOWDOWN_ENV):
+        return f"time limits scaled by {SLOWDOWN_ENV}={os.environ[SLOWDOWN_ENV]}"
+    return "time limits scaled by this machine's slowdown, measured in each test process (tests/machine.py)"
 
 
 def strict_json(text: str):
@@ -97,6 +126,48 @@ def all_strategies_comparison(tmp_path_factory):
 
     return shared_session_result(tmp_path_factory, "all-strategies", build)
 
+
+
+_HANDLED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def no_interrupt_left():
+    """What runs inside leaves no interrupt behind for the code after it.
+
+    A test that runs `search.cli.main` in this process leaves the command's signal handling on (search/signals.py:
+    SIGTERM, SIGINT and SIGHUP raise KeyboardInterrupt; its unraisable hook; its closed-output interrupt): put back
+    as it was, the command's state cleared.  A signal re-delivery still pending or a cluster watch still running would
+    interrupt whichever test runs next on this worker (pytest-xdist then reports the worker down, "keyboard-interrupt",
+    at an unrelated test): cancelled, and an AssertionError names what was left."""
+    handlers = {sig: signal.getsignal(sig) for sig in _HANDLED}
+    hook = sys.unraisablehook
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            if signal.getsignal(sig) is not handler and handler is not None:
+                signal.signal(sig, handler)
+        sys.unraisablehook = hook
+        signals = sys.modules.get("search.signals")
+        left = []
+        if signals is not None:
+            left += [f"a re-delivery of signal {t.args[0]} (search/signals.py)" for t in signals.pending_redeliveries()]
+            signals.disable()
+        for t in threading.enumerate():
+            if t.name == "awnn-gcs-watch" and t.is_alive():
+                t.join(timeout=limit(5))
+                if t.is_alive():
+                    left.append("the cluster watch (search/tune.py watch_cluster) still running")
+                    t.name += " (left by a test)"  # (a daemon no one can stop now: named once, by the test that left it)
+        assert not left, f"left what would interrupt the main thread later: {'; '.join(left)}"
+
+
+@pytest.fixture(autouse=True)
+def _no_interrupt_left_for_the_next_test():
+    """no_interrupt_left around every test: the test that leaves an interrupt behind fails, not the next one."""
+    with no_interrupt_left():
+        yield
 
 
 @pytest.fixture(autouse=True)

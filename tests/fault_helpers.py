@@ -13,6 +13,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from conftest import AWNN, ROOT
+from machine import limit
 from servers import _processes_with_marker, stop_process_group
 
 # three AWNN configs on DoubleMoon; with the budget below a trial runs
@@ -131,7 +132,9 @@ class Driver:
 
     def wait(self, timeout: float) -> int:
         """The driver's exit code; past `timeout`, DriverHung (a TimeoutExpired) whose message ends with the driver's
-        output, every thread's Python stack included (`awnn` prints them on SIGUSR1: search/signals.py)."""
+        output, every thread's Python stack included (`awnn` prints them on SIGUSR1: search/signals.py).  `timeout`:
+        seconds on the machine the suite's limits were set on, scaled to this one (tests/machine.py)."""
+        timeout = limit(timeout)
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -212,6 +215,9 @@ def _signals_as_from_a_terminal() -> None:
 
 
 def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, interval: float = 0.5, output=None):
+    """`predicate()`'s first true value, polled every `interval` s for `timeout` s on the reference machine, scaled
+    to this one (tests/machine.py); an AssertionError past it, or once `proc` exits."""
+    timeout = limit(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

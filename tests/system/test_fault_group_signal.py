@@ -21,6 +21,7 @@ import pytest
 
 from conftest import run_awnn
 from fault_helpers import Driver, epochs_lasting, sweep_args, trial_runs, wait_for, write_inputs
+from machine import limit
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
@@ -58,7 +59,7 @@ def _signal_group_and_time_the_exit(driver: Driver, then=None) -> tuple[int, flo
     try:
         code = driver.wait(timeout=45)  # prompt: ~1 s; at most the exit handlers' grace (15 s) + Ray's shutdown
     except subprocess.TimeoutExpired:
-        pytest.fail(f"the driver was still running 45 s after SIGTERM to its process group:\n{driver.output()[-3000:]}")
+        pytest.fail(f"the driver was still running {limit(45):.0f} s after SIGTERM to its process group:\n{driver.output()[-3000:]}")
     return code, time.monotonic() - sent
 
 
