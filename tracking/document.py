@@ -157,7 +157,9 @@ def _overhead_section(a: A.Analysis) -> list[tuple]:
         doc.append(("table", ["strategy", "phase", "trial", "layers", "batch", "AWNN mean width/layer", f"AWNN {ov['unit']}", "fixed width", "fixed (runs)", "matched on", "overhead (AWNN / fixed)"], rows))
     doc.append(("p", f"Cost per epoch = train_seconds x allocated devices / epochs_run ({ov.get('unit')}); train_seconds is training time only. "
                      "Each AWNN run is compared with the fixed-width runs (of any strategy) of the closest width (log scale) to its mean learned width per layer over training, "
-                     "on the same split with the same hidden layers and batch size where the grid has them."
+                     "on the same split with the same hidden layers and batch size where the grid has them, "
+                     "and trained as the AWNN run was, one config in its trial, where there are such runs; matched with fused fixed runs only "
+                     "(the match says so), the ratio also holds fusion's saving: a fused run's cost is its share of its group's time."
                      + ("" if "per sample" in str(ov.get("unit")) else " The runs do not record n_train, so the cost is per epoch, not per sample; on one split the ratio is the same.")))
     doc.append(("img", "widths", "Learned total width of each AWNN trial over epochs"))
     return doc

@@ -81,8 +81,12 @@ def _result_items(a: A.Analysis) -> list[str]:
     items.append("**Width.** " + "; ".join(ws) + ".")
     ov = a.overhead_summary
     if ov.get("n"):
+        fused = ov.get("fused_matches", 0)
         items.append(f"**AWNN overhead.** An AWNN run cost {fratio(ov['ratio_median'])} the {ov['unit']} of fixed runs of similar width "
-                     f"(median over {ov['n']} AWNN runs; interquartile range {fratio(ov['ratio_q25'])} to {fratio(ov['ratio_q75'])}).")
+                     f"(median over {ov['n']} AWNN runs; interquartile range {fratio(ov['ratio_q25'])} to {fratio(ov['ratio_q75'])})"
+                     + (f"; {'all' if fused == ov['n'] else fused} of them matched with fused fixed runs only, whose cost is their share of a "
+                        "stacked group's time: for those the ratio includes what fusion saves the fixed grid, not only AWNN's own work."
+                        if fused else "."))
     else:
         items.append("**AWNN overhead.** Not measurable here: it needs finished AWNN runs and fixed runs on the same split.")
     ti = a.target_info

@@ -218,6 +218,14 @@ def _layers(run) -> float:
     return float(run["hidden_layers"]) if np.isfinite(run["hidden_layers"]) else 1.0
 
 
+FUSED_MATCH = "; fused fixed runs only"  # the end of an overhead match made against fused fixed runs (see overhead)
+
+
+def _fused(group) -> bool:
+    """Whether a run trained fused (a non-empty `group`: search/fusion.py), from the run table's column."""
+    return isinstance(group, str) and group != ""
+
+
 def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
     """AWNN's cost per training sample per epoch relative to fixed-width
     trials of similar width, measured on the comparison's own runs.
@@ -232,6 +240,15 @@ def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
     same batch size (or hidden layers), that condition is dropped and the
     match says so.  The ratio of the two costs is the overhead.
 
+    An AWNN run trains alone in its trial, so it is matched with fixed runs
+    trained alone too (no `group`) where a tier has them: a fused fixed
+    run's `train_seconds` is its share of a stacked group's time
+    (search/fused_trial.py), cheaper per config by what fusion saves, and a
+    mean over both executions measured neither.  Where a tier has only fused
+    runs (`awnn compare --strategies fixed,awnn` fuses the whole fixed
+    grid) they are used and the match says so: that ratio includes fusion's
+    saving, not only AWNN's own work (summary `fused_matches`).
+
     Layers are the ones the trainer records widths for (GIN: the MLP before
     the convolutions and one per convolution, each `hidden_layers` deep;
     older stores: `hidden_layers`), and models with a depth or pooling of
@@ -241,7 +258,7 @@ def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
     cols = ["strategy", "phase", "trial_key", "run_id", "hidden_layers", "batch_size", "mean_width", "cost", "fixed_width", "fixed_cost", "fixed_runs", "match", "ratio"]
     ok = runs[runs["status"].isin(SELECTABLE) & (runs["epochs_run"] > 0) & np.isfinite(runs["train_seconds"].astype(float))] if len(runs) else runs
     if not len(ok):
-        return pd.DataFrame(columns=cols), {"unit": "device-seconds per epoch", "n": 0}
+        return pd.DataFrame(columns=cols), {"unit": "device-seconds per epoch", "n": 0, "fused_matches": 0}
     ok = ok.copy()
     per_sample = bool(np.isfinite(ok["n_train"].astype(float)).all() and (ok["n_train"] > 0).all())
     denom = ok["n_train"].astype(float) if per_sample else 1.0
@@ -251,6 +268,7 @@ def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
     fixed = ok[ok["model"] != "awnn"].copy()
     fixed["total_width"] = fixed["width"] * [_layers(r) for _, r in fixed.iterrows()]
     fixed["arch"] = [_arch(r) for _, r in fixed.iterrows()]
+    fixed["fused"] = [_fused(g) for g in fixed["group"]] if "group" in fixed.columns else False
     hist = data.histories
     wt = hist[hist["key"] == "width_total"].groupby("run_id")["value"].mean() if len(hist) else pd.Series(dtype=float)
     rows = []
@@ -275,6 +293,11 @@ def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
         for label, c in cands:
             if len(c):
                 break
+        alone = c[~c["fused"].astype(bool)]
+        if len(alone):
+            c = alone  # (trained as the AWNN run was: one config in its trial)
+        else:
+            label += FUSED_MATCH
         by_total = label.startswith("same split; other layers")
         target = mean_w * layers if by_total else mean_w
         widths = c["total_width"] if by_total else c["width"]
@@ -286,10 +309,12 @@ def overhead(data: ComparisonData) -> tuple[pd.DataFrame, dict[str, Any]]:
         rows.append(row)
     table = pd.DataFrame(rows, columns=cols)
     ratios = table["ratio"].astype(float)
-    ratios = ratios[np.isfinite(ratios)]
+    measured = np.isfinite(ratios)
+    ratios = ratios[measured]
     summary = {
         "unit": unit,
         "n": int(len(ratios)),
+        "fused_matches": int(table.loc[measured, "match"].astype(str).str.endswith(FUSED_MATCH).sum()),
         "ratio_median": float(ratios.median()) if len(ratios) else math.nan,
         "ratio_q25": float(ratios.quantile(0.25)) if len(ratios) else math.nan,
         "ratio_q75": float(ratios.quantile(0.75)) if len(ratios) else math.nan,

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tracking import analysis as A
+from tracking import tables
 
 pytestmark = pytest.mark.slow
 
@@ -136,6 +137,14 @@ def test_overhead_matches_every_awnn_run_with_fixed_runs(smoke):
     assert np.isfinite(a.overhead["ratio"].astype(float)).all()
     assert a.overhead_summary["n"] == len(awnn_runs) and a.overhead_summary["ratio_median"] > 0
     assert (a.overhead["cost"] > 0).all()
+    # the fixed grid's selection trials ran fused (the CPU default), its re-training runs one per trial: an AWNN
+    # selection run has only fused fixed runs on its split, and its match says so; a re-training run is matched alone
+    runs = a.data.runs
+    fixed_sel = runs[(runs["model"] == "fixed") & (runs["phase"] == "selection")]
+    assert len(fixed_sel) and fixed_sel["group"].astype(str).str.len().gt(0).all()
+    fused = a.overhead["match"].str.endswith(tables.FUSED_MATCH)
+    assert (fused == (a.overhead["phase"] == "selection")).all(), a.overhead[["phase", "match"]]
+    assert a.overhead_summary["fused_matches"] == int((a.overhead["phase"] == "selection").sum()) > 0
 
 
 def test_load_histories_reads_in_bulk_what_get_metric_history_returns(smoke):
