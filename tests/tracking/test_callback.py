@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from machine import limit
 from search.budget import resolve_budget
 from search.strategies import StrategyOptions, make_arms
 from tracking.callback import TrialTracker
@@ -119,7 +120,7 @@ def test_a_trial_ray_retries_or_fails_before_it_started_still_gets_its_run(setup
     t.on_trial_start(0, [], ok)
     report(t, ok, 1)
     t0 = time.monotonic()
-    assert setup.writer.flush(timeout=30) and time.monotonic() - t0 < 10
+    assert setup.writer.flush(timeout=30) and time.monotonic() - t0 < limit(10)
     assert setup.writer.dropped == {}
     runs = {r.data.tags[Tag.TRIAL_KEY]: r for r in client(setup.uri).search_runs([setup.writer.experiment_id], filter_string=f"tags.`{Tag.KIND}` = 'trial'")}
     assert sorted(runs) == sorted(trial.config["spec"]["key"] for trial in setup.trials)
@@ -150,7 +151,7 @@ def test_a_write_to_a_key_without_a_run_is_dropped_not_retried(tmp_path, caplog)
             writer.start_run("cmp", name="compare-x", tags={Tag.KIND: "comparison"})
             writer.log_metrics("cmp", [("wall_seconds", 3.0, 0)])
             t0 = time.monotonic()
-            assert writer.flush(timeout=30) and time.monotonic() - t0 < 10
+            assert writer.flush(timeout=30) and time.monotonic() - t0 < limit(10)
         assert writer.dropped == {"nobody/selection/sel-0000": 2, "no-such-parent": 1}
         assert writer.failures == 0  # not counted as an outage
         assert sum("no MLflow run started for 'nobody/selection/sel-0000'" in r.getMessage() for r in caplog.records) == 1
