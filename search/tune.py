@@ -516,12 +516,16 @@ def exit_now(code: int) -> None:
 _WARMING: dict[str, Any] = {}  # the local node's workers still warming up (init_ray -> run_plan)
 
 
-def wait_for_warm_workers(timeout: float = 20.0) -> list[int]:
+def wait_for_warm_workers(timeout: float = 60.0) -> list[int]:
     """Wait (at most `timeout` s) until the local node's prestarted workers
     have imported what a trial needs (search/warm.py marks each); returns
     their process ids ([] when init_ray did not warm any).  Starting Tune
     earlier gains nothing: Ray would start fresh processes for the trial
-    actors next to the busy ones, and all of them would share the CPUs."""
+    actors next to the busy ones, and all of them would share the CPUs.
+    The bound only matters where a worker never gets there (it died): the
+    warm-up ends ~3 s after ray.init returns on a 2-core machine, but 20 s (the bound
+    until 2026-12-02) ran out on a loaded one, whose trials then ran in cold
+    processes beside the warming ones."""
     if not _WARMING:
         return []
     warm_dir, n = _WARMING.pop("dir"), _WARMING.pop("workers")
