@@ -26,7 +26,8 @@ import os
 
 import torch
 
-__all__ = ["SWITCH", "affine", "stacked_affine", "stacked_weight_grad_", "transposed", "weight_grad"]
+__all__ = ["SWITCH", "affine", "stacked_affine", "stacked_read_out_transposed", "stacked_weight_grad_", "stacked_weight_grad_transposed",
+           "transposed", "weight_grad"]
 
 SWITCH = "AWNN_SKINNY_PRODUCTS"
 _ON = os.environ.get(SWITCH, "1") != "0"
@@ -54,13 +55,39 @@ def weight_grad(g: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, decay: f
     return torch.addmm(weight, g.t(), h, beta=decay) if decay else torch.mm(g.t(), h)
 
 
-# Batched (bmm) products of N slices: measured on a CPU (benchmarks/skinny_products.py,
-# 2026-12-01, an AVX-512 Xeon, one thread) against the same products as written:
-# the read-out's transpose pays from about N x B x D = 64k multiply-adds (below
-# that the copy of W^T and the strided result cost more than they save; N = 1
-# never gained), its weight gradient's from N = 4 (2-5x at N = 8-32).
-_STACKED_READ_OUT_WORK = 65536
+# Batched (bmm) products of N slices (N = 1: the lean loop's unfused trials), against
+# the same products as written, one thread (`python benchmarks/skinny_products.py`,
+# its products_us "forced": the transposed branch at every shape):
+# * an AVX-512 Xeon (2026-12-01): the read-out's transpose paid from about
+#   N x B x D = 64k multiply-adds at N > 1 (below, the copy of W^T and the
+#   strided result cost more than they saved), its weight gradient's from N = 4;
+# * an AMD EPYC (Zen 4, 2026-12-02): the read-out's from ~16k at every N, N = 1
+#   included (B 128: D 128 1.4x, D 417 2.6x; below ~8k up to 2x slower), its
+#   weight gradient's from ~4k (B 128, N = 1: D 64 1.6x, D 417 3.7x) or N = 3.
+# The two disagree on the read-out between 16k and 64k; the rule follows the
+# EPYC (the machines this project's CI and development run on): there a Xeon
+# may pay a few us a product more (AWNN_SKINNY_PRODUCTS=0: all as written).
+# Until 2026-12-02 the rule followed the Xeon, N = 1 never transposed, while
+# the AWNN's unbatched products of the same shapes were: on the EPYC an
+# unfused fixed-grid trial at width 417 paid ~110 us of its ~430 us step for
+# a layout its AWNN counterpart avoided.
+_STACKED_READ_OUT_WORK = 16384
+_STACKED_WEIGHT_GRAD_WORK = 4096
 _STACKED_WEIGHT_GRAD_SLICES = 4
+
+
+def stacked_read_out_transposed(h: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether `stacked_affine(b, h, weight)` takes its product transposed:
+    (N, B, in) h, (N, in, out) weight."""
+    n, rows, inner = h.shape
+    return transposed(rows, weight.shape[2], h) and n * rows * inner >= _STACKED_READ_OUT_WORK
+
+
+def stacked_weight_grad_transposed(h: torch.Tensor, g: torch.Tensor) -> bool:
+    """Whether `stacked_weight_grad_(out, h, g)` takes its product transposed:
+    (N, B, in) h, (N, B, out) g."""
+    n, rows, inner = h.shape
+    return transposed(inner, g.shape[2], g) and (n >= _STACKED_WEIGHT_GRAD_SLICES or n * rows * inner >= _STACKED_WEIGHT_GRAD_WORK)
 
 
 def stacked_affine(bias: torch.Tensor, h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -69,8 +96,7 @@ def stacked_affine(bias: torch.Tensor, h: torch.Tensor, weight: torch.Tensor) ->
     is taken transposed, (W^T h^T + b^T)^T with W^T copied dense (W is a
     strided view of the stack's flat buffer, which MKL takes ~3x slower):
     an (N, B, out) view of an (N, out, B) result."""
-    n, rows, inner = h.shape
-    if transposed(rows, weight.shape[2], h) and n > 1 and n * rows * inner >= _STACKED_READ_OUT_WORK:
+    if stacked_read_out_transposed(h, weight):
         return torch.baddbmm(bias.transpose(1, 2), weight.transpose(1, 2).contiguous(), h.transpose(1, 2)).transpose(1, 2)
     return torch.baddbmm(bias, h, weight)
 
@@ -79,8 +105,8 @@ def stacked_weight_grad_(out: torch.Tensor, h: torch.Tensor, g: torch.Tensor) ->
     """out <- h^T g for every slice: the gradient of h W's W, (N, in, out),
     from the input h (N, B, in) and the output's gradient g (N, B, out),
     written into `out` (a view of the stack's flat gradient).  A gradient a
-    few columns wide of at least 4 slices is taken transposed: computed as
-    (N, out, in), then copied into `out`."""
-    if transposed(h.shape[2], g.shape[2], g) and h.shape[0] >= _STACKED_WEIGHT_GRAD_SLICES:
+    few columns wide over enough work or slices (see above) is taken
+    transposed: computed as (N, out, in), then copied into `out`."""
+    if stacked_weight_grad_transposed(h, g):
         return out.copy_(torch.bmm(g.transpose(1, 2), h).transpose(1, 2))
     return torch.bmm(h.transpose(1, 2), g, out=out)

@@ -10,9 +10,11 @@ took their (unbatched) ones transposed since issue #30; the stacked trainer
 both layouts by flipping `awnn.products._ON` (the AWNN_SKINNY_PRODUCTS
 switch) in one process:
 
-    products_us   the two products alone, per (width D, slices N), median us
-                  of each layout ("as_written", "transposed": what the rule
-                  picks, so at N = 1 both are the written one)
+    products_us   the two products alone, per (width D, slices N, batch B),
+                  median us of each layout: "as_written", "transposed" (what
+                  the rule picks: where it does not, the written one) and
+                  "forced" (the transposed branch at every shape: where the
+                  rule's thresholds come from)
     groups        the SpiralHard fixed grid's 180 configs (inner split,
                   `--epochs` epochs) in the groups a comparison fuses them into
                   (`--max-group`, --fuse's CPU default), each group trained by
@@ -30,7 +32,8 @@ One torch thread and float denormals flushed, as a trial's process.  Progress
 on stderr; the last line of stdout is one JSON object.
 
 Usage:  python benchmarks/skinny_products.py [--epochs 2] [--repeats 2] [--max-group 32]
-                                             [--widths 16,128,356] [--sizes 1,4,8,32]
+                                             [--widths 16,128,356] [--sizes 1,4,8,32] [--batches 128]
+                                             [--products-only]
 """
 from __future__ import annotations
 
@@ -75,8 +78,24 @@ def median_us(fn, n: int = 200) -> float:
     return round(statistics.median(times) * 1e6, 1)
 
 
+class _Forced:
+    """The transposed branch at every shape: the rule's thresholds set to 0."""
+
+    NAMES = ("_STACKED_READ_OUT_WORK", "_STACKED_WEIGHT_GRAD_WORK", "_STACKED_WEIGHT_GRAD_SLICES")
+
+    def __enter__(self):
+        self.saved = {k: getattr(products, k) for k in self.NAMES}
+        for k in self.NAMES:
+            setattr(products, k, 0)
+        products._ON = True
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            setattr(products, k, v)
+
+
 def product_times(width: int, slices: int, batch: int = 128, classes: int = 2) -> dict:
-    """The read-out and its weight gradient, both layouts: {layout: {product: us}}."""
+    """The read-out and its weight gradient in each layout: {layout: {product: us}}."""
     h = torch.randn(slices, batch, width).relu_()
     w = torch.randn(slices, width, classes)
     b = torch.randn(slices, 1, classes)
@@ -87,6 +106,10 @@ def product_times(width: int, slices: int, batch: int = 128, classes: int = 2) -
         products._ON = on
         out[name] = {"read_out": median_us(lambda: products.stacked_affine(b, h, w)),
                      "weight_grad": median_us(lambda: products.stacked_weight_grad_(grad, h, g))}
+    with _Forced():
+        out["forced"] = {"read_out": median_us(lambda: products.stacked_affine(b, h, w)),
+                         "weight_grad": median_us(lambda: products.stacked_weight_grad_(grad, h, g))}
+    products._ON = True
     return out
 
 
@@ -142,12 +165,22 @@ def main() -> None:
     ap.add_argument("--max-group", type=int, default=AUTO_FUSE_CPU, help="configs per fused group (--fuse; 1: the lean loop)")
     ap.add_argument("--widths", default="16,128,356", help="widths of the products-alone timings")
     ap.add_argument("--sizes", default="1,4,8,32", help="slices of the products-alone timings")
+    ap.add_argument("--batches", default="128", help="batch sizes of the products-alone timings")
+    ap.add_argument("--products-only", action="store_true", help="time the products alone, not the grid's groups")
     args = ap.parse_args()
     worker_setup({"cpus_per_trial": 1})  # a trial's process: one thread, denormals flushed
     task = load_task("spiralhard")
-    alone = {f"D{d}_N{n}": product_times(d, n) for d in (int(w) for w in args.widths.split(",")) for n in (int(k) for k in args.sizes.split(","))}
-    for key, t in alone.items():
-        log(f"products {key}: " + ", ".join(f"{p} {t['as_written'][p]} -> {t['transposed'][p]} us" for p in t["as_written"]))
+    ints = lambda text: [int(v) for v in text.split(",")]  # noqa: E731
+    alone = {}
+    for batch in ints(args.batches):
+        for d in ints(args.widths):
+            for n in ints(args.sizes):
+                key = f"D{d}_N{n}" + ("" if batch == 128 else f"_B{batch}")
+                t = alone[key] = product_times(d, n, batch)
+                log(f"products {key}: " + ", ".join(f"{p} {t['as_written'][p]} -> {t['transposed'][p]} us (forced {t['forced'][p]})" for p in t["as_written"]))
+    if args.products_only:
+        print(json_text({"products_us": alone, "threads": 1, "torch": torch.__version__, "cpu": cpu_model()}))
+        return
     groups = grid_groups(args.epochs, args.max_group)
     best = group_times(task, groups, args.repeats)
     per_group = {}

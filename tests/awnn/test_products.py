@@ -24,7 +24,8 @@ def _stack_views(n: int, rows: int, cols: int, pad: int = 5):
 
 # (slices, batch, width, classes): each branch of the batched rule
 READ_OUT_CASES = {
-    "one slice: as written": (1, 128, 356, 2, False),
+    "one slice, enough work: transposed": (1, 128, 356, 2, True),
+    "one slice, little work: as written": (1, 32, 64, 2, False),
     "little work: as written": (4, 32, 64, 2, False),
     "enough work: transposed": (8, 128, 128, 2, True),
     "wide read-out: as written": (8, 128, 128, 10, False),
@@ -37,6 +38,7 @@ def test_stacked_affine_equals_the_product_as_written_in_each_branch(layout_on, 
     _, w = _stack_views(n, d, c)
     _, bias = _stack_views(n, 1, c)
     h = torch.randn(n, b, d, dtype=F64)
+    assert products.stacked_read_out_transposed(h, w) is expect_transposed
     out = products.stacked_affine(bias, h, w)
     assert out.shape == (n, b, c)
     assert out.is_contiguous() is not expect_transposed  # the transposed branch returns a view of (n, c, b)
@@ -44,8 +46,9 @@ def test_stacked_affine_equals_the_product_as_written_in_each_branch(layout_on, 
 
 
 WEIGHT_GRAD_CASES = {
-    "few slices: as written": (2, 128, 356, 2, False),
-    "four slices: transposed": (4, 32, 16, 2, True),
+    "few slices, little work: as written": (2, 8, 64, 2, False),
+    "one slice, enough work: transposed": (1, 128, 356, 2, True),
+    "four slices, little work: transposed": (4, 32, 16, 2, True),
     "wide: as written": (8, 128, 64, 16, False),
 }
 
@@ -56,8 +59,7 @@ def test_stacked_weight_grad_writes_the_product_into_its_view_only(layout_on, ca
     flat, grad = _stack_views(n, d, c)
     before = flat.clone()
     h, g = torch.randn(n, b, d, dtype=F64), torch.randn(n, b, c, dtype=F64)
-    taken = products.transposed(d, c, g) and n >= products._STACKED_WEIGHT_GRAD_SLICES  # the rule's branch for this case
-    assert taken is expect_transposed
+    assert products.stacked_weight_grad_transposed(h, g) is expect_transposed
     products.stacked_weight_grad_(grad, h, g)
     torch.testing.assert_close(grad, torch.bmm(h.transpose(1, 2), g), rtol=1e-12, atol=1e-12)
     inside = torch.zeros_like(flat, dtype=torch.bool)

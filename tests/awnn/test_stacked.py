@@ -415,10 +415,12 @@ def test_load_refuses_another_groups_checkpoint_and_drop_takes_configs_out(task6
         assert_histories_close(a.history, b.history)
 
 
-def test_skinny_products_taken_transposed_train_as_the_trainer(task64, monkeypatch):
+@pytest.mark.parametrize("n", [4, 1], ids=["a group of 4", "the lean loop's one"])
+def test_skinny_products_taken_transposed_train_as_the_trainer(task64, monkeypatch, n):
     """A group large enough for both of awnn/products.py's transposed branches
-    (the read-out, N x B x D >= its work threshold, and its weight gradient,
-    N >= 4) trains each slice as the Trainer trains it (float64)."""
+    (the read-out and its weight gradient: N x B x D over their work
+    thresholds), of 4 slices or of one (an unfused trial's), trains each
+    slice as the Trainer trains it (float64)."""
     import awnn.products as products
     import awnn.stacked as stacked
     import awnn.stacked_grad as stacked_grad
@@ -433,14 +435,14 @@ def test_skinny_products_taken_transposed_train_as_the_trainer(task64, monkeypat
         return out
 
     def spy_weight_grad(out, h, g):
-        taken["weight_grad"] += products.transposed(h.shape[2], g.shape[2], g) and h.shape[0] >= products._STACKED_WEIGHT_GRAD_SLICES
+        taken["weight_grad"] += products.stacked_weight_grad_transposed(h, g)
         return weight_grad(out, h, g)
 
     monkeypatch.setattr(stacked, "stacked_affine", spy_affine)
     monkeypatch.setattr(stacked_grad, "stacked_affine", spy_affine)
     monkeypatch.setattr(stacked_grad, "stacked_weight_grad_", spy_weight_grad)
-    configs = [cfg(hidden_layers=1, width=128, batch_size=128, epochs=2, lr=lr, seed=s) for s, lr in enumerate((0.01, 0.05, 0.003, 0.02))]
-    assert 4 * 128 * 128 >= products._STACKED_READ_OUT_WORK
+    configs = [cfg(hidden_layers=1, width=128, batch_size=128, epochs=2, lr=lr, seed=s) for s, lr in enumerate((0.01, 0.05, 0.003, 0.02))][:n]
+    assert n * 128 * 128 >= products._STACKED_READ_OUT_WORK
     fused = StackedTrainer(configs, task64)
     results = fused.run()
     assert taken["read_out"] > 0 and taken["weight_grad"] > 0, taken
