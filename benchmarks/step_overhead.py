@@ -14,6 +14,16 @@ machine noise hits both alike).  Prints one JSON object as its last line:
                                              train since issue #30), i.e. per step, what an AWNN
                                              trial costs against a fixed-grid trial of its width
     awnn_us_*, fixed_us_*, width_*           the raw medians (microseconds) and widths
+    products_us_*, layout_asymmetry_*        CPU: the two 2-class products of each arm's read-out
+                                             (the product, its weight's gradient) timed alone on
+                                             the trainers' own tensors at the end, and the fixed
+                                             arm's total over the AWNN's: a value well above 1 says
+                                             `ratio_vs_lean` measures the arms' layouts
+                                             (awnn/products.py), not the AWNN's work; a warning
+                                             is printed above 1.5 (2026-12-02, an AMD EPYC: 2.7-3.6
+                                             with the lean loop's products as written, 1.26-1.33
+                                             since: the stack keeps W as (in, out), so its
+                                             transposes copy W^T and the result, ~2-3% of a step)
     gpu: {...}                               the same on CUDA, when a GPU is present,
                                              for every --batch (suffix _b<batch>), with
                                              kernel launches and host syncs per step
@@ -57,6 +67,7 @@ import torch  # noqa: E402
 
 from awnn.config import TrainConfig  # noqa: E402
 from awnn.data import load_task  # noqa: E402
+from awnn import products  # noqa: E402
 from awnn.lean import LeanTrainer  # noqa: E402
 from awnn.stacked_grad import forward_backward  # noqa: E402
 from awnn.train import Trainer  # noqa: E402
@@ -118,6 +129,52 @@ def timed(step, it, n, device) -> list[float]:
 
 
 PROFILE = "authors"
+
+# above this, the fixed arm's read-out products cost so much more than the AWNN's that the ratio measures layouts
+LAYOUT_ASYMMETRY_WARN = 1.5
+
+
+def _interleaved_medians_us(fns: dict, n: int = 400) -> dict:
+    """Median us of each function, the functions called in turn (drift hits all alike)."""
+    for _ in range(30):
+        for fn in fns.values():
+            fn()
+    times: dict = {k: [] for k in fns}
+    for _ in range(n):
+        for k, fn in fns.items():
+            t0 = time.thread_time()
+            fn()
+            times[k].append(time.thread_time() - t0)
+    return {k: statistics.median(v) * 1e6 for k, v in times.items()}
+
+
+def read_out_products(awnn: Trainer, lean: LeanTrainer, batch: int) -> dict:
+    """Each arm's 2-class read-out product and its weight's gradient, timed
+    alone (median us) on the trainers' own read-out tensors (their layouts and
+    strides) with random inputs of the trainers' widths, through the functions
+    their steps call (awnn/fast_step.py: products.affine, products.weight_grad;
+    awnn/stacked_grad.py: products.stacked_affine, products.stacked_weight_grad_)."""
+    layer = awnn.model.layers[-1]
+    w, b = layer.weight.detach(), layer.bias.detach()  # (classes, D): views of the capacity buffers
+    classes, d_awnn = w.shape
+    h, g = torch.randn(batch, d_awnn).relu_(), torch.randn(batch, classes)
+    scaled = w * torch.rand(d_awnn)  # fast_step's scaled = W * p: a dense (classes, D) tensor
+    model = lean.stack.model
+    sw, sb = model.weights[-1], model.biases[-1]  # (1, D, classes), (1, 1, classes): views of the stack's flat buffer
+    d_fixed = sw.shape[1]
+    sh, sg = torch.randn(1, batch, d_fixed).relu_(), torch.randn(1, batch, classes)
+    grad = torch.empty_like(sw)
+    with torch.no_grad():
+        t = _interleaved_medians_us({
+            ("awnn", "read_out"): lambda: products.affine(h, scaled, b),
+            ("awnn", "weight_grad"): lambda: torch.mm(g.t(), h),
+            ("fixed", "read_out"): lambda: products.stacked_affine(sb, sh, sw),
+            ("fixed", "weight_grad"): lambda: products.stacked_weight_grad_(grad, sh, sg),
+        })
+    out = {arm: {p: t[(arm, p)] for p in ("read_out", "weight_grad")} for arm in ("awnn", "fixed")}
+    totals = {arm: sum(t.values()) for arm, t in out.items()}
+    return {"us": {arm: {k: round(v, 1) for k, v in t.items()} for arm, t in out.items()}, "widths": {"awnn": d_awnn, "fixed": d_fixed},
+            "asymmetry": round(totals["fixed"] / totals["awnn"], 3)}
 
 
 def timed_window(step, it, n, device, on_step=None) -> float:
@@ -199,6 +256,8 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
         "mean_width": round(statistics.fmean(widths), 1),
         "width_change_fraction": round(changes / n_a, 3),
     }
+    if device.type == "cpu":
+        out["read_out_products"] = read_out_products(awnn, lean, batch)
     out["_trainers"] = (awnn, fixed, it)
     return out
 
@@ -274,6 +333,15 @@ def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] =
             out[f"fixed_us_{key}"] = r["fixed_us"]
             out[f"width_{key}"] = r["mean_width"]
             out[f"width_change_fraction_{key}"] = r["width_change_fraction"]
+            products_ = r.get("read_out_products")
+            if products_ is not None:
+                out[f"products_us_{key}"] = products_["us"]
+                out[f"layout_asymmetry_{key}"] = products_["asymmetry"]
+                print(f"  read-out products (us): awnn {products_['us']['awnn']} at width {products_['widths']['awnn']}, "
+                      f"fixed {products_['us']['fixed']} at width {products_['widths']['fixed']}: fixed / awnn {products_['asymmetry']}", file=sys.stderr)
+                if products_["asymmetry"] > LAYOUT_ASYMMETRY_WARN:
+                    print(f"  WARNING: the fixed arm's read-out products cost {products_['asymmetry']}x the AWNN's: ratio_vs_lean_{key} "
+                          f"measures the two arms' layouts (awnn/products.py), not the AWNN's work", file=sys.stderr)
             if profile and device.type == "cuda":
                 try:
                     p = profile_launches(awnn, fixed, it, device)
