@@ -13,6 +13,10 @@ machine noise hits both alike).  Prints one JSON object as its last line:
                                              in the lean loop (awnn/lean.py: how fixed-grid trials
                                              train since issue #30), i.e. per step, what an AWNN
                                              trial costs against a fixed-grid trial of its width
+    ratio_vs_lean_paired_*, ..._window_range_*
+                                             the same ratio per window (the AWNN's window against
+                                             the fixed MLP timed right after it, at its width):
+                                             the median and the range of the windows' ratios
     awnn_us_*, fixed_us_*, width_*           the raw medians (microseconds) and widths
     products_us_*, layout_asymmetry_*        CPU: the two 2-class products of each arm's read-out
                                              (the product, its weight's gradient) timed alone on
@@ -212,9 +216,11 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
     f_times: list[float] = []
     l_times: list[float] = []  # the same fixed MLP's step in the lean loop (how fixed-grid trials train)
     widths: list[float] = []
+    window_ratios: list[float] = []  # each window's AWNN median over its lean fixed MLP's (paired: the same minutes)
     changes = 0
     n_a = 0
     for _ in range(windows):
+        a0, l0 = len(a_times), len(l_times)
         seen = []
         before = list(awnn.model.widths)
 
@@ -246,6 +252,7 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
         else:
             f_times += timed(f_step, it, per_window, device)
             l_times += timed(l_step, it, per_window, device)
+        window_ratios.append(statistics.median(a_times[a0:]) / statistics.median(l_times[l0:]))
     a, f, le = statistics.median(a_times), statistics.median(f_times), statistics.median(l_times)
     out = {
         "awnn_us": round(a * 1e6, 1),
@@ -253,6 +260,8 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
         "ratio": round(a / f, 3),
         "lean_fixed_us": round(le * 1e6, 1),
         "ratio_vs_lean": round(a / le, 3),
+        "ratio_vs_lean_paired": round(statistics.median(window_ratios), 3),
+        "ratio_vs_lean_window_range": [round(min(window_ratios), 3), round(max(window_ratios), 3)],
         "mean_width": round(statistics.fmean(widths), 1),
         "width_change_fraction": round(changes / n_a, 3),
     }
@@ -328,6 +337,8 @@ def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] =
             key = f"{name}{suffix}"
             out[f"ratio_{key}"] = r["ratio"]
             out[f"ratio_vs_lean_{key}"] = r["ratio_vs_lean"]
+            out[f"ratio_vs_lean_paired_{key}"] = r["ratio_vs_lean_paired"]
+            out[f"ratio_vs_lean_window_range_{key}"] = r["ratio_vs_lean_window_range"]
             out[f"lean_fixed_us_{key}"] = r["lean_fixed_us"]
             out[f"awnn_us_{key}"] = r["awnn_us"]
             out[f"fixed_us_{key}"] = r["fixed_us"]
