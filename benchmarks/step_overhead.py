@@ -20,14 +20,15 @@ machine noise hits both alike).  Prints one JSON object as its last line:
     awnn_us_*, fixed_us_*, width_*           the raw medians (microseconds) and widths
     products_us_*, layout_asymmetry_*        CPU: the two 2-class products of each arm's read-out
                                              (the product, its weight's gradient) timed alone on
-                                             the trainers' own tensors at the end, and the fixed
+                                             the trainers' own tensors at the end, at the AWNN's
+                                             width, and the fixed
                                              arm's total over the AWNN's: a value well above 1 says
                                              `ratio_vs_lean` measures the arms' layouts
                                              (awnn/products.py), not the AWNN's work; a warning
                                              is printed above 1.5 (2026-12-02, an AMD EPYC: 2.7-3.6
-                                             with the lean loop's products as written, 1.26-1.33
+                                             with the lean loop's products as written, 1.30-1.43
                                              since: the stack keeps W as (in, out), so its
-                                             transposes copy W^T and the result, ~2-3% of a step)
+                                             transposes copy W^T and the result, ~3% of a step)
     gpu: {...}                               the same on CUDA, when a GPU is present,
                                              for every --batch (suffix _b<batch>), with
                                              kernel launches and host syncs per step
@@ -152,21 +153,22 @@ def _interleaved_medians_us(fns: dict, n: int = 400) -> dict:
     return {k: statistics.median(v) * 1e6 for k, v in times.items()}
 
 
-def read_out_products(awnn: Trainer, lean: LeanTrainer, batch: int) -> dict:
+def read_out_products(awnn: Trainer, make_lean, batch: int) -> dict:
     """Each arm's 2-class read-out product and its weight's gradient, timed
-    alone (median us) on the trainers' own read-out tensors (their layouts and
-    strides) with random inputs of the trainers' widths, through the functions
-    their steps call (awnn/fast_step.py: products.affine, products.weight_grad;
-    awnn/stacked_grad.py: products.stacked_affine, products.stacked_weight_grad_)."""
+    alone (median us) at the AWNN's current width, on the trainers' own
+    read-out tensors (their layouts and strides: the AWNN's, and those of
+    `make_lean(width)`'s fixed MLP) with random inputs, as their steps take
+    them: awnn/fast_step.py's (the importances folded into a dense copy of W,
+    then products.affine; the gradient g^T a, already (classes, D)) and
+    awnn/stacked_grad.py's (products.stacked_affine, products.stacked_weight_grad_)."""
     layer = awnn.model.layers[-1]
     w, b = layer.weight.detach(), layer.bias.detach()  # (classes, D): views of the capacity buffers
     classes, d_awnn = w.shape
     h, g = torch.randn(batch, d_awnn).relu_(), torch.randn(batch, classes)
     scaled = w * torch.rand(d_awnn)  # fast_step's scaled = W * p: a dense (classes, D) tensor
-    model = lean.stack.model
+    model = make_lean(d_awnn).stack.model
     sw, sb = model.weights[-1], model.biases[-1]  # (1, D, classes), (1, 1, classes): views of the stack's flat buffer
-    d_fixed = sw.shape[1]
-    sh, sg = torch.randn(1, batch, d_fixed).relu_(), torch.randn(1, batch, classes)
+    sh, sg = torch.randn(1, batch, d_awnn).relu_(), torch.randn(1, batch, classes)
     grad = torch.empty_like(sw)
     with torch.no_grad():
         t = _interleaved_medians_us({
@@ -177,7 +179,7 @@ def read_out_products(awnn: Trainer, lean: LeanTrainer, batch: int) -> dict:
         })
     out = {arm: {p: t[(arm, p)] for p in ("read_out", "weight_grad")} for arm in ("awnn", "fixed")}
     totals = {arm: sum(t.values()) for arm, t in out.items()}
-    return {"us": {arm: {k: round(v, 1) for k, v in t.items()} for arm, t in out.items()}, "widths": {"awnn": d_awnn, "fixed": d_fixed},
+    return {"us": {arm: {k: round(v, 1) for k, v in t.items()} for arm, t in out.items()}, "width": d_awnn,
             "asymmetry": round(totals["fixed"] / totals["awnn"], 3)}
 
 
@@ -266,7 +268,7 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
         "width_change_fraction": round(changes / n_a, 3),
     }
     if device.type == "cpu":
-        out["read_out_products"] = read_out_products(awnn, lean, batch)
+        out["read_out_products"] = read_out_products(awnn, lambda w: LeanTrainer(TrainConfig.from_dict({**base, "model": "fixed", "width": w})), batch)
     out["_trainers"] = (awnn, fixed, it)
     return out
 
@@ -348,8 +350,8 @@ def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] =
             if products_ is not None:
                 out[f"products_us_{key}"] = products_["us"]
                 out[f"layout_asymmetry_{key}"] = products_["asymmetry"]
-                print(f"  read-out products (us): awnn {products_['us']['awnn']} at width {products_['widths']['awnn']}, "
-                      f"fixed {products_['us']['fixed']} at width {products_['widths']['fixed']}: fixed / awnn {products_['asymmetry']}", file=sys.stderr)
+                print(f"  read-out products (us) at width {products_['width']}: awnn {products_['us']['awnn']}, "
+                      f"fixed {products_['us']['fixed']}: fixed / awnn {products_['asymmetry']}", file=sys.stderr)
                 if products_["asymmetry"] > LAYOUT_ASYMMETRY_WARN:
                     print(f"  WARNING: the fixed arm's read-out products cost {products_['asymmetry']}x the AWNN's: ratio_vs_lean_{key} "
                           f"measures the two arms' layouts (awnn/products.py), not the AWNN's work", file=sys.stderr)
