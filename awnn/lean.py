@@ -122,11 +122,8 @@ class LeanTrainer:
     # -------------------------------------------------------------- running
     def run(self, on_epoch: EpochCallback | None = None, on_batch: BatchCallback | None = None) -> RunResult:
         """Train to the end, as Trainer.run (the same callbacks)."""
-        cuda = self.device.type == "cuda"
-
         def epoch_done(index: int, record: dict[str, Any]) -> None:
-            if cuda:  # (#19) as the Trainer's record (the record is the one in history)
-                record["gpu_mem_mib"] = torch.cuda.max_memory_allocated(self.device) / 2**20
+            # (a CUDA record carries gpu_mem_mib: the stacked trainer's, as the Trainer's)
             if self._ends():  # the slice leaves the stack after this epoch, with its Adam state: kept for state_dict
                 opt = self.stack.optimizer
                 self._left_moments = (self._per_parameter(opt.exp_avg), self._per_parameter(opt.exp_avg_sq))

@@ -410,6 +410,8 @@ class StackedTrainer:
             "width_total": sum(widths), **{f"width_l{i}": w for i, w in enumerate(widths)},
             "train_seconds": s.train_seconds, "status": s.status, "width_capped": False,
         }
+        if self.device.type == "cuda":  # (#19) as the Trainer's record: the trial process's peak GPU memory so far
+            record["gpu_mem_mib"] = torch.cuda.max_memory_allocated(self.device) / 2**20  # (a fused group's: shared by its members)
         s.history.append(record)
         return record
 

@@ -80,3 +80,26 @@ def fixed_config(**changes) -> TrainConfig:
     """A small fixed MLP on DoubleMoon (2 x 16, batch 32, 4 epochs, CPU)."""
     base = {"task": "doublemoon", "model": "fixed", "hidden_layers": 2, "width": 16, "batch_size": 32, "epochs": 4, "device": "cpu"}
     return TrainConfig.from_dict({**base, **changes})
+
+
+def every_trainer_path(device: str) -> dict:
+    """Each way a trial trains, 2 epochs on DoubleMoon on `device`: the Trainer
+    (fixed, AWNN), the lean loop (an unfused fixed-grid trial) and a fused group
+    of 2 configs (the stacked trainer: `--fuse`, 32 by default on GPU trials).
+    Returns {path: every epoch record it gave}."""
+    from awnn.lean import LeanTrainer
+    from awnn.stacked import StackedTrainer
+    from awnn.train import Trainer
+
+    base = {"task": "doublemoon", "epochs": 2, "batch_size": 64, "hidden_layers": 1, "lr": 0.01, "device": device}
+    fixed = {**base, "model": "fixed", "width": 16}
+    out = {
+        "trainer-fixed": Trainer(TrainConfig.from_dict(fixed)).run().history,
+        "trainer-awnn": Trainer(TrainConfig.from_dict({**base, "model": "awnn"})).run().history,
+        "lean": LeanTrainer(TrainConfig.from_dict(fixed)).run().history,
+    }
+    records: list = []
+    StackedTrainer([TrainConfig.from_dict(fixed), TrainConfig.from_dict({**fixed, "activation": "tanh"})]).run(lambda i, r: records.append(r))
+    out["fused"] = records
+    return out
+

@@ -193,3 +193,15 @@ def test_lean_checkpoint_from_other_config_or_format_raises(task):
     state["model"]["layers.0.weight"] = torch.zeros(3, 2)
     with pytest.raises(CheckpointError, match="checkpoint does not fit the model"):
         LeanTrainer(cfg(epochs=2, lr=0.02, width=8), task).load_state_dict(state)
+
+
+def test_every_trainer_path_records_epochs_and_no_gpu_memory_on_a_cpu():
+    """The CPU side of tests/system/test_gpu.py's check of gpu_mem_mib: each path
+    a trial trains in gives a record per epoch, and on a CPU none claims GPU memory."""
+    from train_helpers import every_trainer_path
+
+    paths = every_trainer_path("cpu")
+    assert sorted(paths) == ["fused", "lean", "trainer-awnn", "trainer-fixed"]
+    for path, history in paths.items():
+        assert len(history) >= 2, path
+        assert all("gpu_mem_mib" not in r and r["epoch"] >= 1 for r in history), path

@@ -215,3 +215,15 @@ def test_cuda_optimizer_reset_in_place_equals_dropping_the_state(adam):
     for (name, a), b in zip(models[0].named_parameters(), models[1].parameters()):
         assert a.is_cuda and torch.equal(a, b), name
     assert float(opts[1].state[models[1].rho]["step"]) == 8.0  # the rates' state is never reset
+
+
+def test_cuda_every_trainer_path_records_its_peak_gpu_memory_every_epoch():
+    """gpu_mem_mib (tracking/contract.py) in every epoch record of every path a
+    GPU trial trains in: until 2026-12-04 a fused group's (the GPU default) had
+    none, so a sweep's fused trials logged no GPU memory (tests/system/test_gpu_ray.py)."""
+    from train_helpers import every_trainer_path
+
+    for path, history in every_trainer_path("cuda").items():
+        assert len(history) >= 2, path
+        for record in history:
+            assert record.get("gpu_mem_mib", 0.0) > 0, (path, record)
