@@ -18,6 +18,11 @@ machine noise hits both alike).  Prints one JSON object as its last line:
                                              the fixed MLP timed right after it, at its width):
                                              the median and the range of the windows' ratios
     awnn_us_*, fixed_us_*, width_*           the raw medians (microseconds) and widths
+    awnn_still_us_*, awnn_moving_us_*        CPU: the median AWNN step (width update + step) that kept
+                                             its widths and one that moved a width (resize included)
+    width_move_share_of_excess_*             the width moves' share of the AWNN's excess over the lean
+                                             step: fraction of moving steps x (moving - still) / (AWNN -
+                                             lean); ratio_vs_lean_without_moves_*: still / lean
     products_us_*, layout_asymmetry_*        CPU: the two 2-class products of each arm's read-out
                                              (the product, its weight's gradient) timed alone on
                                              the trainers' own tensors at the end, at the AWNN's
@@ -219,6 +224,7 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
     l_times: list[float] = []  # the same fixed MLP's step in the lean loop (how fixed-grid trials train)
     widths: list[float] = []
     window_ratios: list[float] = []  # each window's AWNN median over its lean fixed MLP's (paired: the same minutes)
+    moved: list[bool] = []  # CPU: whether each timed AWNN step (a_times, in order) moved a width
     changes = 0
     n_a = 0
     for _ in range(windows):
@@ -231,6 +237,7 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
             w = awnn.model.widths
             seen.append(sum(w) / layers)
             changes += w != before
+            moved.append(w != before)
             before = list(w)
 
         if cuda:
@@ -268,9 +275,29 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
         "width_change_fraction": round(changes / n_a, 3),
     }
     if device.type == "cpu":
+        out.update(width_move_split(a_times, moved, a, le))
         out["read_out_products"] = read_out_products(awnn, lambda w: LeanTrainer(TrainConfig.from_dict({**base, "model": "fixed", "width": w})), batch)
     out["_trainers"] = (awnn, fixed, it)
     return out
+
+
+def width_move_split(a_times: list[float], moved: list[bool], awnn_median: float, lean_median: float) -> dict:
+    """How much of the AWNN's excess over the lean fixed step its width moves
+    make (CPU): the median AWNN step (update + step) that moved a width and one
+    that did not, and the moves' share of the excess, fraction x (moved - still)
+    / (AWNN - lean).  A move costs its resize (~100 us on a 2-core Xeon) and a
+    dearer next step: the resize's code evicts the step's from the core's
+    caches (benchmarks/cold_step.py)."""
+    still = [t for t, m in zip(a_times, moved) if not m]
+    moving = [t for t, m in zip(a_times, moved) if m]
+    if not still or not moving:
+        return {}
+    frac = len(moving) / len(a_times)
+    extra = statistics.median(moving) - statistics.median(still)
+    excess = awnn_median - lean_median
+    return {"awnn_still_us": round(statistics.median(still) * 1e6, 1), "awnn_moving_us": round(statistics.median(moving) * 1e6, 1),
+            "width_move_share_of_excess": round(frac * extra / excess, 3) if excess > 0 else None,
+            "ratio_vs_lean_without_moves": round(statistics.median(still) / lean_median, 3)}
 
 
 # host-side CUDA runtime/driver calls that launch work or wait for the device
@@ -346,6 +373,13 @@ def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] =
             out[f"fixed_us_{key}"] = r["fixed_us"]
             out[f"width_{key}"] = r["mean_width"]
             out[f"width_change_fraction_{key}"] = r["width_change_fraction"]
+            for k in ("awnn_still_us", "awnn_moving_us", "width_move_share_of_excess", "ratio_vs_lean_without_moves"):
+                if k in r:
+                    out[f"{k}_{key}"] = r[k]
+            if "awnn_moving_us" in r:
+                print(f"  AWNN step without a width move {r['awnn_still_us']} us, with one {r['awnn_moving_us']} us: the moves make "
+                      f"{r['width_move_share_of_excess']} of the excess over the lean step; without moves the ratio is "
+                      f"{r['ratio_vs_lean_without_moves']}", file=sys.stderr)
             products_ = r.get("read_out_products")
             if products_ is not None:
                 out[f"products_us_{key}"] = products_["us"]

@@ -28,6 +28,36 @@ def test_the_script_reports_paired_ratios_inside_their_range_and_the_layout_chec
         products = result[f"products_us_{key}"]
         assert set(products) == {"awnn", "fixed"} and all(v > 0 for arm in products.values() for v in arm.values())
     assert "read-out products (us) at width" in out.stderr
+    for key in ("1_layer", "4_layers"):  # the width moves' split (50 steps: the widths move in both layers' runs)
+        if f"awnn_moving_us_{key}" in result:
+            assert result[f"awnn_still_us_{key}"] > 0 and result[f"awnn_moving_us_{key}"] > 0
+            assert result[f"ratio_vs_lean_without_moves_{key}"] > 0
+    assert any(f"awnn_moving_us_{key}" in result for key in ("1_layer", "4_layers")), result
+
+
+def test_the_width_move_split_is_the_moves_share_of_the_excess():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import step_overhead
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    # 4 steps, 1 moved (fraction 1/4) costing 200 us more than a still step of 100 us; AWNN median 100, lean 50: excess 50
+    r = step_overhead.width_move_split([100e-6, 100e-6, 300e-6, 100e-6], [False, False, True, False], 100e-6, 50e-6)
+    assert r == {"awnn_still_us": 100.0, "awnn_moving_us": 300.0, "width_move_share_of_excess": 1.0, "ratio_vs_lean_without_moves": 2.0}
+    assert step_overhead.width_move_split([1e-4, 2e-4], [False, False], 1e-4, 5e-5) == {}  # no move: nothing to split
+    assert step_overhead.width_move_split([1e-4, 2e-4], [False, True], 1e-4, 2e-4)["width_move_share_of_excess"] is None  # no excess
+
+
+def test_the_cold_step_script_times_the_fast_step_after_each_kind_of_work():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cold_step.py"), "--steps", "40", "--rounds", "1", "--train", "40"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    for mode in ("none", "resize", "other"):
+        assert result[f"step_us_{mode}"] > 0
+        assert abs(result[f"penalty_us_{mode}"] - (result[f"step_us_{mode}"] - result["step_us_none"])) < 0.2
+    assert result["penalty_us_none"] == 0.0
+    assert result["between_us_resize"] > 1.0 and result["between_us_other"] > 1.0 and result["between_us_none"] < result["between_us_resize"]
 
 
 def test_the_layout_check_builds_the_fixed_side_at_the_awnns_width():
