@@ -19,6 +19,14 @@ from machine import limit, slowdown
 ROOT = Path(__file__).resolve().parent.parent
 AWNN = [sys.executable, "-m", "search.cli"]
 
+# A suite started with SIGINT ignored (`make test &` from a script, nohup, a CI runner that backgrounds it) hands
+# that on to every process its tests start, where the product rightly leaves an ignored SIGINT ignored
+# (search/signals.py), so the tests of what a Ctrl-C does would see none (8 failed so on 2026-12-04).  The session
+# takes Python's own handler instead: a caught signal is reset to the default at exec, so the processes the tests
+# start see a SIGINT as from a terminal.  (The ignored case itself is tested where a test sets it up.)
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def run_awnn(args: list[str], cwd: Path, timeout: float = 600, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
     """Run the `awnn` CLI in a subprocess (a fresh Ray and MLflow client each time).  `timeout`: seconds on the
