@@ -195,13 +195,21 @@ def test_lean_checkpoint_from_other_config_or_format_raises(task):
         LeanTrainer(cfg(epochs=2, lr=0.02, width=8), task).load_state_dict(state)
 
 
-def test_every_trainer_path_records_epochs_and_no_gpu_memory_on_a_cpu():
-    """The CPU side of tests/system/test_gpu.py's check of gpu_mem_mib: each path
-    a trial trains in gives a record per epoch, and on a CPU none claims GPU memory."""
+def test_every_trainer_path_records_the_same_keys_every_epoch_and_no_gpu_memory_on_a_cpu():
+    """Each path a trial trains in gives a record per epoch with the keys the
+    Trainer's has (a fixed MLP's in the lean loop and a fused group alike; the
+    AWNN's adds its rates and prior), so MLflow gets the same metrics whichever
+    path trained a config: a key one path forgot (a fused group's gpu_mem_mib
+    on CUDA until 2026-12-04, tests/system/test_gpu.py) fails here on a CPU's
+    keys.  On a CPU none claims GPU memory."""
     from train_helpers import every_trainer_path
 
     paths = every_trainer_path("cpu")
     assert sorted(paths) == ["fused", "lean", "trainer-awnn", "trainer-fixed"]
-    for path, history in paths.items():
-        assert len(history) >= 2, path
-        assert all("gpu_mem_mib" not in r and r["epoch"] >= 1 for r in history), path
+    keys = {path: [sorted(r) for r in history] for path, history in paths.items()}
+    fixed = set(keys["trainer-fixed"][0])
+    for path, per_epoch in keys.items():
+        assert len(per_epoch) >= 2, path
+        expected = fixed | ({"rate_l0", "train_prior"} if path == "trainer-awnn" else set())
+        assert all(set(k) == expected for k in per_epoch), (path, per_epoch[0], sorted(expected))
+        assert all("gpu_mem_mib" not in r and r["epoch"] >= 1 for r in paths[path]), path
