@@ -22,6 +22,14 @@ file with the same keys:
                            #   split; omit to use the grid's (the graph grids: 10)
     cpu: true              # use the grids' `cpu` values (smaller training sets, a
                            #   smaller Transformer: what a CPU can train); default false
+    train_seed: 0          # the seed every selection trial trains with; re-training
+                           #   run r takes train_seed + r (default 0: seeds 0 and 1..R)
+
+`train_seed` (also `awnn compare --train-seed S`) re-runs a comparison
+with other initialisations and batch orders on the same data: a
+learned width can part between two seeds (or two CPUs' float rounding),
+so one comparison's savings ratio is one draw (docs/results.md, "How far
+a seed moves the standard verdict").
 
 `quick` and `smoke` are CPU budgets: they train with each grid's `cpu`
 values (MNIST/CIFAR: 5,000 training images; Multi30k: a 2+2-layer
@@ -45,7 +53,10 @@ from .errors import BudgetError
 from .yamlfile import read_yaml_file
 from .grid import Grid
 
-__all__ = ["Budget", "BUDGETS", "resolve_budget"]
+__all__ = ["Budget", "BUDGETS", "TRAIN_SEED_MAX", "resolve_budget"]
+
+# the largest train_seed: half of awnn.config.MAX_SEED (2**32 - 1), leaving room for any R re-training seeds above it
+TRAIN_SEED_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,22 @@ class Budget:
     patience_scale: float = 1.0
     folds: int | None = None  # None: the grid's (search/grid.py `folds`)
     cpu: bool = False  # train with the grids' `cpu` values (search/grid.py)
+    train_seed: int = 0  # selection trials train with this seed, re-training run r with train_seed + r
+
+    def seed(self, offset: int) -> int:
+        """The training seed of a trial: `offset` 0 for a selection trial, r for re-training run r."""
+        return self.train_seed + offset
+
+    def with_train_seed(self, seed: int | None) -> "Budget":
+        """This budget with `--train-seed seed` (None: unchanged), checked so that
+        every re-training run's seed, seed + R, stays a valid seed (TRAIN_SEED_MAX)."""
+        import dataclasses
+
+        if seed is None:
+            return self
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= TRAIN_SEED_MAX:
+            raise BudgetError(f"--train-seed: expected an integer from 0 to {TRAIN_SEED_MAX}, found {seed!r}")
+        return dataclasses.replace(self, train_seed=seed)
 
     def epochs(self, grid: Grid) -> int:
         e = round(grid.epochs * self.epoch_scale)
@@ -84,10 +111,13 @@ class Budget:
         the --resume key).  The folds are not in it: the comparison records its
         protocol on its own (`protocol`, and `folds` in the --resume key when > 1),
         and so does `cpu` (the sweep runs' `cpu` param; in the key when a grid has
-        `cpu` values), so budgets keep their keys where neither applies."""
+        `cpu` values), so budgets keep their keys where neither applies.
+        `train_seed` is in it only when not 0, for the same reason."""
         out = asdict(self)
         out.pop("folds")
         out.pop("cpu")
+        if not out["train_seed"]:
+            out.pop("train_seed")
         return out
 
 
@@ -113,7 +143,9 @@ _KEYS = {
     "patience_scale": (float, "a number >= 0"),
     "folds": (int, "an integer >= 1"),
     "cpu": (bool, "true or false"),
+    "train_seed": (int, f"an integer from 0 to {TRAIN_SEED_MAX}"),
 }
+_LOWEST = {"train_seed": 0}  # the integer keys whose lowest value is not 1
 
 
 def resolve_budget(name_or_path: str) -> Budget:
@@ -140,9 +172,11 @@ def resolve_budget(name_or_path: str) -> Budget:
             continue
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
               and (typ is float or float(value).is_integer()))
-        if not ok or value < (0 if typ is float else 1):  # NaN and infinities are never ok
+        if not ok or value < (0 if typ is float else _LOWEST.get(key, 1)):  # NaN and infinities are never ok
             raise BudgetError(f"{path}: key {key!r}: expected {expected}, found {value!r}")
         values[key] = typ(value)
+    if values.get("train_seed", 0) > TRAIN_SEED_MAX:
+        raise BudgetError(f"{path}: key 'train_seed': expected {_KEYS['train_seed'][1]}, found {values['train_seed']!r}")
     if values.get("min_epochs", 1) > values.get("max_epochs", 1_000_000):
         raise BudgetError(f"{path}: key 'max_epochs': expected a value >= min_epochs={values['min_epochs']}, found {values['max_epochs']!r}")
     return Budget(name=path.stem, **values)

@@ -93,6 +93,7 @@ class Comparison:
         options: StrategyOptions | None = None,
         data_root: str | None = None,
         protocol: str | None = None,
+        train_seed: int | None = None,
     ):
         self.task = task
         # where the trials read their data: an absolute path, resolved here on the driver (never against a trial's folder)
@@ -103,7 +104,7 @@ class Comparison:
         self.kind = kind
         self.stream = stream or sys.stderr
         self.options = options or StrategyOptions()
-        self.budget = with_protocol(resolve_budget(budget), protocol, task)
+        self.budget = with_protocol(resolve_budget(budget), protocol, task).with_train_seed(train_seed)
         self.arms: list[Arm] = make_arms(task, self.strategies, self.options, self.budget, grid_dir)
         self.arm = {a.name: a for a in self.arms}
         self.grids = {a.name: a.grid for a in self.arms}

@@ -97,6 +97,9 @@ def _budget_text(a: A.Analysis) -> str:
             e = "n/a" if not epochs else str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
             arms.append(f"{arm} {e} epoch{'' if e == '1' else 's'} a trial" + (f", R = {r}" if r is not None else ""))
     folds = c.get("folds", 1)
+    seed = c.get("train_seed", 0)
+    seeds = (f" Training seeds: `--train-seed {seed}`, every selection trial trains with seed {seed} and re-training run r with "
+             f"{seed} + r, on the same data split (the default, 0, trains with seeds 0 and 1..R)." if seed else "")
     return (f"Budget `{c['budget']}`{how}" + (f", per outer fold ({folds} folds)" if folds > 1 else "") + ". "
-            + ("Per arm: " + "; ".join(arms) + "." if arms else ""))
+            + ("Per arm: " + "; ".join(arms) + "." if arms else "") + seeds)
 

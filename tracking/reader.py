@@ -179,6 +179,8 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         "task": tags.get(Tag.TASK) or params.get("task"),
         "budget": tags.get(Tag.BUDGET) or budget.get("name"),
         "budget_params": budget,
+        # the seed selection trials trained with (re-training run r: + r); 0 where the budget param has none (the default)
+        "train_seed": _seed(budget.get("train_seed")),
         # risk assessment: holdout, or cv<k> (k outer folds; stores written before the param: holdout)
         "protocol": params.get(C.Param.PROTOCOL) or "holdout",
         "folds": int(_num(params.get(C.Param.FOLDS), 1.0)),
@@ -227,6 +229,12 @@ def _num(v: Any, default: float = math.nan) -> float:
     except (TypeError, ValueError):
         return default
     return x
+
+
+def _seed(v: Any) -> int:
+    """A budget param's train_seed: a whole number >= 0, else 0 (absent: the default)."""
+    x = _num(v, 0.0)
+    return int(x) if math.isfinite(x) and x >= 0 and x.is_integer() else 0
 
 
 def _json(v: str | None) -> Any:

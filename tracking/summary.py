@@ -153,7 +153,7 @@ def summarize(a: Analysis, records: BudgetRecords | None = None) -> dict[str, An
     out = {
         "schema": "awnn-report/1",
         "comparison": c["id"], "experiment": c["experiment"], "task": c["task"], "budget": c["budget"],
-        "protocol": {"name": c.get("protocol", "holdout"), "folds": c.get("folds", 1)}, "state": c["state"],
+        "protocol": {"name": c.get("protocol", "holdout"), "folds": c.get("folds", 1), "train_seed": c.get("train_seed", 0)}, "state": c["state"],
         "baseline": a.settings["baseline"],
         "verdict": {},  # below: tracking/verdict.py, from the numbers of this summary
         "strategies": per,

@@ -41,6 +41,10 @@ def add_run_flags(p, task: bool = True) -> None:
                    help="risk assessment: holdout (one outer split) or cv10 (the graph tasks' 10 outer folds, Errica et al. 2020: "
                         "selection and R re-trainings per fold); default: the budget's (paper: the grid's, cv10 for the graph "
                         "tasks; quick, smoke: holdout)")
+    p.add_argument("--train-seed", type=int, default=None, metavar="S",
+                   help="the seed every selection trial trains with; re-training run r takes S + r (default: the budget's "
+                        "train_seed, 0). The data split stays the same: another S re-runs the comparison with other "
+                        "initialisations and batch orders, to see how far the verdict moves with them")
     p.add_argument("--resume", action="store_true", help="continue the newest unfinished run of the same command instead of starting anew")
     g = p.add_argument_group("search strategies (tpe, asha, random, awnn-asha, fixedplus)")
     g.add_argument("--seed", type=int, default=0, help="seed of the stochastic strategies' search (sampling, launch order); repeat k uses seed+k-1 (default 0)")
@@ -144,7 +148,7 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
     check_run_flags(args)  # bad input raises one of search.errors.user_errors(): one line, exit code 2
     comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
                             resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root,
-                            protocol=args.protocol)
+                            protocol=args.protocol, train_seed=args.train_seed)
     try:
         results = comparison.run()
     except KeyboardInterrupt:

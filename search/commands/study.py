@@ -213,7 +213,7 @@ def run(args) -> int:
         for task in tasks:
             comparison = Comparison(task, ["awnn"], args.budget, settings, tracking_uri=args.tracking_uri, resume=args.resume,
                                     grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root,
-                                    protocol=args.protocol)
+                                    protocol=args.protocol, train_seed=args.train_seed)
             result = comparison.run()[0]
             comparisons.append(comparison)
             failed |= result.selected is None

@@ -255,7 +255,7 @@ def run_compression(args, profiles: list[str], settings, root: Path) -> int:
             directory = write_grid(root, profile, variant, *schedule)
             comparison = Comparison(TASK, ["awnn"], args.budget, settings, tracking_uri=args.tracking_uri, resume=args.resume,
                                     grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root,
-                                    protocol=args.protocol)
+                                    protocol=args.protocol, train_seed=args.train_seed)
             results = comparison.run()
             comparisons.append(comparison)
             runs = read_runs(comparison.tracking_uri, comparison.id) if comparison.id else []
