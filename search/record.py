@@ -153,6 +153,12 @@ class StrategyResult:
     family: str = ""
     selected_by_fold: dict[int, dict[str, Any]] = field(default_factory=dict)  # cross-validated: each fold's selected trial
 
+    @property
+    def learns_widths(self) -> bool:
+        """Whether the arm trains the adaptive model (`model` awnn): its widths are learned, not searched."""
+        configs = self.grid.configs()
+        return bool(configs) and configs[0].get("model") == "awnn"
+
     def widths(self) -> str:
         if not self.selected:
             return "-"

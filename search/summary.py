@@ -247,7 +247,8 @@ def caveats(budget: str, results) -> list[str]:
     selections = [(r.strategy, (r.selected or {}).get("key"),
                    [{**o, "select_metric": (o.get("config") or {}).get("select_metric")} for o in (r.selection.outcomes if r.selection else [])])
                   for r in results]
-    return _caveats(budget, [r.summary.get("test_acc_mean") for r in results if r.summary], selections=selections)
+    learned = ([r.strategy for r in results if r.learns_widths], [r.strategy for r in results])
+    return _caveats(budget, [r.summary.get("test_acc_mean") for r in results if r.summary], selections=selections, learned=learned)
 
 
 def _failure_reasons(bad: list[tuple[str, dict]], most: int = 3) -> list[str]:

@@ -145,6 +145,6 @@ def analyze(data: ComparisonData, margin: float = 0.01, n_boot: int = 2000, n_or
         savings_notes=savings_notes(data, baseline), projection=pj, projection_info=pj_info, problems=problems(data),
         settings={"baseline": baseline, "target_margin": margin, "n_boot": n_boot, "n_orders": n_orders, "seed": seed},
         warnings=caveats(data.comparison.get("budget"), strategies["test_acc_mean"].tolist() if len(strategies) else [], runs=data.runs,
-                         selections=_selections(data, strategies)),
+                         selections=_selections(data, strategies), learned=(data.adaptive_arms(), data.strategies)),
         truncation=trunc, truncation_info=truncation_summary(trunc),
     )

@@ -13,17 +13,19 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-__all__ = ["SATURATED", "CPU_BUSY", "caveats", "cpu_time_caveat", "selection_ties"]
+__all__ = ["SATURATED", "CPU_BUSY", "caveats", "cpu_time_caveat", "one_draw_caveat", "selection_ties"]
 
 SATURATED = 0.995  # every arm's mean test accuracy at or above this: the task does not tell the arms apart
 CPU_BUSY = 0.5  # a CPU trial that used less than this share of its wall time x CPUs did not have its cores to itself
 
 
-def caveats(budget: str | None, test_acc_means: Iterable[float | None], runs=None, selections=()) -> list[str]:
+def caveats(budget: str | None, test_acc_means: Iterable[float | None], runs=None, selections=(), learned=None) -> list[str]:
     """The warnings for a comparison run at `budget` whose arms' mean test
     accuracies are `test_acc_means` (None or NaN for an arm without one),
     whose trial runs are `runs` (tracking/reader.py RUN_COLUMNS; None: not
-    checked) and whose selections are `selections` (see `selection_ties`)."""
+    checked), whose selections are `selections` (see `selection_ties`) and
+    whose arms are `learned`: (arms that learn their widths, all arms), or
+    None (not checked; see `one_draw_caveat`)."""
     out = []
     if budget == "smoke":
         out.append("the smoke budget trains 2 epochs a trial: these numbers check that the pipeline runs, they say nothing about the strategies "
@@ -35,8 +37,30 @@ def caveats(budget: str | None, test_acc_means: Iterable[float | None], runs=Non
     line = cpu_time_caveat(runs) if runs is not None else None
     if line:
         out.append(line)
+    if learned is not None and budget != "smoke":
+        line = one_draw_caveat(*learned)
+        if line:
+            out.append(line)
     out.extend(selection_ties(selections))
     return out
+
+
+def one_draw_caveat(learned_arms: Iterable[str], arms: Iterable[str]) -> str | None:
+    """The warning for a comparison in which arms that learn their widths
+    (`learned_arms`, e.g. awnn) are compared with others (`arms`: all of
+    them): how wide such an arm's trials grow moves with the training seed
+    and the CPU model's float rounding, and a few trials that grow wide carry
+    much of its cost, so its device-hours and savings are one draw, which the
+    bootstrap CIs (over its trials) do not cover.  None when no such arm is
+    compared with another."""
+    learned, arms = [a for a in learned_arms], list(arms)
+    if not learned or len(arms) < 2:
+        return None
+    names = ", ".join(learned)
+    return (f"{names} {'learns its' if len(learned) == 1 else 'learn their'} widths: how wide the trials grow, and so the device-hours "
+            "and savings, move with the training seed and with the CPU model's float rounding (a few trials that grow wide carry "
+            "much of the cost), so this comparison is one draw; its savings CIs resample its trials, not draws: "
+            "`--train-seed S` gives another draw (docs/results.md, 'How far a seed moves the standard verdict')")
 
 
 def _number(v) -> float:

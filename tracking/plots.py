@@ -172,7 +172,7 @@ def plot_widths(a: A.Analysis, path: Path) -> None:
     plt = _plt()
     runs = a.data.runs
     hist = a.data.histories
-    adaptive = [s for s in a.data.strategies if len(runs) and ((runs["strategy"] == s) & (runs["model"] == "awnn")).any()]
+    adaptive = a.data.adaptive_arms()
     fig, axes = plt.subplots(1, max(1, len(adaptive)), figsize=(6.4 if len(adaptive) <= 1 else 4.2 * len(adaptive), 3.4), squeeze=False)
     if not adaptive or not len(hist):
         _empty(axes[0, 0], "no AWNN runs with a width history in this comparison")

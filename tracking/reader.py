@@ -91,6 +91,13 @@ class ComparisonData:
         tag = self._sweep_tag(arm, "depends_on")
         return tag if tag and tag in self.strategies and tag != arm else None
 
+    def adaptive_arms(self) -> list[str]:
+        """The arms, in run order, with runs of the adaptive model (`model` awnn): the arms that learn their widths."""
+        runs = self.runs
+        if not len(runs) or "model" not in runs.columns:
+            return []
+        return [s for s in self.strategies if ((runs["strategy"] == s) & (runs["model"] == "awnn")).any()]
+
     def trials(self) -> pd.DataFrame:
         """`runs` folded into trials (see `trials_from_runs`), computed once per `runs` table."""
         cached = getattr(self, "_trials", None)

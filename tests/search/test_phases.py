@@ -290,14 +290,19 @@ def test_summary_warns_about_smoke_budgets_and_saturated_tasks():
 
     from search.summary import caveats
 
-    def arm(acc, name="fixed", selected=None, outcomes=()):
+    def arm(acc, name="fixed", selected=None, outcomes=(), learns=False):
         summary = {"test_acc_mean": acc} if acc is not None else {}
-        return SimpleNamespace(strategy=name, summary=summary, selected=selected, selection=SimpleNamespace(outcomes=list(outcomes)))
+        return SimpleNamespace(strategy=name, summary=summary, selected=selected, selection=SimpleNamespace(outcomes=list(outcomes)),
+                               learns_widths=learns)
 
-    lines = caveats("smoke", [arm(1.0), arm(0.999, "awnn")])
+    lines = caveats("smoke", [arm(1.0), arm(0.999, "awnn", learns=True)])  # (a smoke budget says nothing of a draw's cost)
     assert len(lines) == 2 and "smoke budget" in lines[0] and "saturated" in lines[1]
-    assert caveats("quick", [arm(1.0), arm(0.9, "awnn")]) == []
+    assert caveats("quick", [arm(1.0), arm(0.9, "tpe")]) == []
     assert caveats("quick", [arm(None)]) == []
+    # an arm that learns its widths, compared with another: its cost is one draw (tracking/caveats.py one_draw_caveat)
+    (line,) = caveats("quick", [arm(1.0), arm(0.9, "awnn", learns=True)])
+    assert line.startswith("awnn learns its widths: ") and "--train-seed S" in line
+    assert caveats("quick", [arm(0.9, "awnn", learns=True)]) == []  # alone: nothing to compare its cost with
     # a selection won on a tie of inner validation accuracy (tracking/caveats.py selection_ties), from the phases' outcomes
     tie = [{"key": "sel-0001", "status": "ok", "best_val_acc": 1.0, "best_val_loss": 0.1, "config": {}},
            {"key": "sel-0002", "status": "ok", "best_val_acc": 1.0, "best_val_loss": 0.2, "config": {}}]

@@ -47,3 +47,46 @@ def test_a_missing_loss_still_names_the_runner_up_and_caveats_carries_the_lines(
     assert "(the next: sel-0002)" in line
     lines = caveats("standard", [0.9, 0.8], selections=[("awnn", "sel-0001", [o("sel-0001", 1.0, 0.1), o("sel-0002", 1.0, 0.2)])])
     assert len(lines) == 1 and lines[0].startswith("awnn: its selected config sel-0001 won a tie")
+
+
+def test_an_arm_that_learns_its_widths_is_one_draw_in_a_comparison_with_others():
+    from tracking.caveats import one_draw_caveat
+
+    assert one_draw_caveat([], ["fixed", "tpe"]) is None
+    assert one_draw_caveat(["awnn"], ["awnn"]) is None  # nothing to compare its cost with
+    line = one_draw_caveat(["awnn"], ["fixed", "awnn"])
+    assert line.startswith("awnn learns its widths: ") and "one draw" in line and "`--train-seed S` gives another draw" in line
+    assert one_draw_caveat(["awnn", "awnn-asha"], ["fixed", "awnn", "awnn-asha"]).startswith("awnn, awnn-asha learn their widths: ")
+    assert line in caveats("standard", [0.9, 0.8], learned=(["awnn"], ["fixed", "awnn"]))
+    assert not any("one draw" in x for x in caveats("smoke", [0.9, 0.8], learned=(["awnn"], ["fixed", "awnn"])))
+    assert caveats("standard", [0.9, 0.8]) == []  # not checked without the arms
+
+
+def test_the_report_of_a_stored_comparison_warns_that_its_adaptive_arm_is_one_draw(tmp_path):
+    """The golden smoke comparison's store (fixed and awnn), read as if its budget were quick: the analysis finds
+    the arm that learns its widths from the runs' model and warns; at its own smoke budget it does not."""
+    import gzip
+    import shutil
+    import subprocess
+    import sys
+
+    from golden_report import GOLDEN
+    from tracking.analysis import analyze
+    from tracking.reader import load_comparison
+
+    db = tmp_path / "golden.db"
+    with gzip.open(GOLDEN / "smoke-comparison.db.gz", "rb") as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    uri = f"sqlite:///{db}"
+    try:
+        data = load_comparison(uri)
+    except Exception as e:  # an MLflow newer than the store's schema: upgrade it as a user would
+        if "out-of-date" not in str(e) and "upgrade" not in str(e):
+            raise
+        subprocess.run([sys.executable, "-m", "mlflow", "db", "upgrade", uri], check=True, capture_output=True)
+        data = load_comparison(uri)
+    assert data.adaptive_arms() == ["awnn"] and data.strategies == ["fixed", "awnn"]
+    assert not any("one draw" in w for w in analyze(data, n_boot=50, n_orders=20).warnings)
+    data.comparison["budget"] = "quick"
+    (line,) = [w for w in analyze(data, n_boot=50, n_orders=20).warnings if "one draw" in w]
+    assert line.startswith("awnn learns its widths: ")
