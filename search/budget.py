@@ -22,14 +22,16 @@ file with the same keys:
                            #   split; omit to use the grid's (the graph grids: 10)
     cpu: true              # use the grids' `cpu` values (smaller training sets, a
                            #   smaller Transformer: what a CPU can train); default false
-    train_seed: 0          # the seed every selection trial trains with; re-training
-                           #   run r takes train_seed + r (default 0: seeds 0 and 1..R)
+    train_seed: 0          # the draw of the trials' training: selection trials train
+                           #   with seed 1000 x train_seed, re-training run r with
+                           #   1000 x train_seed + r (default 0: seeds 0 and 1..R)
 
 `train_seed` (also `awnn compare --train-seed S`) re-runs a comparison
 with other initialisations and batch orders on the same data: a
 learned width can part between two seeds (or two CPUs' float rounding),
 so one comparison's savings ratio is one draw (docs/results.md, "How far
-a seed moves the standard verdict").
+a seed moves the standard verdict").  Draws S apart by 1000 seeds share
+none (R <= 999), so draws 1, 2, 3 are independent repeats of draw 0.
 
 `quick` and `smoke` are CPU budgets: they train with each grid's `cpu`
 values (MNIST/CIFAR: 5,000 training images; Multi30k: a 2+2-layer
@@ -53,10 +55,12 @@ from .errors import BudgetError
 from .yamlfile import read_yaml_file
 from .grid import Grid
 
-__all__ = ["Budget", "BUDGETS", "TRAIN_SEED_MAX", "resolve_budget"]
+__all__ = ["Budget", "BUDGETS", "SEED_STRIDE", "TRAIN_SEED_MAX", "resolve_budget"]
 
-# the largest train_seed: half of awnn.config.MAX_SEED (2**32 - 1), leaving room for any R re-training seeds above it
-TRAIN_SEED_MAX = 2**31 - 1
+# draw S trains with seeds SEED_STRIDE x S + (0, 1..R): no two draws share a seed while R < SEED_STRIDE
+SEED_STRIDE = 1000
+# the largest train_seed: its last re-training seed, SEED_STRIDE x S + SEED_STRIDE - 1, is at most awnn.config.MAX_SEED (2**32 - 1)
+TRAIN_SEED_MAX = (2**32 - 1 - (SEED_STRIDE - 1)) // SEED_STRIDE
 
 
 @dataclass(frozen=True)
@@ -69,15 +73,25 @@ class Budget:
     patience_scale: float = 1.0
     folds: int | None = None  # None: the grid's (search/grid.py `folds`)
     cpu: bool = False  # train with the grids' `cpu` values (search/grid.py)
-    train_seed: int = 0  # selection trials train with this seed, re-training run r with train_seed + r
+    train_seed: int = 0  # the draw: selection trials train with seed SEED_STRIDE x train_seed, re-training run r with that + r
 
     def seed(self, offset: int) -> int:
-        """The training seed of a trial: `offset` 0 for a selection trial, r for re-training run r."""
-        return self.train_seed + offset
+        """The training seed of a trial: `offset` 0 for a selection trial, r for
+        re-training run r (at most SEED_STRIDE - 1 under a train_seed, so that
+        two draws never share a seed)."""
+        if self.train_seed and not 0 <= offset < SEED_STRIDE:
+            raise BudgetError(f"budget {self.name}: with train_seed {self.train_seed}, at most {SEED_STRIDE - 1} re-training runs "
+                              f"(their seeds must stay within the draw's {SEED_STRIDE}), found run {offset}")
+        return SEED_STRIDE * self.train_seed + offset
+
+    def check_seeds(self, grid: Grid) -> None:
+        """Refuse, before anything runs, a draw whose re-training runs of `grid` would leave its seeds."""
+        if self.train_seed:
+            self.seed(self.runs(grid))
 
     def with_train_seed(self, seed: int | None) -> "Budget":
         """This budget with `--train-seed seed` (None: unchanged), checked so that
-        every re-training run's seed, seed + R, stays a valid seed (TRAIN_SEED_MAX)."""
+        every seed of the draw stays a valid seed (TRAIN_SEED_MAX)."""
         import dataclasses
 
         if seed is None:

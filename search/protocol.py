@@ -1,8 +1,8 @@
 """The paper's protocol: model selection on the inner split, then risk
 assessment by R re-training runs of the selected config on the outer split.
 
-* Selection: every grid config is trained once (seed 0, or the budget's
-  `train_seed`: `--train-seed`) on the inner train
+* Selection: every grid config is trained once (seed 0; 1000 x the budget's
+  `train_seed` with `--train-seed`) on the inner train
   part (90% of outer train+validation) and scored on the inner validation
   part (10%).
 * The selected config has the highest inner validation accuracy.  Ties are
@@ -12,7 +12,7 @@ assessment by R re-training runs of the selected config on the outer split.
   validation loss first.  Trials that diverged or
   failed are never selected; their cost still counts.
 * Assessment: the selected config is re-trained R times (seeds 1..R, offset
-  by the same `train_seed`) on the
+  by the same 1000 x `train_seed`) on the
   outer train part, the epoch is chosen by outer validation accuracy, and
   the test accuracy at that epoch is reported as mean and sample standard
   deviation (ddof=1) over the R runs that finished.
@@ -79,7 +79,8 @@ class TrialSpec:
 
 def _protocol_values(grid: Grid, budget: Budget, split: str, seed: int, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Split, epochs, patience and seeds of a trial (its training seed: the
-    budget's train_seed + `seed`, 0 for selection, r for re-training run r;
+    budget's `seed(seed)`, `seed` 0 for selection, r for re-training run r,
+    offset by 1000 x the budget's train_seed;
     its data seed 0: every trial sees the same split); the epochs (and patience)
     are the budget's scaling of the config's own paper epochs, which differ
     by hidden_layers where the grid says so (`epochs_by_hidden_layers`)."""

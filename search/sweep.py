@@ -108,6 +108,8 @@ class Comparison:
         self.arms: list[Arm] = make_arms(task, self.strategies, self.options, self.budget, grid_dir)
         self.arm = {a.name: a for a in self.arms}
         self.grids = {a.name: a.grid for a in self.arms}
+        for g in self.grids.values():  # a --train-seed draw's seeds fit R re-training runs (search/budget.py SEED_STRIDE)
+            self.budget.check_seeds(g)
         self.folds = max(self.budget.folds_for(g) for g in self.grids.values())  # outer folds (1: hold-out)
         self.protocol = protocol_name(self.folds)
         self.folds_digest: str | None = None  # cross-validated: which graph falls in which fold (set by _check_data)

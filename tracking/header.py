@@ -77,6 +77,20 @@ def setup_section(a: A.Analysis) -> list[tuple]:
     return doc
 
 
+def _seeds_text(d: A.ComparisonData, draw: int) -> str:
+    """The draw of the trials' training (`--train-seed`) and the seeds its runs record, when not the default draw 0."""
+    if not draw:
+        return ""
+    seen: dict[str, set] = {}
+    for phase, cfg in zip(d.runs["phase"], d.runs["config"]) if len(d.runs) and "config" in d.runs.columns else []:
+        if isinstance(cfg, dict) and _finite(cfg.get("seed")):
+            seen.setdefault(phase, set()).add(int(cfg["seed"]))
+    parts = [f"{phase} {'seed' if len(v) == 1 else 'seeds'} {', '.join(map(str, sorted(v))) if len(v) <= 4 else f'{min(v)}..{max(v)}'}"
+             for phase, v in sorted(seen.items(), key=lambda kv: kv[0] != "selection")]
+    return (f" Training draw `--train-seed {draw}`" + (" (" + "; ".join(parts) + ")" if parts else "")
+            + ": other initialisations and batch orders on the same data split than the default draw 0 (seeds 0 and 1..R).")
+
+
 def _budget_text(a: A.Analysis) -> str:
     """The budget spelled out: how epochs and R were set, and what each arm trained."""
     d, c = a.data, a.data.comparison
@@ -97,9 +111,7 @@ def _budget_text(a: A.Analysis) -> str:
             e = "n/a" if not epochs else str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
             arms.append(f"{arm} {e} epoch{'' if e == '1' else 's'} a trial" + (f", R = {r}" if r is not None else ""))
     folds = c.get("folds", 1)
-    seed = c.get("train_seed", 0)
-    seeds = (f" Training seeds: `--train-seed {seed}`, every selection trial trains with seed {seed} and re-training run r with "
-             f"{seed} + r, on the same data split (the default, 0, trains with seeds 0 and 1..R)." if seed else "")
+    seeds = _seeds_text(d, c.get("train_seed", 0))
     return (f"Budget `{c['budget']}`{how}" + (f", per outer fold ({folds} folds)" if folds > 1 else "") + ". "
             + ("Per arm: " + "; ".join(arms) + "." if arms else "") + seeds)
 

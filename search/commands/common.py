@@ -42,9 +42,10 @@ def add_run_flags(p, task: bool = True) -> None:
                         "selection and R re-trainings per fold); default: the budget's (paper: the grid's, cv10 for the graph "
                         "tasks; quick, smoke: holdout)")
     p.add_argument("--train-seed", type=int, default=None, metavar="S",
-                   help="the seed every selection trial trains with; re-training run r takes S + r (default: the budget's "
-                        "train_seed, 0). The data split stays the same: another S re-runs the comparison with other "
-                        "initialisations and batch orders, to see how far the verdict moves with them")
+                   help="the draw of the trials' training: selection trials train with seed 1000 S, re-training run r with "
+                        "1000 S + r, so no two draws share a seed (default: the budget's train_seed, 0: seeds 0 and 1..R). The data "
+                        "split stays the same: another S re-runs the comparison with other initialisations and batch orders, to see "
+                        "how far the verdict moves with them")
     p.add_argument("--resume", action="store_true", help="continue the newest unfinished run of the same command instead of starting anew")
     g = p.add_argument_group("search strategies (tpe, asha, random, awnn-asha, fixedplus)")
     g.add_argument("--seed", type=int, default=0, help="seed of the stochastic strategies' search (sampling, launch order); repeat k uses seed+k-1 (default 0)")

@@ -1,6 +1,6 @@
 """`awnn compare --train-seed S` on a real local Ray with a real MLflow: every
 trial of every phase and strategy (a grid, and TPE, whose configs are made at
-suggest time) trains with its seed, the trainer really used it, and the
+suggest time) trains with its draw's seed (1000 S, re-training run r 1000 S + r), the trainer really used it, and the
 comparison run, summary.json and the report say which."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def seeded(tmp_path_factory):
     return {"dir": work, "stdout": p.stdout, "runs": c.search_runs([exp.experiment_id], max_results=1000)}
 
 
-def test_every_trial_trains_with_the_seed_and_each_retraining_with_seed_plus_r(seeded):
+def test_every_trial_trains_with_the_draws_seed_and_each_retraining_with_that_plus_r(seeded):
     trials = [r for r in seeded["runs"] if r.data.tags.get("awnn.kind") == "trial"]
     phases = {}
     for t in trials:
@@ -36,9 +36,9 @@ def test_every_trial_trains_with_the_seed_and_each_retraining_with_seed_plus_r(s
     for (strategy, phase), rows in phases.items():
         assert {d for _, _, d in rows} == {0}, (strategy, phase)  # the same data split
         if phase == "selection":
-            assert {s for _, s, _ in rows} == {SEED}, (strategy, rows)
+            assert {s for _, s, _ in rows} == {1000 * SEED}, (strategy, rows)
         else:
-            assert sorted((k, s) for k, s, _ in rows) == [("ass-01", SEED + 1), ("ass-02", SEED + 2)], (strategy, rows)
+            assert sorted((k, s) for k, s, _ in rows) == [("ass-01", 1000 * SEED + 1), ("ass-02", 1000 * SEED + 2)], (strategy, rows)
 
 
 def test_the_seed_reached_the_trainer(seeded, smoke_comparison):
@@ -66,7 +66,8 @@ def test_the_comparison_run_the_summary_and_the_report_name_the_seed(seeded):
     (folder,) = (seeded["dir"] / "awnn-results" / "reports").iterdir()
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["protocol"]["train_seed"] == SEED
-    assert f"`--train-seed {SEED}`" in (folder / "report.md").read_text()
+    assert f"Training draw `--train-seed {SEED}` (selection seed {1000 * SEED}; assessment seeds {1000 * SEED + 1}, {1000 * SEED + 2})" \
+        in (folder / "report.md").read_text()
 
 
 def test_a_default_comparison_says_seed_0_and_no_seed_line(smoke_comparison):
