@@ -4,16 +4,14 @@ and moves no savings; a draw whose trials differ is counted as parted; the
 savings are the baseline's device-hours over the arm's."""
 from __future__ import annotations
 
-import gzip
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from golden_report import GOLDEN
+from golden_report import golden_store
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -22,18 +20,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("spread")
-    a = tmp / "a.db"
-    with gzip.open(GOLDEN / "smoke-comparison.db.gz", "rb") as src, open(a, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    uri = f"sqlite:///{a}"
-    try:
-        import seed_spread
-
-        seed_spread.draw(uri)
-    except Exception as e:  # an MLflow newer than the store's schema: upgrade it as a user would
-        if "out-of-date" not in str(e) and "upgrade" not in str(e):
-            raise
-        subprocess.run([sys.executable, "-m", "mlflow", "db", "upgrade", uri], check=True, capture_output=True)
+    uri = golden_store(tmp)
+    a = tmp / "golden.db"
     b = tmp / "b.db"
     shutil.copy(a, b)
     # draw b: one AWNN selection trial learned another width and ran 2x the device-hours

@@ -65,26 +65,11 @@ def test_an_arm_that_learns_its_widths_is_one_draw_in_a_comparison_with_others()
 def test_the_report_of_a_stored_comparison_warns_that_its_adaptive_arm_is_one_draw(tmp_path):
     """The golden smoke comparison's store (fixed and awnn), read as if its budget were quick: the analysis finds
     the arm that learns its widths from the runs' model and warns; at its own smoke budget it does not."""
-    import gzip
-    import shutil
-    import subprocess
-    import sys
-
-    from golden_report import GOLDEN
+    from golden_report import golden_store
     from tracking.analysis import analyze
     from tracking.reader import load_comparison
 
-    db = tmp_path / "golden.db"
-    with gzip.open(GOLDEN / "smoke-comparison.db.gz", "rb") as src, open(db, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    uri = f"sqlite:///{db}"
-    try:
-        data = load_comparison(uri)
-    except Exception as e:  # an MLflow newer than the store's schema: upgrade it as a user would
-        if "out-of-date" not in str(e) and "upgrade" not in str(e):
-            raise
-        subprocess.run([sys.executable, "-m", "mlflow", "db", "upgrade", uri], check=True, capture_output=True)
-        data = load_comparison(uri)
+    data = load_comparison(golden_store(tmp_path))
     assert data.adaptive_arms() == ["awnn"] and data.strategies == ["fixed", "awnn"]
     assert not any("one draw" in w for w in analyze(data, n_boot=50, n_orders=20).warnings)
     data.comparison["budget"] = "quick"
