@@ -88,7 +88,7 @@ def _seeds_text(d: A.ComparisonData, draw: int) -> str:
     parts = [f"{phase} {'seed' if len(v) == 1 else 'seeds'} {', '.join(map(str, sorted(v))) if len(v) <= 4 else f'{min(v)}..{max(v)}'}"
              for phase, v in sorted(seen.items(), key=lambda kv: kv[0] != "selection")]
     return (f" Training draw `--train-seed {draw}`" + (" (" + "; ".join(parts) + ")" if parts else "")
-            + ": other initialisations and batch orders on the same data split than the default draw 0 (seeds 0 and 1..R).")
+            + ": initialisations and batch orders other than those of the default draw 0 (seeds 0 and 1..R), on the same data split.")
 
 
 def _budget_text(a: A.Analysis) -> str:
