@@ -153,7 +153,7 @@ def test_cv10_comparison_on_tu_files_selects_and_retrains_per_fold_and_resumes_o
     report = next((tmp_path / "awnn-results" / "reports").glob("*/report.md")).read_text()
     assert "protocol `cv10` (10 stratified outer folds" in report
     summary = json.loads(next((tmp_path / "awnn-results" / "reports").glob("*/summary.json")).read_text())
-    assert summary["protocol"] == {"name": "cv10", "folds": 10}
+    assert summary["protocol"] == {"name": "cv10", "folds": 10, "train_seed": 0}
     assert summary["test_acc_mean"]["awnn"] == pytest.approx(statistics.fmean(fold_means))
 
     # a driver that died: the comparison is unfinished; the data then changes under it
