@@ -426,21 +426,28 @@ def wait_for_count(page: Chromium, n: int, timeout: float = 30, first: float = 1
     """Wait for the table's count line to read `n` runs; what it reads after is the caller's to check.
 
     Where it does not come within `first` s, the page is loaded again from its address (which carries the filter and
-    the sort), as a reader would press reload, and waited for once more (`timeout` s at most): a loaded CI run kept the
-    unfiltered count (45) under the filtered rows for a whole 30 s wait, which the reload then ended; a count that
-    has not come in 10 s is waited for after a reload, not for 30 s more."""
+    the sort), as a reader would press reload, and waited for again, `first` s a reload, until `timeout` s more have
+    passed: a loaded CI run kept the unfiltered count (45) under the filtered rows for a whole 30 s wait, which a
+    reload then ended; a count that has not come in 10 s is waited for after a reload, not for 30 s more."""
+    import time
+
     expected = f"{_MATCHING} === {json.dumps(matching_text(n))}"
     try:
         page.wait_for(expected, f"the count {matching_text(n)!r}", timeout=min(first, timeout))
         return
     except BrowserError:
         pass
-    page.goto(page.evaluate("location.href"))
-    try:
-        page.wait_for("!!document.querySelector('.ag-root .ag-row[row-id]') && " + expected,
-                      f"the count {matching_text(n)!r} after a reload", timeout=timeout)
-    except BrowserError:
-        pass
+    # reloads until `timeout` s have passed since the first: a loaded fresh-clone run (2026-12-04) kept the unfiltered
+    # count for a whole 30 s after one reload, the rows already filtered; each reload draws the line anew
+    end = time.monotonic() + timeout
+    while (left := end - time.monotonic()) > 1:
+        page.goto(page.evaluate("location.href"))
+        try:
+            page.wait_for("!!document.querySelector('.ag-root .ag-row[row-id]') && " + expected,
+                          f"the count {matching_text(n)!r} after a reload", timeout=min(first, left))
+            return
+        except BrowserError:
+            pass
 
 
 def sort_runs(page: Chromium, metric: str, descending: bool = True) -> None:

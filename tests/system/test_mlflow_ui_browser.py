@@ -183,3 +183,27 @@ def test_a_poll_that_throws_while_the_page_loads_counts_as_not_yet():
             page.wait_for("(() => { throw new Error('always'); })()", "a value", timeout=1)
         # a missing body reads as no count, not an error
         assert page.evaluate("(document.body?.innerText.match(/\\d+ matching runs?/)?.[0] || '')") == ""
+
+
+def test_a_count_that_never_comes_is_waited_for_over_reloads_then_left_to_the_caller(tmp_path):
+    """wait_for_count reloads the page while the count line is wrong (a loaded run kept the unfiltered count past
+    one reload), `first` s a reload, and returns after `timeout` s without raising: the caller checks the line."""
+    import time
+
+    chromium = shot.find_chromium()
+    if chromium is None:
+        pytest.skip("needs Debian's chromium package (apt-get install chromium); tests/system_deps.sh installs it")
+    page_file = tmp_path / "count.html"
+    # a table row and a count that stays wrong; every load appends to a log kept in localStorage
+    page_file.write_text("<div class='ag-root'><div class='ag-row' row-id='r1'>row</div></div><span>45 matching runs</span>"
+                         "<script>localStorage.loads = (+localStorage.loads || 0) + 1</script>")
+    with shot.Chromium(chromium, width=400, height=300) as page:
+        page.goto(page_file.as_uri())
+        page.wait_for("+localStorage.loads >= 1", "the first load", timeout=10)
+        page.evaluate("localStorage.loads = 1")
+        t0 = time.monotonic()
+        shot.wait_for_count(page, 1, timeout=4, first=1)
+        took = time.monotonic() - t0
+        loads = page.wait_for("+localStorage.loads", "the loads", timeout=5)
+    assert 4 <= took <= 15, took
+    assert loads >= 3, f"{loads - 1} reloads in {took:.1f} s"  # (one reload a `first` s, not one in all)
