@@ -97,6 +97,14 @@ class BrowserError(RuntimeError):
     """Chromium failed, or the page never showed what was waited for."""
 
 
+_COUNT_FETCHES = """(() => { if (window.__awnnPending !== undefined) return; window.__awnnPending = 0;
+  const fetch = window.fetch;
+  window.fetch = async (...args) => { window.__awnnPending++;
+    try { return await fetch(...args); } finally { window.__awnnPending--; } }; })()"""
+# no fetch() unanswered (true on a page whose fetches are not counted)
+IDLE = "!(window.__awnnPending > 0)"
+
+
 class Chromium:
     """Headless Chromium with one page, driven over DevTools on a pipe.
 
@@ -181,6 +189,19 @@ class Chromium:
     # -- page
     def goto(self, url: str) -> None:
         self.call("Page.navigate", url=url)
+
+    def watch_fetches(self) -> None:
+        """From the next page on, count the page's fetch() calls still unanswered in `window.__awnnPending` (read by
+        IDLE): a page's own state cannot tell a search answer on its way.  Once per browser."""
+        if not getattr(self, "_watching", False):
+            self.call("Page.enable")
+            self.call("Page.addScriptToEvaluateOnNewDocument", source=_COUNT_FETCHES)
+            self._watching = True
+
+    def reload(self) -> None:
+        """Load the page again from its server (navigating to its own address, which differs from the page's only in
+        what follows '#', would not: the page would stay, the same document)."""
+        self.call("Page.reload", ignoreCache=True)
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression (awaited if a promise), as JSON."""
@@ -366,6 +387,7 @@ def open_runs_table(page: Chromium, base_url: str, experiment_id: str, query: di
     """The experiment's runs table, on the "Model training" side of the UI
     (MLflow 3 opens an experiment on its GenAI side)."""
     query = {"workflowType": "machine_learning", **(query or {})}
+    page.watch_fetches()
     page.goto(f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?{urllib.parse.urlencode(query)}")
 
 
@@ -386,31 +408,33 @@ def filter_runs(page: Chromium, search_filter: str, matching_runs: int | None = 
 
     `matching_runs`: the number of runs the filter matches in the store, when the
     caller knows it: the wait for the count line then waits for that number
-    (30 s at most; what the line shows after is the caller's to check).  A
-    loaded CI run showed the unfiltered count (45) under the filtered rows
-    when the unfiltered one had not been drawn within 10 s, so a change of
-    the line could not be waited for."""
+    (30 s at most; what the line shows after is the caller's to check).
+
+    The filter is typed once the table has loaded, as a reader would: the UI
+    (MLflow 3.x) takes the count line from whichever search answer comes
+    last, so an unfiltered first load still on its way when the filtered
+    one is sent puts the unfiltered count (45) under the filtered rows when
+    it lands, and for good.  Two loaded CI runs read that; delaying the
+    first load's answer by 6 s in the page reproduces it every time."""
     matching = _MATCHING
     page.click(_SEARCH_BOX, "the runs search box")  # waits for the page (document.body is null while it navigates)
-    # the unfiltered count first, so that the filtered one can be told from it (a CI run read the page while it
-    # navigated); an experiment whose table shows no count: 10 s, then ''
+    # the unfiltered table loaded first: its count drawn, no loading overlay (so no search answer on its way), and the
+    # count kept so that the filtered one can be told from it; an experiment whose table shows no count: 60 s, then ''
     before = ""
-    if matching_runs is None:
-        try:
-            before = page.wait_for(matching, "the unfiltered count", timeout=10)
-        except BrowserError:
-            pass
+    try:
+        before = page.wait_for(_still(f"{IDLE} && !{_LOADING} && {matching}"), "the runs table loaded", timeout=60)
+    except BrowserError:
+        pass
     page.evaluate(f"{_SEARCH_BOX}.select()")
     page.type_text(search_filter)
     page.press("Enter")
     # the filter is applied once the URL carries it and the grid is drawn
     page.wait_for(f"{_URL_PARAM}('searchFilter') === {json.dumps(search_filter)}"
                   " && !!document.querySelector('.ag-root .ag-row[row-id]')", f"a runs table filtered with {search_filter!r}")
-    # ... and its "N matching runs" line, which can lag the rows by seconds on a loaded machine (a CI run read the
-    # unfiltered count under the filtered rows), has changed; a filter that matches as many runs as before: 10 s
+    # ... and its "N matching runs" line has changed; a filter that matches as many runs as before: 10 s
     if matching_runs is None:
         try:
-            page.wait_for(f"{matching} !== {json.dumps(before)}", "the filtered count", timeout=10)
+            page.wait_for(f"!{_LOADING} && {matching} !== {json.dumps(before)}", "the filtered count", timeout=10)
         except BrowserError:
             pass
     else:
@@ -422,13 +446,24 @@ def filter_runs(page: Chromium, search_filter: str, matching_runs: int | None = 
 _MATCHING = "(document.body?.innerText.match(/\\d+ matching runs?/)?.[0] || '')"
 
 
+def _still(expression: str, ms: int = 500) -> str:
+    """A JS expression: `expression`'s value when it is truthy and the same `ms` later (what is polled in between
+    two requests of a page's load holds for a moment only)."""
+    return (f"(async () => {{ const a = {expression}; if (!a) return a; await new Promise(r => setTimeout(r, {ms})); "
+            f"const b = {expression}; return a === b ? b : null; }})()")
+
+
+# the grid's loading overlay is drawn (a search answer is on its way)
+_LOADING = "[...document.querySelectorAll('.ag-overlay-loading-wrapper')].some(e => e.getBoundingClientRect().height > 0)"
+
+
 def wait_for_count(page: Chromium, n: int, timeout: float = 30, first: float = 10) -> None:
     """Wait for the table's count line to read `n` runs; what it reads after is the caller's to check.
 
-    Where it does not come within `first` s, the page is loaded again from its address (which carries the filter and
-    the sort), as a reader would press reload, and waited for again, `first` s a reload, until `timeout` s more have
-    passed: a loaded CI run kept the unfiltered count (45) under the filtered rows for a whole 30 s wait, which a
-    reload then ended; a count that has not come in 10 s is waited for after a reload, not for 30 s more."""
+    Where it does not come within `first` s, the page is reloaded (its address carries the filter and the sort, so
+    its first search is the filtered one), as a reader would press reload, and waited for again, `first` s a reload,
+    until `timeout` s more have passed.  (Until 2026-12-04 the "reload" navigated to the page's own address, which
+    only moves within the page: the count line a stale answer had set stayed, reloads or not.)"""
     import time
 
     expected = f"{_MATCHING} === {json.dumps(matching_text(n))}"
@@ -437,11 +472,9 @@ def wait_for_count(page: Chromium, n: int, timeout: float = 30, first: float = 1
         return
     except BrowserError:
         pass
-    # reloads until `timeout` s have passed since the first: a loaded fresh-clone run (2026-12-04) kept the unfiltered
-    # count for a whole 30 s after one reload, the rows already filtered; each reload draws the line anew
     end = time.monotonic() + timeout
     while (left := end - time.monotonic()) > 1:
-        page.goto(page.evaluate("location.href"))
+        page.reload()
         try:
             page.wait_for("!!document.querySelector('.ag-root .ag-row[row-id]') && " + expected,
                           f"the count {matching_text(n)!r} after a reload", timeout=min(first, left))
@@ -508,8 +541,7 @@ def _wait_settled(page: Chromium) -> None:
     snapshot = ("[[...document.querySelectorAll('.ag-root .ag-row[row-id]')].map(r => r.getAttribute('row-id') + ':' + "
                 "r.getAttribute('row-index')).join(), document.body?.innerText.match(/\\d+ matching runs?/)?.[0]].join('|')")
     page.wait_for(f"""(async () => {{ const before = {snapshot}; await new Promise(r => setTimeout(r, 500));
-        const loading = [...document.querySelectorAll('.ag-overlay-loading-wrapper')].some(e => e.getBoundingClientRect().height > 0);
-        return !loading && before === {snapshot} && before.split('|')[1] !== ''; }})()""",
+        return {IDLE} && !{_LOADING} && before === {snapshot} && before.split('|')[1] !== ''; }})()""",
                   "the runs table settled")
 
 
