@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-import stores
 from machine import ENV as SLOWDOWN_ENV
 from machine import limit, slowdown
 
@@ -29,15 +28,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def run_awnn(args: list[str], cwd: Path, timeout: float = 600, env: dict | None = None, check: bool = False,
-             store_template: bool = False) -> subprocess.CompletedProcess:
+def run_awnn(args: list[str], cwd: Path, timeout: float = 600, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
     """Run the `awnn` CLI in a subprocess (a fresh Ray and MLflow client each time).  `timeout`: seconds on the
-    machine the suite's limits were set on, scaled to this one (tests/machine.py).  `store_template`: a SQLite
-    store the command will use that does not exist yet is copied from the session's new store first
-    (tests/stores.py), for a command that runs trials and is not about making its store; without it (a command
-    that must stop before it makes one, say) the command makes its own, as a user's would."""
-    if store_template:
-        stores.seed_for(args, cwd, env)
+    machine the suite's limits were set on, scaled to this one (tests/machine.py)."""
     e = os.environ.copy()
     e.pop("RAY_ADDRESS", None)
     e.pop("MLFLOW_TRACKING_URI", None)
@@ -107,30 +100,12 @@ def shared_session_result(tmp_path_factory, name: str, build) -> dict:
     return {**result, "dir": Path(result["dir"])}
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _mlflow_store_template(tmp_path_factory):
-    """The session's new MLflow store, made once (also across xdist's workers) and copied by run_awnn and
-    fault_helpers.Driver where a command's store is new (tests/stores.py)."""
-    if os.environ.get(stores.SWITCH, "1") == "0":
-        yield None
-        return
-    made = shared_session_result(tmp_path_factory, "mlflow-store-template", stores.build_template)
-    before = os.environ.get(stores.TEMPLATE_ENV)
-    os.environ[stores.TEMPLATE_ENV] = made["db"]
-    yield Path(made["db"])
-    if before is None:
-        os.environ.pop(stores.TEMPLATE_ENV, None)
-    else:
-        os.environ[stores.TEMPLATE_ENV] = before
-
-
 @pytest.fixture(scope="session")
 def smoke_comparison(tmp_path_factory):
     """One real `awnn compare --task doublemoon --budget smoke` for the whole session.
 
     Returns a dict with the working dir, the tracking URI and the CLI's output."""
     def build(work: Path) -> dict:
-        # its new store made the product's way (no store_template), in every suite run
         p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2"], cwd=work, check=True)
         return {"dir": work, "tracking_uri": f"sqlite:///{work / 'mlflow.db'}", "stdout": p.stdout, "stderr": p.stderr}
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from conftest import AWNN, ROOT
-import stores
 from machine import limit
 from servers import _processes_with_marker, stop_process_group
 
@@ -103,12 +102,8 @@ class Driver:
     included) carries a marker in its environment, so teardown ends exactly
     those."""
 
-    def __init__(self, args: list[str], cwd: Path, env: dict | None = None, command: list[str] | None = None,
-                 store_template: bool = True):
-        """`command`: what runs in place of `awnn` (a script that starts it with a fault injected), given `args`;
-        `store_template`: as for conftest.run_awnn (a new SQLite store copied from the session's)."""
-        if store_template:
-            stores.seed_for(args, cwd, env)
+    def __init__(self, args: list[str], cwd: Path, env: dict | None = None, command: list[str] | None = None):
+        """`command`: what runs in place of `awnn` (a script that starts it with a fault injected), given `args`."""
         self.marker = secrets.token_hex(8)
         e = os.environ.copy()
         e.pop("RAY_ADDRESS", None)

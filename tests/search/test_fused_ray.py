@@ -25,7 +25,7 @@ FUSE = 8
 @pytest.fixture(scope="module")
 def fused(tmp_path_factory):
     work = tmp_path_factory.mktemp("fused-compare")
-    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2", "--fuse", str(FUSE)], cwd=work, check=True, store_template=True)
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2", "--fuse", str(FUSE)], cwd=work, check=True)
     (report,) = [d for d in (work / "awnn-results" / "reports").iterdir() if d.is_dir()]
     return {"uri": f"sqlite:///{work / 'mlflow.db'}", "stdout": p.stdout, "report": report}
 

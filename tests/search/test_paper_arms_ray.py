@@ -26,7 +26,7 @@ ARGS = ["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", 
 @pytest.fixture(scope="module")
 def paper_arms(tmp_path_factory):
     work = tmp_path_factory.mktemp("paper-arms")
-    p = run_awnn(ARGS, cwd=work, check=True, store_template=True)
+    p = run_awnn(ARGS, cwd=work, check=True)
     uri = f"sqlite:///{work / 'mlflow.db'}"
     c = MlflowClient(uri)
     exp = c.get_experiment_by_name("awnn-doublemoon")

@@ -32,7 +32,7 @@ def test_comparison_without_speedups_gives_the_same_results(smoke_comparison, tm
     to keep the suite short) runs every trial once with the same outcome,
     selects the same config, and warms no workers."""
     p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--num-cpus", "2", "--strategies", "awnn"], cwd=tmp_path,
-                 env={speedups.SWITCH: "0"}, store_template=True)
+                 env={speedups.SWITCH: "0"})
     assert p.returncode == 0, p.stderr[-3000:]
     off = _trial_results(f"sqlite:///{tmp_path / 'mlflow.db'}")
     on = _trial_results(smoke_comparison["tracking_uri"])

@@ -20,7 +20,7 @@ SEED = 9
 def seeded(tmp_path_factory):
     work = tmp_path_factory.mktemp("seeded")
     p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "awnn,tpe", "--tpe-trials", "2",
-                  "--train-seed", str(SEED), "--num-cpus", "2"], cwd=work, check=True, store_template=True)
+                  "--train-seed", str(SEED), "--num-cpus", "2"], cwd=work, check=True)
     c = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
     exp = c.get_experiment_by_name("awnn-doublemoon")
     return {"dir": work, "stdout": p.stdout, "runs": c.search_runs([exp.experiment_id], max_results=1000)}

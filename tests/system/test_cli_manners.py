@@ -113,7 +113,7 @@ def test_a_new_run_says_when_the_same_comparison_is_unfinished(tmp_path):
     w = TrackingWriter(tracking, experiment_name("doublemoon"))
     w.start_run("cmp", name="sweep-old", tags={Tag.KIND: "comparison", Tag.COMPARISON: "doublemoon-old", Tag.COMPARISON_KEY: key, Tag.STATE: "running"})
     assert not w.close(timeout=30)
-    p = run_awnn([*sweep_args(tmp_path, grids, budget, tracking), "--num-cpus", "2"], cwd=tmp_path, check=True, store_template=True)
+    p = run_awnn([*sweep_args(tmp_path, grids, budget, tracking), "--num-cpus", "2"], cwd=tmp_path, check=True)
     notes = [line for line in p.stderr.splitlines() if line.startswith("note: comparison doublemoon-old")]
     assert len(notes) == 1 and "unfinished (running)" in notes[0] and "--resume" in notes[0]
     again = run_awnn([*sweep_args(tmp_path, grids, budget, tracking), "--num-cpus", "2"], cwd=tmp_path, check=True)

@@ -36,7 +36,7 @@ grid:
 def test_fault_diverged_and_width_capped_trials_are_tagged_counted_and_not_selected(tmp_path):
     grids, budget = write_inputs(tmp_path, EPOCHS, grid=GRID)
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    p = run_awnn(sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"]), cwd=tmp_path, timeout=280, check=True, store_template=True)
+    p = run_awnn(sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"]), cwd=tmp_path, timeout=280, check=True)
     runs = {r.data.tags["awnn.trial_key"]: r for r in trial_runs(tracking)}
     assert sorted(runs) == ["ass-01", "sel-0000", "sel-0001", "sel-0002", "sel-0003"]
     status = {k: r.data.tags["awnn.status"] for k, r in runs.items()}
@@ -88,7 +88,7 @@ def test_a_config_too_large_for_memory_fails_in_one_line_per_attempt_and_the_sum
     grids, budget = write_inputs(tmp_path, 2, grid=FIXED_GRID, strategy="fixed")
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     p = run_awnn(sweep_args(tmp_path, grids, budget, tracking, strategy="fixed", extra=["--num-cpus", "2", "--fuse", "1"]),
-                 cwd=tmp_path, timeout=280, check=True, store_template=True)
+                 cwd=tmp_path, timeout=280, check=True)
     out = p.stdout + p.stderr
     assert "Traceback" not in out, out[-5000:]  # before: Ray's 68-line traceback at each of the 3 attempts
     attempts = [ln for ln in out.splitlines() if "Trial task failed for trial fixed-sel-0001" in ln]

@@ -38,7 +38,7 @@ def test_without_address_a_local_ray_of_its_own_and_with_auto_the_users_cluster(
     args = ["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--cpus-per-trial", "1"]
     own = tmp_path / "own"
     own.mkdir()
-    p = run_awnn([*args, "--num-cpus", "2"], cwd=own, timeout=400, store_template=True)
+    p = run_awnn([*args, "--num-cpus", "2"], cwd=own, timeout=400)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "num_cpus and num_gpus must not be provided" not in p.stderr
     assert not _trial_nodes(f"sqlite:///{own / 'mlflow.db'}") & set(users_cluster.node_ids)  # not on the user's node
@@ -47,6 +47,6 @@ def test_without_address_a_local_ray_of_its_own_and_with_auto_the_users_cluster(
     joined.mkdir()
     env = users_cluster.client_env()
     env.pop("RAY_ADDRESS")
-    p = run_awnn([*args, "--address", "auto"], cwd=joined, timeout=400, env=env, store_template=True)
+    p = run_awnn([*args, "--address", "auto"], cwd=joined, timeout=400, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     assert _trial_nodes(f"sqlite:///{joined / 'mlflow.db'}") == set(users_cluster.node_ids)

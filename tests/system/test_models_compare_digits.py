@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_compare_digits_smoke_runs_end_to_end_with_head_widths(tmp_path):
-    p = run_awnn(["compare", "--task", "digits", "--budget", "smoke", "--num-cpus", "2"], cwd=tmp_path, check=True, store_template=True)
+    p = run_awnn(["compare", "--task", "digits", "--budget", "smoke", "--num-cpus", "2"], cwd=tmp_path, check=True)
     assert "digits" in p.stdout
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.get_experiment_by_name("awnn-digits")

@@ -37,7 +37,7 @@ def test_compare_reads_a_relative_data_root_from_another_folder(tmp_path, task):
     work.mkdir()
     tracking = f"sqlite:///{work / 'mlflow.db'}"
     p = run_awnn(["compare", "--task", task, "--budget", "smoke", "--strategies", "awnn", "--data-root", "../datasets",
-                  "--num-cpus", "2", "--tracking-uri", tracking], cwd=work, check=True, timeout=900, store_template=True)
+                  "--num-cpus", "2", "--tracking-uri", tracking], cwd=work, check=True, timeout=900)
     assert "Report:" in p.stdout
     found = runs(tracking, task)
     kinds = {r.data.tags["awnn.kind"] for r in found}
@@ -126,7 +126,7 @@ def test_cv10_comparison_on_tu_files_selects_and_retrains_per_fold_and_resumes_o
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = ["compare", "--task", "nci1", "--budget", "smoke", "--protocol", "cv10", "--strategies", "awnn", "--grid-dir", str(grids),
             "--data-root", str(data), "--num-cpus", "2", "--tracking-uri", tracking]
-    p = run_awnn(args, cwd=tmp_path, check=True, timeout=900, store_template=True)
+    p = run_awnn(args, cwd=tmp_path, check=True, timeout=900)
     found = runs(tracking, "nci1")
     assert {r.info.status for r in found} == {"FINISHED"}
     trials = [r for r in found if r.data.tags["awnn.kind"] == "trial"]

@@ -32,8 +32,7 @@ def test_a_signal_at_any_moment_ends_the_command_in_one_line(tmp_path, sig):
         work = tmp_path / f"at-{i}"
         work.mkdir()
         d = Driver(["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "fixed,awnn", "--num-cpus", "2",
-                    "--storage", str(work / "results"), "--tracking-uri", f"sqlite:///{work / 'mlflow.db'}"], cwd=work,
-                   store_template=False)  # any moment: the new store's making too
+                    "--storage", str(work / "results"), "--tracking-uri", f"sqlite:///{work / 'mlflow.db'}"], cwd=work)
         try:
             time.sleep(delay)
             d.proc.send_signal(sig)

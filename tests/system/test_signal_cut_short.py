@@ -38,7 +38,7 @@ def _injected_sweep(tmp_path, script_text: str, env: dict | None = None, once_ru
     script = tmp_path / "awnn_injected.py"
     script.write_text(script_text)
     d = Driver(sweep_args(tmp_path, grids, budget, tracking, extra=["--num-cpus", "2"]), cwd=tmp_path,
-               command=[sys.executable, str(script)], env=env, store_template=False)  # Ray's start beside the store's making
+               command=[sys.executable, str(script)], env=env)
     try:
         if once_running is not None:
             wait_for(lambda: any(r.data.tags.get("awnn.status") == "running" for r in trial_runs(tracking)), 180,
@@ -278,7 +278,7 @@ def test_a_signal_while_a_finished_comparison_flushes_mlflow_leaves_it_finished_
     tracking = f"sqlite:///{db}"
     args = ["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "fixed", "--num-cpus", "2",
             "--storage", str(tmp_path / "results"), "--tracking-uri", tracking]
-    d = Driver(args, cwd=tmp_path, store_template=False)
+    d = Driver(args, cwd=tmp_path)
     lock = None
     try:
         wait_for(lambda: "fixed selection: 0/" in d.output(), 300, "the first sweep", d.proc, interval=0.02, output=d.output)
@@ -352,7 +352,7 @@ def test_an_error_an_interrupt_causes_after_the_comparison_finished_is_the_inter
     script.write_text(AFTER_FINISH)
     args = ["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "fixed", "--num-cpus", "2",
             "--storage", str(tmp_path / "results"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
-    d = Driver(args, cwd=tmp_path, command=[sys.executable, str(script), where], store_template=False)
+    d = Driver(args, cwd=tmp_path, command=[sys.executable, str(script), where])
     try:
         code = d.wait(timeout=300)
         out = d.output()

@@ -98,7 +98,7 @@ def _expected_prior(rate: float, epoch: int, n_obs: int) -> float:
 @pytest.mark.slow
 def test_study_compression_runs_both_variants_and_applies_the_schedule_from_its_start_epoch(tmp_path):
     (tmp_path / "tiny.yaml").write_text(TINY_BUDGET)
-    p = run_awnn(["study", "compression", "--budget", "tiny.yaml", "--num-cpus", "2"], cwd=tmp_path, check=True, store_template=True)
+    p = run_awnn(["study", "compression", "--budget", "tiny.yaml", "--num-cpus", "2"], cwd=tmp_path, check=True)
     out = strict_json(p.stdout.strip().splitlines()[-1])
     assert set(out) == JSON_KEYS and out["claim"] == "compression" and out["epochs"] == 8
     assert (out["schedule"]["start"], out["schedule"]["end"]) == (2, 4)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_study_fig4_runs_its_grid_logs_the_profile_and_prints_a_verdict(tmp_path):
-    p = run_awnn(["study", "fig4", "--budget", "smoke", "--num-cpus", "2"], cwd=tmp_path, check=True, store_template=True)
+    p = run_awnn(["study", "fig4", "--budget", "smoke", "--num-cpus", "2"], cwd=tmp_path, check=True)
     out = strict_json(p.stdout.strip().splitlines()[-1])
     assert out["claim"] == "fig4" and out["profiles"] == ["authors"]
     (row,) = out["rows"]

@@ -159,7 +159,7 @@ def no_fixed(tmp_path_factory):
     """A real comparison without the full grid: AWNN, TPE, random search and Fixed+ (derived from AWNN)."""
     work = tmp_path_factory.mktemp("no-fixed")
     p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "awnn,tpe,random,fixedplus", "--num-cpus", "2"],
-                 cwd=work, check=True, store_template=True)
+                 cwd=work, check=True)
     return {"dir": work, "uri": f"sqlite:///{work / 'mlflow.db'}", "stdout": p.stdout}
 
 

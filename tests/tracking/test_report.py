@@ -69,7 +69,7 @@ def failing_comparison(tmp_path_factory):
     grids.mkdir()
     (grids / "doublemoon-fixed.yaml").write_text(FAILING_FIXED)
     (grids / "doublemoon-awnn.yaml").write_text(FAILING_AWNN)
-    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--grid-dir", str(grids), "--max-failures", "0", "--num-cpus", "2"], cwd=work, store_template=True)
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--grid-dir", str(grids), "--max-failures", "0", "--num-cpus", "2"], cwd=work)
     assert p.returncode == 0, p.stderr[-3000:]
     uri = f"sqlite:///{work / 'mlflow.db'}"
     out = work / "report"

@@ -241,7 +241,7 @@ def test_five_strategy_report_is_rebuilt_identically(five):
 def no_reference(tmp_path_factory):
     """A real comparison of random and tpe only: neither awnn nor the full grid ran."""
     work = tmp_path_factory.mktemp("no-reference")
-    run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "random,tpe", "--num-cpus", "2"], cwd=work, check=True, store_template=True)
+    run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "random,tpe", "--num-cpus", "2"], cwd=work, check=True)
     uri = f"sqlite:///{work / 'mlflow.db'}"
     _report_here(uri, work / "report")
     return {"uri": uri, "summary": json.loads((work / "report" / "summary.json").read_text()), "md": (work / "report" / "report.md").read_text()}
