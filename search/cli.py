@@ -11,7 +11,7 @@ import contextlib
 import importlib
 import sys
 
-COMMANDS = ["train", "grids", "sweep", "compare", "report", "env", "study"]
+COMMANDS = ["train", "grids", "sweep", "compare", "report", "draws", "env", "study"]
 
 
 from . import signals

@@ -60,7 +60,8 @@ def one_draw_caveat(learned_arms: Iterable[str], arms: Iterable[str]) -> str | N
     return (f"{names} {'learns its' if len(learned) == 1 else 'learn their'} widths: how wide the trials grow, and so the device-hours "
             "and savings, move with the training seed and with the CPU model's float rounding (a few trials that grow wide carry "
             "much of the cost), so this comparison is one draw; its savings CIs resample its trials, not draws: "
-            "`--train-seed S` gives another draw (docs/results.md, 'How far a seed moves the standard verdict')")
+            "`--train-seed S` gives another draw, and `awnn draws` the verdict over the draws (docs/results.md, "
+            "'How far a seed moves the standard verdict')")
 
 
 def _number(v) -> float:
