@@ -95,7 +95,8 @@ def _empty_values(sub, args) -> str | None:
     variable unset would otherwise mean the default store, silently."""
     for action in getattr(sub, "options", ()):
         value = getattr(args, action.dest, None)
-        if isinstance(value, str) and not value.strip() and value != action.default:
+        values = value if isinstance(value, list) and value is not action.default else [value]  # (a repeatable option: each)
+        if any(isinstance(v, str) and not v.strip() and v != action.default for v in values):
             flag = max(action.option_strings, key=len)
             rest = "" if action.required else "; leave the flag out for its default"
             return f"{flag}: expected a value, found an empty string (an unset shell variable?){rest}"
