@@ -267,9 +267,9 @@ GOOD_ITEM = {"--tracking-uri": "sqlite:///elsewhere.db", "--set": "lr=0.01"}
 
 @pytest.mark.parametrize("command, flag", [(n, max(a.option_strings, key=len)) for n, _, a in _repeatable_options()])
 def test_every_repeatable_option_given_an_empty_item_is_one_line_naming_it(command, flag, capsys, tmp_path, monkeypatch):
-    """`awnn draws --tracking-uri a.db --tracking-uri "$B"` with B unset read one store and called it the draws: a
-    repeatable option's every item is held to what a single-valued option's value is (the class of the test above:
-    the first CI run of `awnn draws` found its repeatable --tracking-uri let a blank through)."""
+    """`awnn draws --tracking-uri a.db --tracking-uri "$B"` with B unset answered of a file store ' /mlflow.db', and
+    `--set ' '` said KEY=VALUE, not the empty value: a repeatable option's every item is held to what a single-valued
+    option's value is (the class of the test above, which found the blank let through by draws' --tracking-uri)."""
     monkeypatch.chdir(tmp_path)
     sub = build_parser().subcommands.choices[command]
     argv = [command, *POSITIONAL.get(command, [])]
