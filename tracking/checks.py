@@ -185,7 +185,40 @@ def _check_sqlite_file(what: str, path: Path, write: bool, uri: str | None = Non
 
 def check_sqlite_store(path: Path, what: str, tables: set[str] = MLFLOW_TABLES, kind: str = "an MLflow SQLite store") -> None:
     """A non-empty file that must be an intact SQLite database holding `tables`
-    (read-only: the file is opened with mode=ro and nothing is written)."""
+    (read-only: the file is opened with mode=ro and nothing is written, but for
+    one case: a writer killed mid-transaction (a driver's SIGKILL) leaves a hot
+    journal, which a read-only connection cannot roll back (SQLITE_READONLY_ROLLBACK,
+    "attempt to write a readonly database": the resume after a kill refused its own
+    store); it is rolled back by opening the file read-write once, as SQLite's next
+    writer or reader would, restoring the last committed state)."""
+    import sqlite3
+
+    try:
+        _check_sqlite_store(path, what, tables, kind)
+    except _HotJournal:
+        journal = Path(f"{path}-journal")
+        if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+            raise TrackingUnavailable(f"{what}: {path} holds a write cut short ({journal}), which needs write access to roll back: "
+                                      "open it once with write access (or give it to its owner)") from None
+        try:
+            con = sqlite3.connect(str(path), timeout=30)
+            try:
+                con.execute("PRAGMA quick_check(1)").fetchone()  # (the first read lock rolls the hot journal back)
+            finally:
+                con.close()
+        except sqlite3.DatabaseError as e:
+            raise TrackingUnavailable(f"{what}: {path}: cannot roll back the write cut short in {journal}: {str(e).splitlines()[0][:200]}") from None
+        try:
+            _check_sqlite_store(path, what, tables, kind)
+        except _HotJournal:
+            raise TrackingUnavailable(f"{what}: {path}: the write cut short in {journal} was not rolled back") from None
+
+
+class _HotJournal(Exception):
+    """check_sqlite_store's read-only connection met a hot journal."""
+
+
+def _check_sqlite_store(path: Path, what: str, tables: set[str], kind: str) -> None:
     import sqlite3
 
     try:
@@ -205,6 +238,9 @@ def check_sqlite_store(path: Path, what: str, tables: set[str] = MLFLOW_TABLES, 
         finally:
             con.close()
     except sqlite3.DatabaseError as e:
+        if getattr(e, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK" or (
+                "readonly" in str(e) and Path(f"{path}-journal").exists()):  # (Python < 3.11: no sqlite_errorname)
+            raise _HotJournal() from None
         raise TrackingUnavailable(f"{what}: {path} is not {kind}: {str(e).splitlines()[0][:200]}") from None
     if not tables <= found:
         raise TrackingUnavailable(f"{what}: {path} is a SQLite database but not {kind} (no table {', '.join(sorted(tables - found))})")
