@@ -235,17 +235,23 @@ def _string_options():
                 yield name, sub, action
 
 
-@pytest.mark.parametrize("command, flag", [(n, max(a.option_strings, key=len)) for n, _, a in _string_options()])
-def test_every_string_option_given_an_empty_value_is_one_line_naming_it(command, flag, capsys, tmp_path, monkeypatch):
-    """`--tracking-uri "$MLFLOW_URI"` with the variable unset used the default store, silently (a script's typo
-    writing to another store); now every option of every command refuses an empty (or blank) string."""
-    monkeypatch.chdir(tmp_path)
+def _with_required(command: str, flag: str) -> list[str]:
+    """`command` with a valid value of each required option but `flag`."""
     sub = build_parser().subcommands.choices[command]
     argv = [command, *POSITIONAL.get(command, [])]
     for action in sub.options:
         f = max(action.option_strings, key=len)
         if action.required and f != flag:
             argv += [f, REQUIRED[f]]
+    return argv
+
+
+@pytest.mark.parametrize("command, flag", [(n, max(a.option_strings, key=len)) for n, _, a in _string_options()])
+def test_every_string_option_given_an_empty_value_is_one_line_naming_it(command, flag, capsys, tmp_path, monkeypatch):
+    """`--tracking-uri "$MLFLOW_URI"` with the variable unset used the default store, silently (a script's typo
+    writing to another store); now every option of every command refuses an empty (or blank) string."""
+    monkeypatch.chdir(tmp_path)
+    argv = _with_required(command, flag)
     argv += [flag, " "]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -271,12 +277,7 @@ def test_every_repeatable_option_given_an_empty_item_is_one_line_naming_it(comma
     `--set ' '` said KEY=VALUE, not the empty value: a repeatable option's every item is held to what a single-valued
     option's value is (the class of the test above, which found the blank let through by draws' --tracking-uri)."""
     monkeypatch.chdir(tmp_path)
-    sub = build_parser().subcommands.choices[command]
-    argv = [command, *POSITIONAL.get(command, [])]
-    for action in sub.options:
-        f = max(action.option_strings, key=len)
-        if action.required and f != flag:
-            argv += [f, REQUIRED[f]]
+    argv = _with_required(command, flag)
     argv += [flag, GOOD_ITEM[flag], flag, " "]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
