@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-import module_order
 from machine import ENV as SLOWDOWN_ENV
 from machine import limit, slowdown
 
@@ -45,15 +44,9 @@ def run_awnn(args: list[str], cwd: Path, timeout: float = 600, env: dict | None 
     return p
 
 
-def pytest_configure(config):
-    module_order.configure(config)  # (xdist keeps the order below)
-
-
 def pytest_collection_modifyitems(config, items):
-    """The modules longest first (tests/module_order.py: two workers finish together), and every pytest-timeout mark
-    scaled to this machine (tests/machine.py): the marks were set in seconds on a faster one, and on a CI machine
-    ~3.4x slower a test ran past its mark with nothing hung."""
-    module_order.reorder(config, items)
+    """Every pytest-timeout mark scaled to this machine (tests/machine.py): the marks were set in seconds on a faster
+    one, and on a CI machine ~3.4x slower a test ran past its mark with nothing hung."""
     marked = [(item, item.get_closest_marker("timeout")) for item in items]
     marked = [(item, m) for item, m in marked if m is not None and m.args and isinstance(m.args[0], (int, float)) and m.args[0] > 0]
     if not marked:
