@@ -20,7 +20,9 @@ does; `--keep-denormals` turns it off.
 """
 from __future__ import annotations
 
-__all__ = ["set_denormals"]
+import math
+
+__all__ = ["saturated", "set_denormals"]
 
 
 def set_denormals(flush: bool) -> bool:
@@ -29,3 +31,23 @@ def set_denormals(flush: bool) -> bool:
     import torch
 
     return bool(torch.set_flush_denormal(bool(flush))) and bool(flush)
+
+
+_FLOAT_MAX: dict = {}  # dtype -> its largest finite value
+
+
+def saturated(x: float, dtype) -> float:
+    """The host scalar `x` as a tensor of `dtype` would hold it: +-inf beyond
+    the dtype's range (the value its own arithmetic would overflow to), else
+    `x` unchanged.  torch refuses a Python float out of a tensor's range as an
+    op's `alpha` ("value cannot be converted to type float without overflow"):
+    a rate prior whose term overflows float32 (a mean of 1e18, a std of 1e-18)
+    crashed the step instead of diverging, which the trainer reports."""
+    limit = _FLOAT_MAX.get(dtype)
+    if limit is None:
+        import torch
+
+        limit = _FLOAT_MAX[dtype] = float(torch.finfo(dtype).max)
+    if -limit <= x <= limit or x != x:  # (NaN passes: torch takes it, and it diverges the run)
+        return x
+    return math.copysign(math.inf, x)

@@ -109,6 +109,16 @@ def profile_values(profile: str, task: str) -> dict[str, Any]:
 
 # which keys apply where (TrainConfig.applicable); every key is in exactly one group, or is one of the optimiser's,
 # the schedule's or `width` (tests/awnn/test_config.py checks the partition)
+# The real-valued keys the model holds as tensors, and the range they must lie in.  A model computes in float32
+# (largest 3.4e38) with these values and with what it derives from them (rho ~ the rate, the weight prior's decay
+# 1 / (sigma_theta^2 N), the rate prior's 1 / (std^2 N)): a rate of 1e39 or a sigma_theta of 1e-39 overflowed while
+# the model was built, a traceback instead of this error.  The range is far wider than any run uses.  The
+# optimiser's numbers (lr, adam_eps, momentum, weight_decay, lr_gamma) only need to be finite: Adam and SGD take
+# them as host scalars, and a huge lr diverges the run, which the trainer reports (tests use lr=1e20 to make one).
+POSITIVE_NUMBER_KEYS = ("rate", "sigma_theta", "rate_prior_std", "compress_std_start", "compress_std_end")
+NON_NEGATIVE_NUMBER_KEYS = ("rate_prior_mean", "compress_rate_mean", "rate_min")
+NUMBER_MIN, NUMBER_MAX = 1e-18, 1e18
+
 COMMON_KEYS = ("task", "model", "hidden_layers", "activation", "optimizer", "lr", "weight_decay", "lr_schedule", "batch_size",
                "epochs", "patience", "seed", "split", "data_seed", "data_root", "device", "threads", "select_metric",
                "init_distribution", "max_train_examples", "best_epoch_ties")
@@ -313,14 +323,22 @@ class TrainConfig:
         min_layers = 1 if self.model == "awnn" else 0
         if self.hidden_layers < min_layers:
             raise bad("hidden_layers", f"an integer >= {min_layers} for model={self.model}")
-        for key in ["lr", "rate", "sigma_theta", "rate_prior_std", "compress_std_start", "compress_std_end", "adam_eps"]:
+        for key in ["lr", "adam_eps"]:
             v = getattr(self, key)
             if not (v > 0 and math.isfinite(v)):
                 raise bad(key, "a positive number")
-        for key in ["momentum", "weight_decay", "lr_gamma", "rate_prior_mean", "compress_rate_mean", "rate_min"]:
+        for key in ["momentum", "weight_decay", "lr_gamma"]:
             v = getattr(self, key)
             if not (v >= 0 and math.isfinite(v)):
                 raise bad(key, "a number >= 0")
+        for key in POSITIVE_NUMBER_KEYS:
+            v = getattr(self, key)
+            if not (NUMBER_MIN <= v <= NUMBER_MAX):
+                raise bad(key, f"a positive number from {NUMBER_MIN:g} to {NUMBER_MAX:g}")
+        for key in NON_NEGATIVE_NUMBER_KEYS:
+            v = getattr(self, key)
+            if not (v == 0 or NUMBER_MIN <= v <= NUMBER_MAX):
+                raise bad(key, f"0 or a number from {NUMBER_MIN:g} to {NUMBER_MAX:g}")
         if not 0.0 < self.quantile_k < 1.0:
             raise bad("quantile_k", "a number in the open interval (0, 1)")
         if self.compress_start_epoch and self.compress_end_epoch < self.compress_start_epoch:

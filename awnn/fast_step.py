@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from .arith import saturated
 from .fused import _FUSED_ACTIVATIONS, _scratch_like, importance_constants, one_like
 from .layers import AdaptiveMLP
 from .lean_adam import _ONE, LeanAdam, enabled as lean_adam_enabled, fused_adam
@@ -185,7 +186,7 @@ class FastStep:
             dp = torch.add(one, ctrls[l].index_views()[1], alpha=-s).mul_(big_e).add_(p, alpha=-sigma)  # dp/drho
             grad_rho = torch.mv(grad_scaled * (a if scale_h else weight), dp).sum(0, keepdim=True)
             # the rate prior's gradient (a host scalar), less the decay the kernel adds to rho
-            grad_rho.add_(one, alpha=(-neg_rate - rate_mean) * s * rate_scale - decay * rhos[l])
+            grad_rho.add_(one, alpha=saturated((-neg_rate - rate_mean) * s * rate_scale - decay * rhos[l], dtype))
             grad_rhos[l] = grad_rho
             g = act_backward(grad_a, z_l, a)
         grads[2] = g.sum(0)
@@ -197,7 +198,7 @@ class FastStep:
         fused_adam(held, grads, exp_avgs, exp_avg_sqs, steps, group["lr"], group["betas"], decay, group["eps"])
         self.opt.lean_steps += 1
         self.steps += 1
-        loss = torch.add(nll, one, alpha=self.trainer.rate_prior_value(prior, rates)) if closed_form else nll
+        loss = torch.add(nll, one, alpha=saturated(self.trainer.rate_prior_value(prior, rates), dtype)) if closed_form else nll
         return Done(nll, loss, out)
 
 

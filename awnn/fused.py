@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from .arith import saturated
 from .distributions import RENORM_EPS
 from .products import affine, weight_grad
 
@@ -288,7 +289,7 @@ class _AdaptiveMLPFunction(torch.autograd.Function):
                 else:  # dp/drho = p d
                     grad_rhos[l] = torch.mv(grad_scaled * scaled, d).sum(0, keepdim=True)
                 if rate_scale:  # the rate prior's gradient, a host scalar: (rate - mean) s / (std^2 N)
-                    grad_rhos[l].add_(one, alpha=(-consts[l][0] - rate_mean) * s * rate_scale)
+                    grad_rhos[l].add_(one, alpha=saturated((-consts[l][0] - rate_mean) * s * rate_scale, one.dtype))
             else:
                 d = torch.addcmul(one, j1s[l], sig[l], value=-1.0)  # 1 - s (j + 1)
                 if renorm:  # p is the renormalised f here; see the class docstring

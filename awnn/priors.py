@@ -19,6 +19,7 @@ import math
 
 import torch
 
+from .arith import saturated
 from .fused import one_like
 from .layers import AdaptiveMLP, PriorGrads
 from .loss import RatePrior, gaussian_log_prob_sum
@@ -106,7 +107,7 @@ class ClosedFormPriors:
             rho = b._parameters["rho"]
             grad = rho.grad
             if grad is not None and len(grads) == 1:
-                grad.add_(one_like(grad), alpha=grads[0])  # (a scalar: no tensor to build)
+                grad.add_(one_like(grad), alpha=saturated(grads[0], grad.dtype))  # (a scalar: no tensor to build)
                 continue
             g = torch.tensor(grads, dtype=rho.dtype)
             if rho.is_cuda:

@@ -30,6 +30,7 @@ from typing import Any, Callable
 import torch
 import torch.nn as nn
 
+from .arith import saturated
 from .config import TrainConfig
 from .data import Task, load_task
 from .fast_step import FastStep
@@ -257,7 +258,7 @@ class Trainer(ClosedFormPriors):
             if self._step_with is not None and (in_node is not None or not (self._prior_decay or closed_form)):
                 loss = self.last_nll = step.nll
                 if closed_form:
-                    loss = torch.add(loss, one_like(loss), alpha=self.rate_prior_value(prior, step.rates))
+                    loss = torch.add(loss, one_like(loss), alpha=saturated(self.rate_prior_value(prior, step.rates), loss.dtype))
                 if self._step_with(step.params, step.grads):
                     if self._grads_set:  # (no stale .grad is left behind)
                         for p in step.params:
@@ -285,7 +286,7 @@ class Trainer(ClosedFormPriors):
         loss = loss.detach()
         if closed_form:
             value = self.add_rate_prior_grad(prior) if in_node is None else self.rate_prior_value(prior)
-            loss = torch.add(loss, one_like(loss), alpha=value)
+            loss = torch.add(loss, one_like(loss), alpha=saturated(value, loss.dtype))
         self._opt_step()
         self.step += 1
         return loss, out, y, padded

@@ -1,7 +1,7 @@
 """TrainConfig: defaults, coercion, and one readable error per bad value."""
 import pytest
 
-from awnn.config import ConfigError, TrainConfig
+from awnn.config import NON_NEGATIVE_NUMBER_KEYS, NUMBER_MAX, NUMBER_MIN, POSITIVE_NUMBER_KEYS, ConfigError, TrainConfig
 
 
 def test_train_config_defaults_match_paper_awnn_tabular_setup():
@@ -45,8 +45,8 @@ def test_train_config_round_trips_through_dict():
         ({"data_seed": 2**70}, r"key 'data_seed': expected an integer from 0 to 4294967295, found 1180591620717411303424"),
         ({"lr": 0}, r"key 'lr': expected a positive number, found 0.0"),
         ({"lr": "nan"}, r"key 'lr': expected a positive number, found nan"),
-        ({"rate": -0.01}, r"key 'rate': expected a positive number, found -0.01"),
-        ({"sigma_theta": "inf"}, r"key 'sigma_theta': expected a positive number, found inf"),
+        ({"rate": -0.01}, r"key 'rate': expected a positive number from 1e-18 to 1e\+18, found -0.01"),
+        ({"sigma_theta": "inf"}, r"key 'sigma_theta': expected a positive number from 1e-18 to 1e\+18, found inf"),
         ({"momentum": -0.1}, r"key 'momentum': expected a number >= 0, found -0.1"),
         ({"hidden_layers": 0}, r"key 'hidden_layers': expected an integer >= 1 for model=awnn, found 0"),
         ({"compress_start_epoch": 10, "compress_end_epoch": 5}, r"key 'compress_end_epoch': expected an epoch >= compress_start_epoch=10, found 5"),
@@ -87,3 +87,18 @@ def test_train_config_milestones_parse():
     c = TrainConfig.from_dict({"lr_schedule": "multistep", "lr_milestones": "50, 100,150"})
     assert c.milestones() == [50, 100, 150]
     assert TrainConfig.from_dict({}).milestones() == []
+
+
+@pytest.mark.parametrize("key", POSITIVE_NUMBER_KEYS + NON_NEGATIVE_NUMBER_KEYS)
+def test_every_real_valued_key_the_model_holds_refuses_a_value_beyond_float32s_reach_naming_the_key_and_takes_its_bounds(key):
+    # a rate of 1e39 (rho beyond float32) or a sigma_theta of 1e-39 (its decay beyond float32) was a traceback from
+    # inside the model's construction; every real-valued key now has the one range, checked where the config is read
+    for bad_value in (1e39, 1e19, -1.0, 1e-19):
+        if bad_value == 1e-19 and key in NON_NEGATIVE_NUMBER_KEYS:
+            bad_value = 1e-30  # (0 itself is allowed there)
+        with pytest.raises(ConfigError, match=rf"^config: key '{key}': expected .*from 1e-18 to 1e\+18, found "):
+            TrainConfig.from_dict({key: bad_value})
+    for good in (NUMBER_MIN, NUMBER_MAX):
+        assert getattr(TrainConfig.from_dict({key: good}), key) == good
+    if key in NON_NEGATIVE_NUMBER_KEYS:
+        assert getattr(TrainConfig.from_dict({key: 0}), key) == 0
