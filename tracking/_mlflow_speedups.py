@@ -27,9 +27,9 @@ Applied only
 * where the cache folder can be written (else MLflow's own path, silently:
   a read-only home is no error).
 
-The template is made aside (`.NAME.PID-THREAD.new` in the cache folder) and
-linked into place, never replaced: two commands making it at once each make
-one, the first placed is used.  A copy MLflow does not accept (a template
+The template is made aside and linked into place, never replaced
+(tracking/aside.py): two commands making it at once each make one, the
+first placed is used.  A copy MLflow does not accept (a template
 damaged on disk) is removed with the template, and the store is made by
 MLflow itself (tracking/checks.py, `prepare_store`).
 """
@@ -38,15 +38,15 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import threading
 from pathlib import Path
+
+from . import aside
 
 __all__ = ["TESTED_MLFLOW", "SWITCH", "CACHE_ENV", "enabled", "copy_empty_store", "forget_template", "template_path"]
 
 TESTED_MLFLOW = ("3.17.",)  # version prefixes this was written and tested against
 SWITCH = "AWNN_MLFLOW_SPEEDUPS"
 CACHE_ENV = "XDG_CACHE_HOME"
-_NEW = ".new"
 _warned: list[str] = []
 
 
@@ -100,10 +100,10 @@ def copy_empty_store(dest: Path) -> bool:
     try:
         shutil.copyfile(template, dest)
     except OSError:  # the template removed meanwhile (forget_template elsewhere), a full disk, ...: MLflow's own
-        _remove(dest)  # path, whose error (if any) the command reports as it always has
+        aside.remove(dest)  # path, whose error (if any) the command reports as it always has
         return False
     except BaseException:
-        _remove(dest)
+        aside.remove(dest)
         raise
     return True
 
@@ -111,7 +111,7 @@ def copy_empty_store(dest: Path) -> bool:
 def forget_template() -> None:
     """Remove the template (MLflow refused a copy of it): the next store remakes it."""
     try:
-        _remove(template_path())
+        aside.remove(template_path())
     except Exception:  # noqa: BLE001 - no home: there was no template either
         pass
 
@@ -121,19 +121,13 @@ def _template() -> Path | None:
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(path)
-    aside = path.parent / f".{path.name}.{os.getpid()}-{threading.get_ident()}{_NEW}"
+    aside.remove_abandoned(path)
+    made = aside.aside_path(path)
     try:
-        _make(aside)
-        try:
-            os.link(aside, path)  # (never replaces a template another process placed first)
-        except FileExistsError:
-            pass
-        except OSError:  # a file system without hard links
-            if not path.exists():
-                os.replace(aside, path)
+        _make(made)
+        aside.place(made, path)
     finally:
-        _remove(aside)
+        aside.remove(made)
     return path if path.exists() else None
 
 
@@ -156,25 +150,3 @@ def _make(path: Path) -> None:
     finally:
         engine.dispose()
         log.setLevel(level)
-
-
-def _remove(path: Path) -> None:
-    for f in (path, path.with_name(path.name + "-journal")):
-        try:
-            f.unlink()
-        except OSError:  # (gone already; one that cannot be removed is left to _remove_abandoned)
-            pass
-
-
-def _remove_abandoned(path: Path) -> None:
-    """Templates being made by processes that no longer run."""
-    for f in path.parent.glob(f".{path.name}.*{_NEW}"):
-        pid = f.name[len(path.name) + 2:-len(_NEW)].partition("-")[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            _remove(f)
-        except PermissionError:
-            pass

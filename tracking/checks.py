@@ -7,7 +7,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import _mlflow_speedups
+from . import _mlflow_speedups, aside
 from .contract import client, redact_uri
 
 __all__ = ["TrackingUnavailable", "check_tracking", "check_database", "check_remote_storage", "check_writable", "check_sqlite_store", "check_mlflow_opens", "folder_lock", "init_tracking", "init_tracking_in_background", "prepare_store", "place_store"]
@@ -419,9 +419,6 @@ def _sqlite_path(uri: str) -> Path | None:
     return Path(rest)
 
 
-NEW_STORE_SUFFIX = ".new"
-
-
 def prepare_store(uri: str) -> Path | None:
     """A new SQLite store's MLflow schema, made in a file of its own beside it
     (`.NAME.PID-THREAD.new`), which `place_store` then puts in place: None where
@@ -444,10 +441,8 @@ def prepare_store(uri: str) -> Path | None:
     path = _sqlite_path(uri)
     if path is None or path.exists():
         return None
-    import threading
-
-    _remove_abandoned(path)
-    temp = path.parent / f".{path.name}.{os.getpid()}-{threading.get_ident()}{NEW_STORE_SUFFIX}"
+    aside.remove_abandoned(path)
+    temp = aside.aside_path(path)
     try:
         copied = _mlflow_speedups.copy_empty_store(temp)  # (MLflow's schema from a template: no migrations)
         try:
@@ -456,11 +451,11 @@ def prepare_store(uri: str) -> Path | None:
             if not copied:
                 raise
             _mlflow_speedups.forget_template()  # a copy MLflow refused: it makes the store itself,
-            _remove_quietly(temp)  # in a file of another name (MLflow keeps its connection to the refused one)
-            temp = temp.with_name(temp.name[:-len(NEW_STORE_SUFFIX)] + "-mlflow" + NEW_STORE_SUFFIX)
+            aside.remove(temp)  # in a file of another name (MLflow keeps its connection to the refused one)
+            temp = aside.aside_path(path, "-mlflow")
             client(f"sqlite:///{temp}").search_experiments(max_results=1)
     except BaseException:
-        _remove_quietly(temp)
+        aside.remove(temp)
         raise
     return temp
 
@@ -478,41 +473,8 @@ def place_store(uri: str, made: Path | None) -> None:
         return
     with folder_lock(path.parent):
         if made is not None:
-            try:
-                os.link(made, path)  # (never replaces a store that is there: rename would)
-            except FileExistsError:
-                pass
-            except OSError:  # a file system without hard links
-                if not path.exists():
-                    os.replace(made, path)
-            finally:
-                _remove_quietly(made)
+            aside.place(made, path)
         client(uri).search_experiments(max_results=1)
-
-
-def _remove_quietly(path: Path) -> None:
-    for f in (path, path.with_name(path.name + "-journal")):
-        try:
-            f.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError:
-            pass  # (left to the next driver's _remove_abandoned)
-
-
-def _remove_abandoned(path: Path) -> None:
-    """The files `prepare_store` left for `path` in processes that no longer run."""
-    for f in path.parent.glob(f".{path.name}.*{NEW_STORE_SUFFIX}"):
-        pid = f.name[len(path.name) + 2:-len(NEW_STORE_SUFFIX)].partition("-")[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # its process is still making it
-        except ProcessLookupError:
-            _remove_quietly(f)
-        except PermissionError:
-            continue  # another user's live process
 
 
 def init_tracking_in_background(uri: str):
@@ -545,7 +507,7 @@ def init_tracking_in_background(uri: str):
         made = outcome.get("made")
         if not place:
             if made is not None:
-                _remove_quietly(made)
+                aside.remove(made)
             return
         if "error" in outcome:
             raise outcome["error"]
