@@ -46,7 +46,8 @@ class AdaptiveWidth(nn.Module):
         self.rho = nn.Parameter(torch.empty(()))
         self.width = 1
         self.capped = False  # the last update wanted more than max_width
-        self.register_buffer("_arange", torch.arange(16, dtype=torch.float32), persistent=False)
+        # (in rho's dtype: a float64 model whose widths stay below 16 never regrows it)
+        self.register_buffer("_arange", torch.arange(16, dtype=self.rho.dtype), persistent=False)
         self._index_cache = None  # (arange, {width: (j, j + 1)}) of index_views
         self.reset_parameters()
 

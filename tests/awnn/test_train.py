@@ -332,3 +332,25 @@ def test_truncation_curve_rejects_fixed_model(task):
     trainer = Trainer(config(model="fixed", width=8), task)
     with pytest.raises(TypeError, match="AdaptiveMLP"):
         truncation_curve(trainer.model, task)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-step", "general-step"])
+def test_a_float64_model_whose_widths_stay_below_16_trains(fast, monkeypatch):
+    """The importances' index buffer is made in rho's dtype: it was float32 whatever
+    the default dtype, and a float64 model whose widths never passed its first
+    capacity (16) failed its first step (addmv of Float and Double)."""
+    import dataclasses
+
+    monkeypatch.setattr(Trainer, "fast_step", fast)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        task = tiny_task()
+        task = dataclasses.replace(task, x=task.x.to(torch.float64), _cache={})
+        t = Trainer(config(epochs=2, hidden_layers=2, rate=1.0), task)
+        assert all(c._arange.dtype == torch.float64 for c in t.model.widths_ctrl)
+        t.run()
+    finally:
+        torch.set_default_dtype(old)
+    assert [h["width_total"] <= 2 * 15 for h in t.history] == [True, True]
+    assert all(math.isfinite(h["train_loss"]) for h in t.history)
