@@ -28,7 +28,7 @@ Applied only
   a read-only home is no error).
 
 The template is made aside and linked into place, never replaced
-(tracking/aside.py): two commands making it at once each make one, the
+(awnn/aside.py): two commands making it at once each make one, the
 first placed is used.  A copy MLflow does not accept (a template
 damaged on disk) is removed with the template, and the store is made by
 MLflow itself (tracking/checks.py, `prepare_store`).
@@ -40,13 +40,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import aside
+from awnn import aside
 
 __all__ = ["TESTED_MLFLOW", "SWITCH", "CACHE_ENV", "enabled", "copy_empty_store", "forget_template", "template_path"]
 
 TESTED_MLFLOW = ("3.17.",)  # version prefixes this was written and tested against
 SWITCH = "AWNN_MLFLOW_SPEEDUPS"
-CACHE_ENV = "XDG_CACHE_HOME"
+CACHE_ENV = aside.CACHE_ENV
 _warned: list[str] = []
 
 
@@ -80,8 +80,7 @@ def template_path() -> Path:
     """Where the empty store of the installed MLflow version is kept."""
     import mlflow
 
-    base = os.environ.get(CACHE_ENV) or str(Path.home() / ".cache")
-    return Path(base) / "awnn" / f"mlflow-{mlflow.__version__}-empty-store.db"
+    return aside.cache_dir() / f"mlflow-{mlflow.__version__}-empty-store.db"
 
 
 def copy_empty_store(dest: Path) -> bool:

@@ -7,7 +7,9 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import _mlflow_speedups, aside
+from awnn import aside
+
+from . import _mlflow_speedups
 from .contract import client, redact_uri
 
 __all__ = ["TrackingUnavailable", "check_tracking", "check_database", "check_remote_storage", "check_writable", "check_sqlite_store", "check_mlflow_opens", "folder_lock", "init_tracking", "init_tracking_in_background", "prepare_store", "place_store"]
