@@ -29,6 +29,14 @@ product and three `add_`s; rho has no decay, so its gradient gets
 In float32 that rounding can tip a width update, after which two runs part
 as two seeds would.
 
+Where awnn/native.py's C library builds (a C compiler; AWNN_NATIVE not 0),
+each layer's element-wise work (the importances, their product with the
+activations or the next weight, rho's gradient, G * p and, for relu, the
+activation and its mask) is one C call each way instead of ~13 torch ops:
+the torch ops stay beside it as its reference (`native` None; a layer whose
+layout the C pass was not written for takes them every step), and
+tests/awnn/test_native.py compares the two.
+
 tests/awnn/test_fast_step.py compares it with the general step (whole
 float64 runs over width moves, one float32 step, resumed checkpoints);
 `benchmarks/step_floor.py` checks its inline floor against it bit for bit.
@@ -45,6 +53,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from . import native
 from .arith import saturated
 from .fused import _FUSED_ACTIVATIONS, _scratch_like, importance_constants, one_like
 from .layers import AdaptiveMLP
@@ -56,6 +65,9 @@ if TYPE_CHECKING:
     from .train import Trainer
 
 __all__ = ["FastStep", "SWITCH", "enabled"]
+
+_NATIVE_DTYPES = (torch.float32, torch.float64)  # the C kernels' (awnn/csrc/importance_step.c)
+_KEEP_WIDTHS = 8  # widths whose C-pass buffers a layer keeps (a few KB each at SpiralHard's sizes)
 
 SWITCH = "AWNN_FAST_STEP"
 
@@ -108,6 +120,40 @@ class FastStep:
         self.one, self.scratch = one_like(rho), _scratch_like(rho)
         self._prior_key: tuple | None = None
         self.steps = 0  # steps taken (tests and benchmarks read it)
+        # the element-wise work in C where it can be had (awnn/native.py; None: torch ops, the reference)
+        self.native = native.kernels() if rho.device.type == "cpu" else None
+        self.relu = self.model.activation == "relu"
+        n = len(self.ctrls)
+        self._bufs: list = [None] * n  # per layer: ((rows, D, dtype), (E, p, scaled, d rho)) of the last width
+        self._kept: list = [{} for _ in range(n)]  # per layer: the C passes' buffers of the last few widths
+        self._kept_w: list = [{} for _ in range(n)]  # per layer: the next weight's gradient buffers (W scaled), by shape
+
+    def _buffers(self, l: int, rows: int, d: int, dtype: torch.dtype) -> tuple:
+        """Layer l's (E, p, scaled, d rho) outputs of the C passes at this width (kept while it holds)."""
+        key = (rows, d, dtype)
+        held = self._bufs[l]
+        if held is None or held[0] != key:
+            # a width moves back and forth by a neuron or two: the last few widths' buffers are kept
+            kept = self._kept[l]
+            bufs = kept.pop(key, None)
+            if bufs is None:
+                bufs = tuple(torch.empty(shape, dtype=dtype) for shape in (d, d, (rows, d), 1))
+            kept[key] = bufs
+            if len(kept) > _KEEP_WIDTHS:
+                del kept[next(iter(kept))]
+            held = self._bufs[l] = (key, bufs)
+        return held[1]
+
+    def _weight_grad_buffer(self, l: int, like: torch.Tensor) -> torch.Tensor:
+        """Where layer l + 1's weight gradient (G * p) is written: a dense (out, D) tensor kept while its shape holds."""
+        key = (like.shape, like.dtype)
+        kept = self._kept_w[l]
+        held = kept.get(key)
+        if held is None:
+            held = kept[key] = torch.empty_like(like, memory_format=torch.contiguous_format)
+            if len(kept) > _KEEP_WIDTHS:
+                del kept[next(iter(kept))]
+        return held
 
     def _rate_terms(self, prior, closed_form: bool) -> tuple[float, float]:
         """(mean, 1 / (std^2 N)) of the rate prior's gradient; scale 0: none."""
@@ -147,21 +193,29 @@ class FastStep:
         first = layers[0]
         z = affine(x, first["weight"], first["bias"])
         saved = []
+        native = self.native if dtype in _NATIVE_DTYPES else None
         for l in range(n):
-            a = act(z)  # (may reuse z's memory)
             neg_rate, c0, e = consts[l][:3]
-            big_e = torch.add(c0_t.fill_(c0), ctrls[l].index_views()[1], alpha=neg_rate).exp_()  # f / S
-            p = torch.add(big_e, one, alpha=e)  # renormalised importances
+            j1 = ctrls[l].index_views()[1]
             nxt = layers[l + 1]
             weight = nxt["weight"]
-            scale_h = a.shape[0] * a.shape[1] <= weight.numel()
-            if scale_h:
-                scaled = a * p
-                z_next = affine(scaled, weight, nxt["bias"])
+            scale_h = z.shape[0] * z.shape[1] <= weight.numel()
+            # the C pass (awnn/native.py) where the layouts are its: M (a or W) in dense rows
+            fuse = native is not None and j1.dtype is dtype and (z.is_contiguous() if scale_h else weight.stride(1) == 1)
+            if fuse:
+                fused_act = self.relu and z.is_contiguous()  # (then the backward's mask is fused too)
+                a = z if fused_act else act(z)
+                m = a if scale_h else weight
+                big_e, p, scaled, _ = self._buffers(l, m.shape[0], z.shape[1], dtype)
+                native.forward(a, fused_act, j1, c0, neg_rate, e, big_e, p, m, scaled)
             else:
-                scaled = weight * p
-                z_next = affine(a, scaled, nxt["bias"])
-            saved.append((big_e, p, scaled, a, z if keep_z else None, scale_h))
+                fused_act = False
+                a = act(z)  # (may reuse z's memory)
+                big_e = torch.add(c0_t.fill_(c0), j1, alpha=neg_rate).exp_()  # f / S
+                p = torch.add(big_e, one, alpha=e)  # renormalised importances
+                scaled = a * p if scale_h else weight * p
+            z_next = affine(scaled, weight, nxt["bias"]) if scale_h else affine(a, scaled, nxt["bias"])
+            saved.append((big_e, p, scaled, a, z if keep_z else None, scale_h, j1, fuse, fused_act))
             z = z_next
         out = z
         nll, g = mean_cross_entropy_grad(out, y)
@@ -170,25 +224,39 @@ class FastStep:
         grad_rhos: list = [None] * n
         rates: list = [0.0] * n
         for l in range(n - 1, -1, -1):
-            big_e, p, scaled, a, z_l, scale_h = saved[l]
+            big_e, p, scaled, a, z_l, scale_h, j1, fuse, fused_act = saved[l]
             weight = layers[l + 1]["weight"]
             grads[2 * l + 4] = g.sum(0)
-            if scale_h:  # scaled = a * p
-                grad_scaled = torch.mm(g, weight)  # (B, D)
-                grads[2 * l + 3] = _dense(weight_grad(g, scaled, weight, 0.0))
-                grad_a = grad_scaled * p
-            else:  # scaled = W * p
-                grad_scaled = torch.mm(g.t(), a)  # (out, D)
-                grad_a = torch.mm(g, scaled)
-                grads[2 * l + 3] = grad_scaled * p
             neg_rate, _, _, s, sigma = consts[l]
             rates[l] = -neg_rate
-            dp = torch.add(one, ctrls[l].index_views()[1], alpha=-s).mul_(big_e).add_(p, alpha=-sigma)  # dp/drho
-            grad_rho = torch.mv(grad_scaled * (a if scale_h else weight), dp).sum(0, keepdim=True)
             # the rate prior's gradient (a host scalar), less the decay the kernel adds to rho
-            grad_rho.add_(one, alpha=saturated((-neg_rate - rate_mean) * s * rate_scale - decay * rhos[l], dtype))
+            rate_grad = saturated((-neg_rate - rate_mean) * s * rate_scale - decay * rhos[l], dtype)
+            if fuse:  # d rho, (d a or dW) = G * p and the relu's mask in one C pass
+                grad_rho = self._bufs[l][1][3]
+                if scale_h:
+                    grad_a = torch.mm(g, weight)  # G (B, D), then d a in place
+                    grads[2 * l + 3] = _dense(weight_grad(g, scaled, weight, 0.0))
+                    native.backward(grad_a, a, j1, big_e, p, s, sigma, rate_grad, grad_rho, grad_a, fused_act, grad_a, a)
+                else:
+                    grad_scaled = torch.mm(g.t(), a)  # G (out, D)
+                    grad_a = torch.mm(g, scaled)
+                    grad_w = self._weight_grad_buffer(l, grad_scaled)
+                    native.backward(grad_scaled, weight, j1, big_e, p, s, sigma, rate_grad, grad_rho, grad_w, fused_act, grad_a, a)
+                    grads[2 * l + 3] = grad_w
+            else:
+                if scale_h:  # scaled = a * p
+                    grad_scaled = torch.mm(g, weight)  # (B, D)
+                    grads[2 * l + 3] = _dense(weight_grad(g, scaled, weight, 0.0))
+                    grad_a = grad_scaled * p
+                else:  # scaled = W * p
+                    grad_scaled = torch.mm(g.t(), a)  # (out, D)
+                    grad_a = torch.mm(g, scaled)
+                    grads[2 * l + 3] = grad_scaled * p
+                dp = torch.add(one, j1, alpha=-s).mul_(big_e).add_(p, alpha=-sigma)  # dp/drho
+                grad_rho = torch.mv(grad_scaled * (a if scale_h else weight), dp).sum(0, keepdim=True)
+                grad_rho.add_(one, alpha=rate_grad)
             grad_rhos[l] = grad_rho
-            g = act_backward(grad_a, z_l, a)
+            g = grad_a if fused_act else act_backward(grad_a, z_l, a)
         grads[2] = g.sum(0)
         grads[1] = _dense(weight_grad(g, x, first["weight"], 0.0))
         grads[0] = torch.cat(grad_rhos) if n > 1 else grad_rhos[0]

@@ -55,6 +55,11 @@ AWNN_LEAN_ADAM=0 both use torch.optim.Adam.  The JSON's `adam` says which.
 A lighter optimiser lowers both steps by about the same time, so it raises the
 ratio: what is left is the AWNN's own work (width update, importances, rho).
 
+On a CPU the AWNN's element-wise work (importances, their product, rho's
+gradient, the relu around them) runs as one C pass each way (awnn/native.py,
+built at first use with the system compiler) where it builds; with
+AWNN_NATIVE=0, or with no compiler, as torch ops.  The JSON's `c_pass` says which.
+
 Both run as a trial's process does: one torch thread, and on the CPU float
 denormals flushed to zero (search/trial_common.worker_setup; `--keep-denormals`
 keeps them, the JSON's `flush_denormal` says which).
@@ -412,11 +417,11 @@ def main() -> None:
     PROFILE = args.awnn_profile
     batches_ = tuple(int(b) for b in args.batch.split(","))
     flushed = worker_setup({"cpus_per_trial": 1, "flush_denormal": not args.keep_denormals})  # as a trial's process
-    from awnn import lean_adam
+    from awnn import lean_adam, native
 
     out: dict = {"batch": batches_[0] if len(batches_) == 1 else list(batches_), "threads": 1, "steps": args.steps, "torch": torch.__version__,
                  "awnn_profile": args.awnn_profile, "adam": "lean (CPU)" if lean_adam.enabled() else "torch.optim.Adam",
-                 "flush_denormal": flushed}
+                 "flush_denormal": flushed, "c_pass": native.kernels() is not None}
     if args.device in ("cpu", "all"):
         out.update(measure_device(torch.device("cpu"), args.steps, batches_))
     if args.device in ("cuda", "all") and torch.cuda.is_available():
