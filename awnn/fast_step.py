@@ -124,36 +124,26 @@ class FastStep:
         self.native = native.kernels() if rho.device.type == "cpu" else None
         self.relu = self.model.activation == "relu"
         n = len(self.ctrls)
-        self._bufs: list = [None] * n  # per layer: ((rows, D, dtype), (E, p, scaled, d rho)) of the last width
+        self._bufs: list = [None] * n  # per layer: (key, buffers) of the last width (`_buffers`)
         self._kept: list = [{} for _ in range(n)]  # per layer: the C passes' buffers of the last few widths
-        self._kept_w: list = [{} for _ in range(n)]  # per layer: the next weight's gradient buffers (W scaled), by shape
 
-    def _buffers(self, l: int, rows: int, d: int, dtype: torch.dtype) -> tuple:
-        """Layer l's (E, p, scaled, d rho) outputs of the C passes at this width (kept while it holds)."""
-        key = (rows, d, dtype)
+    def _buffers(self, l: int, rows: int, d: int, dtype: torch.dtype, scale_h: bool) -> tuple:
+        """Layer l's outputs of the C passes at this width: E, p, scaled (rows, D), d rho (1,) and,
+        where the next weight is rescaled (not `scale_h`), its gradient G * p (rows, D), else None."""
+        key = (rows, d, dtype, scale_h)
         held = self._bufs[l]
         if held is None or held[0] != key:
             # a width moves back and forth by a neuron or two: the last few widths' buffers are kept
             kept = self._kept[l]
             bufs = kept.pop(key, None)
             if bufs is None:
-                bufs = tuple(torch.empty(shape, dtype=dtype) for shape in (d, d, (rows, d), 1))
+                bufs = (*(torch.empty(shape, dtype=dtype) for shape in (d, d, (rows, d), 1)),
+                        None if scale_h else torch.empty((rows, d), dtype=dtype))
             kept[key] = bufs
             if len(kept) > _KEEP_WIDTHS:
                 del kept[next(iter(kept))]
             held = self._bufs[l] = (key, bufs)
         return held[1]
-
-    def _weight_grad_buffer(self, l: int, like: torch.Tensor) -> torch.Tensor:
-        """Where layer l + 1's weight gradient (G * p) is written: a dense (out, D) tensor kept while its shape holds."""
-        key = (like.shape, like.dtype)
-        kept = self._kept_w[l]
-        held = kept.get(key)
-        if held is None:
-            held = kept[key] = torch.empty_like(like, memory_format=torch.contiguous_format)
-            if len(kept) > _KEEP_WIDTHS:
-                del kept[next(iter(kept))]
-        return held
 
     def _rate_terms(self, prior, closed_form: bool) -> tuple[float, float]:
         """(mean, 1 / (std^2 N)) of the rate prior's gradient; scale 0: none."""
@@ -206,7 +196,8 @@ class FastStep:
                 fused_act = self.relu and z.is_contiguous()  # (then the backward's mask is fused too)
                 a = z if fused_act else act(z)
                 m = a if scale_h else weight
-                big_e, p, scaled, _ = self._buffers(l, m.shape[0], z.shape[1], dtype)
+                bufs = self._buffers(l, m.shape[0], z.shape[1], dtype, scale_h)
+                big_e, p, scaled = bufs[0], bufs[1], bufs[2]
                 native.forward(a, fused_act, j1, c0, neg_rate, e, big_e, p, m, scaled)
             else:
                 fused_act = False
@@ -215,7 +206,7 @@ class FastStep:
                 p = torch.add(big_e, one, alpha=e)  # renormalised importances
                 scaled = a * p if scale_h else weight * p
             z_next = affine(scaled, weight, nxt["bias"]) if scale_h else affine(a, scaled, nxt["bias"])
-            saved.append((big_e, p, scaled, a, z if keep_z else None, scale_h, j1, fuse, fused_act))
+            saved.append((big_e, p, scaled, a, z if keep_z else None, scale_h, j1, bufs if fuse else None, fused_act))
             z = z_next
         out = z
         nll, g = mean_cross_entropy_grad(out, y)
@@ -224,15 +215,15 @@ class FastStep:
         grad_rhos: list = [None] * n
         rates: list = [0.0] * n
         for l in range(n - 1, -1, -1):
-            big_e, p, scaled, a, z_l, scale_h, j1, fuse, fused_act = saved[l]
+            big_e, p, scaled, a, z_l, scale_h, j1, bufs, fused_act = saved[l]
             weight = layers[l + 1]["weight"]
             grads[2 * l + 4] = g.sum(0)
             neg_rate, _, _, s, sigma = consts[l]
             rates[l] = -neg_rate
             # the rate prior's gradient (a host scalar), less the decay the kernel adds to rho
             rate_grad = saturated((-neg_rate - rate_mean) * s * rate_scale - decay * rhos[l], dtype)
-            if fuse:  # d rho, (d a or dW) = G * p and the relu's mask in one C pass
-                grad_rho = self._bufs[l][1][3]
+            if bufs is not None:  # d rho, (d a or dW) = G * p and the relu's mask in one C pass
+                grad_rho = bufs[3]
                 if scale_h:
                     grad_a = torch.mm(g, weight)  # G (B, D), then d a in place
                     grads[2 * l + 3] = _dense(weight_grad(g, scaled, weight, 0.0))
@@ -240,7 +231,7 @@ class FastStep:
                 else:
                     grad_scaled = torch.mm(g.t(), a)  # G (out, D)
                     grad_a = torch.mm(g, scaled)
-                    grad_w = self._weight_grad_buffer(l, grad_scaled)
+                    grad_w = bufs[4]
                     native.backward(grad_scaled, weight, j1, big_e, p, s, sigma, rate_grad, grad_rho, grad_w, fused_act, grad_a, a)
                     grads[2 * l + 3] = grad_w
             else:
