@@ -30,9 +30,9 @@ In float32 that rounding can tip a width update, after which two runs part
 as two seeds would.
 
 Where awnn/native.py's C library builds (a C compiler; AWNN_NATIVE not 0),
-each layer's element-wise work (the importances, their product with the
-activations or the next weight, rho's gradient, G * p and, for relu, the
-activation and its mask) is one C call each way instead of ~13 torch ops:
+each layer's own element-wise work (the importances, their product with the
+activations or the next weight, rho's gradient, G * p; not the activation,
+which a fixed layer has too) is one C call each way instead of ~11 torch ops:
 the torch ops stay beside it as its reference (`native` None; a layer whose
 layout the C pass was not written for takes them every step), and
 tests/awnn/test_native.py compares the two.
@@ -122,7 +122,6 @@ class FastStep:
         self.steps = 0  # steps taken (tests and benchmarks read it)
         # the element-wise work in C where it can be had (awnn/native.py; None: torch ops, the reference)
         self.native = native.kernels() if rho.device.type == "cpu" else None
-        self.relu = self.model.activation == "relu"
         n = len(self.ctrls)
         self._bufs: list = [None] * n  # per layer: (key, buffers) of the last width (`_buffers`)
         self._kept: list = [{} for _ in range(n)]  # per layer: the C passes' buffers of the last few widths
@@ -190,23 +189,20 @@ class FastStep:
             nxt = layers[l + 1]
             weight = nxt["weight"]
             scale_h = z.shape[0] * z.shape[1] <= weight.numel()
-            # the C pass (awnn/native.py) where the layouts are its: M (a or W) in dense rows
-            fuse = native is not None and j1.dtype is dtype and (z.is_contiguous() if scale_h else weight.stride(1) == 1)
-            if fuse:
-                fused_act = self.relu and z.is_contiguous()  # (then the backward's mask is fused too)
-                a = z if fused_act else act(z)
-                m = a if scale_h else weight
-                bufs = self._buffers(l, m.shape[0], z.shape[1], dtype, scale_h)
+            a = act(z)  # (may reuse z's memory)
+            m = a if scale_h else weight
+            # the C pass (awnn/native.py) where the layout is its: M (a or W) in dense rows
+            bufs = None
+            if native is not None and j1.dtype is dtype and (a.is_contiguous() if scale_h else weight.stride(1) == 1):
+                bufs = self._buffers(l, m.shape[0], a.shape[1], dtype, scale_h)
                 big_e, p, scaled = bufs[0], bufs[1], bufs[2]
-                native.forward(a, fused_act, j1, c0, neg_rate, e, big_e, p, m, scaled)
+                native.forward(j1, c0, neg_rate, e, big_e, p, m, scaled)
             else:
-                fused_act = False
-                a = act(z)  # (may reuse z's memory)
                 big_e = torch.add(c0_t.fill_(c0), j1, alpha=neg_rate).exp_()  # f / S
                 p = torch.add(big_e, one, alpha=e)  # renormalised importances
-                scaled = a * p if scale_h else weight * p
+                scaled = m * p
             z_next = affine(scaled, weight, nxt["bias"]) if scale_h else affine(a, scaled, nxt["bias"])
-            saved.append((big_e, p, scaled, a, z if keep_z else None, scale_h, j1, bufs if fuse else None, fused_act))
+            saved.append((big_e, p, scaled, a, z if keep_z else None, scale_h, j1, bufs))
             z = z_next
         out = z
         nll, g = mean_cross_entropy_grad(out, y)
@@ -215,24 +211,24 @@ class FastStep:
         grad_rhos: list = [None] * n
         rates: list = [0.0] * n
         for l in range(n - 1, -1, -1):
-            big_e, p, scaled, a, z_l, scale_h, j1, bufs, fused_act = saved[l]
+            big_e, p, scaled, a, z_l, scale_h, j1, bufs = saved[l]
             weight = layers[l + 1]["weight"]
             grads[2 * l + 4] = g.sum(0)
             neg_rate, _, _, s, sigma = consts[l]
             rates[l] = -neg_rate
             # the rate prior's gradient (a host scalar), less the decay the kernel adds to rho
             rate_grad = saturated((-neg_rate - rate_mean) * s * rate_scale - decay * rhos[l], dtype)
-            if bufs is not None:  # d rho, (d a or dW) = G * p and the relu's mask in one C pass
+            if bufs is not None:  # d rho and (d a or dW) = G * p in one C pass
                 grad_rho = bufs[3]
                 if scale_h:
                     grad_a = torch.mm(g, weight)  # G (B, D), then d a in place
                     grads[2 * l + 3] = _dense(weight_grad(g, scaled, weight, 0.0))
-                    native.backward(grad_a, a, j1, big_e, p, s, sigma, rate_grad, grad_rho, grad_a, fused_act, grad_a, a)
+                    native.backward(grad_a, a, j1, big_e, p, s, sigma, rate_grad, grad_rho, grad_a)
                 else:
                     grad_scaled = torch.mm(g.t(), a)  # G (out, D)
                     grad_a = torch.mm(g, scaled)
                     grad_w = bufs[4]
-                    native.backward(grad_scaled, weight, j1, big_e, p, s, sigma, rate_grad, grad_rho, grad_w, fused_act, grad_a, a)
+                    native.backward(grad_scaled, weight, j1, big_e, p, s, sigma, rate_grad, grad_rho, grad_w)
                     grads[2 * l + 3] = grad_w
             else:
                 if scale_h:  # scaled = a * p
@@ -247,7 +243,7 @@ class FastStep:
                 grad_rho = torch.mv(grad_scaled * (a if scale_h else weight), dp).sum(0, keepdim=True)
                 grad_rho.add_(one, alpha=rate_grad)
             grad_rhos[l] = grad_rho
-            g = grad_a if fused_act else act_backward(grad_a, z_l, a)
+            g = act_backward(grad_a, z_l, a)
         grads[2] = g.sum(0)
         grads[1] = _dense(weight_grad(g, x, first["weight"], 0.0))
         grads[0] = torch.cat(grad_rhos) if n > 1 else grad_rhos[0]

@@ -3,10 +3,11 @@
 
 Why (issue #30): at SpiralHard's sizes a CPU step is a few dozen small torch
 calls, each a few microseconds of dispatch; the `authors` profile's
-importances, their product with the activations or weights, rho's gradient
-and the relu around them were ~13 of them, most of the AWNN step's excess
-over a fixed-grid trial's step (`benchmarks/step_floor.py`).  Two C calls
-replace them.
+importances, their product with the activations or weights and rho's
+gradient were ~11 of them per layer, most of the AWNN step's excess over a
+fixed-grid trial's step (`benchmarks/step_floor.py`).  Two C calls replace
+them.  Only work a fixed-width layer does not have goes to C (see the C
+source): the step ratio compares like with like.
 
 Build: the system C compiler (`$CC`, else `cc`, `gcc` or `clang`) with
 `-O3 -shared -fPIC`, into the user's cache (`awnn.aside.cache_dir()`), named
@@ -48,7 +49,7 @@ __all__ = ["SWITCH", "SOURCE", "FLAGS", "enabled", "kernels", "library_path", "K
 SWITCH = "AWNN_NATIVE"
 SOURCE = Path(__file__).resolve().parent / "csrc" / "importance_step.c"
 FLAGS = ("-O3", "-std=c99", "-shared", "-fPIC")
-ABI_VERSION = 1  # awnn_abi_version() of the source this module calls
+ABI_VERSION = 2  # awnn_abi_version() of the source this module calls
 BUILD_TIMEOUT_S = 120
 
 _lock = threading.Lock()
@@ -90,29 +91,27 @@ class Kernels:
         self.forward_fn, self.backward_fn = {}, {}
         for dtype, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
             fwd = getattr(lib, f"awnn_forward_{suffix}")
-            fwd.argtypes = [P, L, I, P, L, D, D, D, P, P, P, L, L, P]
+            fwd.argtypes = [P, L, D, D, D, P, P, P, L, L, P]
             fwd.restype = None
             bwd = getattr(lib, f"awnn_backward_{suffix}")
-            bwd.argtypes = [P, P, L, L, L, P, P, P, D, D, D, P, P, I, P, P, L]
+            bwd.argtypes = [P, P, L, L, L, P, P, P, D, D, D, P, P]
             bwd.restype = None
             self.forward_fn[dtype], self.backward_fn[dtype] = fwd, bwd
 
-    def forward(self, z: torch.Tensor, relu: bool, j1: torch.Tensor, c0: float, neg_rate: float, e: float,
-                big_e: torch.Tensor, p: torch.Tensor, m: torch.Tensor, scaled: torch.Tensor) -> None:
-        """relu in place on z (when `relu`), the importances into big_e and p, m * p into scaled.
-        The caller guarantees: one CPU dtype the library has, z, j1, big_e, p, scaled dense, m's rows
-        dense (stride(1) 1), m and scaled (rows, D), j1, big_e, p (D,)."""
-        self.forward_fn[z.dtype](z.data_ptr(), z.numel(), relu, j1.data_ptr(), j1.shape[0], c0, neg_rate, e,
-                                 big_e.data_ptr(), p.data_ptr(), m.data_ptr(), m.shape[0], m.stride(0), scaled.data_ptr())
+    def forward(self, j1: torch.Tensor, c0: float, neg_rate: float, e: float, big_e: torch.Tensor, p: torch.Tensor,
+                m: torch.Tensor, scaled: torch.Tensor) -> None:
+        """The importances into big_e and p, m * p into scaled.  The caller guarantees: one CPU
+        dtype the library has, j1, big_e, p (D,) and scaled (rows, D) dense, m (rows, D) with
+        dense rows (stride(1) 1)."""
+        self.forward_fn[m.dtype](j1.data_ptr(), j1.shape[0], c0, neg_rate, e, big_e.data_ptr(), p.data_ptr(),
+                                 m.data_ptr(), m.shape[0], m.stride(0), scaled.data_ptr())
 
     def backward(self, g: torch.Tensor, m: torch.Tensor, j1: torch.Tensor, big_e: torch.Tensor, p: torch.Tensor,
-                 s: float, sigma: float, c: float, grad_rho: torch.Tensor, out: torch.Tensor,
-                 relu: bool, grad_a: torch.Tensor, a: torch.Tensor) -> None:
-        """grad_rho[0] = sum(g * m * dp) + c, out = g * p (out may be g), then, when `relu`,
-        grad_a zeroed where a <= 0 (grad_a may be out).  g, out, grad_a, a dense; m's rows dense."""
+                 s: float, sigma: float, c: float, grad_rho: torch.Tensor, out: torch.Tensor) -> None:
+        """grad_rho[0] = sum(g * m * dp) + c and out = g * p (out may be g); g and out dense
+        (rows, D), m's rows dense."""
         self.backward_fn[g.dtype](g.data_ptr(), m.data_ptr(), m.shape[0], m.stride(0), j1.shape[0], j1.data_ptr(),
-                                  big_e.data_ptr(), p.data_ptr(), s, sigma, c, grad_rho.data_ptr(), out.data_ptr(),
-                                  relu, grad_a.data_ptr(), a.data_ptr(), a.numel())
+                                  big_e.data_ptr(), p.data_ptr(), s, sigma, c, grad_rho.data_ptr(), out.data_ptr())
 
 
 def kernels() -> Kernels | None:

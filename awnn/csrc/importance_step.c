@@ -16,10 +16,12 @@
  *   d rho  = sum_{r,j} G[r,j] M[r,j] dp_j + c,   dp_j = (1 - s (j + 1)) E_j - sigma p_j
  *   out    = G * p                          (d a, or the next weight's gradient)
  *
- * with, for a relu layer, the activation fused in: a = max(z, 0) in place on
- * z before the forward's product, and d z = d a where a > 0 (else 0) after
- * the backward's.  d rho accumulates in double.  Plain C99, no vendor
- * intrinsics: the build is `cc -O3 -shared -fPIC` on any CPU.
+ * Only the work a fixed-width layer does not have: the activation and
+ * everything else both arms compute stay torch ops (a C pass that took the
+ * relu too was 20 us a step faster on SpiralHard, but that is the fixed
+ * arm's work as well, and the step ratio would flatter AWNN by it).
+ * d rho accumulates in double.  Plain C99, no vendor intrinsics: the build is
+ * `cc -O3 -shared -fPIC` on any CPU.
  *
  * Strides: M's rows are `ldm` elements apart (a view of a capacity buffer);
  * every other array is dense.
@@ -28,13 +30,10 @@
 #include <stddef.h>
 
 #define AWNN_STEP(T, SUFFIX, EXP)                                                                          \
-void awnn_forward_##SUFFIX(T *restrict z, ptrdiff_t n_z, int relu, const T *restrict j1, ptrdiff_t d,       \
-                           double c0, double neg_rate, double e, T *restrict big_e, T *restrict p,         \
+void awnn_forward_##SUFFIX(const T *restrict j1, ptrdiff_t d, double c0, double neg_rate, double e,        \
+                           T *restrict big_e, T *restrict p,                                               \
                            const T *restrict m, ptrdiff_t rows, ptrdiff_t ldm, T *restrict scaled)         \
 {                                                                                                         \
-    if (relu)                                                                                             \
-        for (ptrdiff_t i = 0; i < n_z; i++)                                                               \
-            z[i] = z[i] > (T)0 ? z[i] : (T)0;                                                             \
     const T c0_ = (T)c0, rate_ = (T)neg_rate, e_ = (T)e;                                                  \
     for (ptrdiff_t j = 0; j < d; j++) {                                                                   \
         T t = EXP(c0_ + rate_ * j1[j]);                                                                   \
@@ -49,12 +48,11 @@ void awnn_forward_##SUFFIX(T *restrict z, ptrdiff_t n_z, int relu, const T *rest
     }                                                                                                     \
 }                                                                                                         \
                                                                                                           \
-void awnn_backward_##SUFFIX(const T *restrict g, const T *restrict m, ptrdiff_t rows, ptrdiff_t ldm,       \
-                            ptrdiff_t d, const T *restrict j1, const T *restrict big_e, const T *restrict p,\
-                            double s, double sigma, double c, T *restrict grad_rho, T *out,                \
-                            int relu, T *grad_a, const T *restrict a, ptrdiff_t n_a)                       \
+void awnn_backward_##SUFFIX(const T *g, const T *restrict m, ptrdiff_t rows, ptrdiff_t ldm, ptrdiff_t d,    \
+                            const T *restrict j1, const T *restrict big_e, const T *restrict p,            \
+                            double s, double sigma, double c, T *restrict grad_rho, T *out)                \
 {                                                                                                         \
-    /* out may be g, and grad_a out (scale_h): each element read before it is written */                 \
+    /* out may be g (the activations' gradient, in place): each element is read before it is written */ \
     const T s_ = (T)s, sigma_ = (T)sigma;                                                                 \
     double acc = 0.0;                                                                                     \
     for (ptrdiff_t r = 0; r < rows; r++) {                                                                \
@@ -71,13 +69,10 @@ void awnn_backward_##SUFFIX(const T *restrict g, const T *restrict m, ptrdiff_t 
         acc += row;                                                                                       \
     }                                                                                                     \
     grad_rho[0] = (T)(acc + c);                                                                           \
-    if (relu)                                                                                             \
-        for (ptrdiff_t i = 0; i < n_a; i++)                                                               \
-            grad_a[i] = a[i] > (T)0 ? grad_a[i] : (T)0;                                                   \
 }
 
 AWNN_STEP(float, f32, expf)
 AWNN_STEP(double, f64, exp)
 
 /* the build's check that the library loaded is this source's */
-int awnn_abi_version(void) { return 1; }
+int awnn_abi_version(void) { return 2; }

@@ -1,8 +1,8 @@
 """awnn/native.py: the adaptive layer's element-wise step work in C against the
 same arithmetic in torch ops (awnn/fast_step.py's reference path): whole
 float64 runs over width moves in every branch (activations rescaled or the
-next weight, relu fused or not, a hidden layer too narrow for the C pass's
-layout), one float32 step; and the build: made once, shared by processes
+next weight, activations in place or new, hidden layers so narrow their
+pre-activations come transposed), one float32 step; and the build: made once, shared by processes
 building at once, every failure (no compiler, a compile error, an unwritable
 cache, a damaged library, the switch) leaving the torch path and one line."""
 from __future__ import annotations
@@ -25,12 +25,12 @@ HAVE_CC = native.compiler() is not None
 needs_cc = pytest.mark.skipif(not HAVE_CC, reason="no C compiler on this machine: the torch path is the one taken (tested below)")
 
 RUNS = {
-    # 1 hidden layer, batch 32: the read-out's weight rescaled (W * p), relu fused
+    # 1 hidden layer, batch 32: the read-out's weight rescaled (W * p)
     "1-layer": {},
-    # 2 layers: the hidden layer rescales the activations (a * p), the relu's mask fused into the backward
+    # 2 layers: the hidden layer rescales the activations (a * p; d a written over G)
     "2-layers-rate-prior": {"hidden_layers": 2, "rate_prior": "gaussian", "rate_prior_mean": 0.05, "rate_prior_std": 0.2},
-    # no fused activation: the C pass without the relu, torch's activation around it
     "3-layers-leaky-relu": {"hidden_layers": 3, "activation": "leaky_relu", "batch_size": 16},
+    # gelu's activation is a new tensor and its backward reads the pre-activation
     "gelu-batch-64": {"activation": "gelu", "batch_size": 64},
 }
 
@@ -109,14 +109,52 @@ def test_whole_float64_runs_agree_with_the_torch_ops(changes):
 @pytest.mark.usefixtures("one_thread")
 def test_layers_too_narrow_for_a_dense_pre_activation_agree_too():
     """Hidden widths below 8 make products.affine return the pre-activation
-    transposed (not in dense rows): the C pass then takes the importances and
-    rho's gradient but leaves the relu and its mask to torch."""
+    transposed (not in dense rows), so the activations are too: at batch 32
+    these widths rescale the next weight (its rows dense), which the C pass
+    takes, and the run is the same."""
     changes = {"hidden_layers": 2, "rate": 1.0}
     c_run, counts = _run(changes, True, epochs=3)
     ref, _ = _run(changes, False, epochs=3)
     assert max(h["width_total"] for h in ref.history) <= 2 * 7
     assert counts["forward"] == counts["backward"] == 2 * c_run._fast.steps > 0
     _agree(c_run, ref, F64_TOL)
+
+
+@needs_cc
+@needs_checked_torch
+@pytest.mark.usefixtures("one_thread")
+def test_a_layer_whose_activations_come_transposed_keeps_the_torch_ops():
+    """Widths [4, 20] at batch 16: layer 0's pre-activation comes transposed and
+    rescales its activations (a * p), a layout the C pass was not written for:
+    that layer takes the torch ops every step, layer 1 the C pass, and the steps
+    are the same as the torch ops' alone."""
+    finals = []
+    for use_native in (True, False):
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            task = dataclasses.replace(tiny_task(), x=tiny_task().x.to(torch.float64), _cache={})
+            torch.manual_seed(0)
+            t = Trainer(config(hidden_layers=2, batch_size=16), task)
+            t.model.set_widths([4, 20])
+            t.model.frozen = True
+            counts = {"forward": 0, "backward": 0}
+            if use_native:
+                _counting(t._fast.native, counts)
+            else:
+                t._fast.native = None
+            x, y = task.tensors("inner", "train", torch.device("cpu"))
+            prior = t.rate_prior(1)
+            for i in range(6):  # the first takes the general step
+                t.train_step(x[i * 16 : (i + 1) * 16], y[i * 16 : (i + 1) * 16], prior)
+        finally:
+            torch.set_default_dtype(old)
+        assert t._fast.steps == 5
+        if use_native:
+            assert counts == {"forward": 5, "backward": 5}  # layer 1 only
+        finals.append([p.detach().clone() for p in t.model.parameters()])
+    for a, b in zip(*finals, strict=True):
+        assert float((a - b).abs().max()) <= F64_TOL
 
 
 @needs_cc
