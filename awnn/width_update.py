@@ -36,9 +36,8 @@ class HostRates:
         changed = False
         targets = []
         projected = bool(ctrls[0].rate_min) and self._project_rates(rhos, ctrls)
-        if not projected and not rho_vec.is_cpu:
+        if not projected:
             # the forward's host values of rho (GPU: no second transfer), valid while rho is unchanged
-            # (a CPU reads them again: `_host_rhos`, cheaper than keeping this)
             self.__dict__["_rho_read"] = (rho_vec.data_ptr(), rho_vec._version, rhos)
         for ctrl, rho in zip(ctrls, rhos):
             d, capped = ctrl.width_for_rho(rho)
