@@ -34,6 +34,15 @@ machine noise hits both alike).  Prints one JSON object as its last line:
                                              with the lean loop's products as written, 1.30-1.43
                                              since: the stack keeps W as (in, out), so its
                                              transposes copy W^T and the result, ~3% of a step)
+    ops_* (CPU, --profile)                  the torch operators a step dispatches (the profiler's top-level
+                                             ops; the C pass's ctypes calls are not ops): the AWNN's steps that
+                                             keep their widths (awnn_ops_still) and that move one
+                                             (awnn_ops_moving), the lean fixed step's (lean_ops), one cheap
+                                             op's time (dispatch_us) and dispatch_floor_ratio = (lean step +
+                                             the AWNN's extra ops x dispatch_us) / lean step: what the AWNN's
+                                             ops alone would cost it (2026-12-06, an AMD EPYC: 36 ops still,
+                                             62 moving, 35 lean, floor 1.05 against a measured 1.42: the excess
+                                             is host Python and ctypes around the ops, not more ops)
     gpu: {...}                               the same on CUDA, when a GPU is present,
                                              for every --batch (suffix _b<batch>), with
                                              kernel launches and host syncs per step
@@ -282,7 +291,7 @@ def measure(layers: int, device: torch.device, steps: int, windows: int = 8, bat
     if device.type == "cpu":
         out.update(width_move_split(a_times, moved, a, le))
         out["read_out_products"] = read_out_products(awnn, lambda w: LeanTrainer(TrainConfig.from_dict({**base, "model": "fixed", "width": w})), batch)
-    out["_trainers"] = (awnn, fixed, it)
+    out["_trainers"] = (awnn, fixed, it, lean)
     return out
 
 
@@ -355,6 +364,51 @@ def profile_launches(awnn: Trainer, fixed: Trainer, it, device: torch.device, n:
     return out
 
 
+def count_cpu_ops(awnn: Trainer, lean: LeanTrainer, it, n: int = 300) -> dict:
+    """CPU: the torch operators each step dispatches (top-level ops as the torch
+    profiler records them; the C pass's two ctypes calls are not among them), for
+    the AWNN's steps that keep their widths and those that move one, and for the
+    lean loop's fixed step (the last window's width).  With `dispatch_us`, the
+    time of one cheap op (torch.empty of a few floats) timed alone, the ops the
+    AWNN adds give a floor for its ratio that no rearranging of the same ops
+    lowers: (lean step + extra ops x dispatch_us) / lean step."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    out: dict = {}
+    steps = {"awnn": make_stepper(awnn), "lean": make_lean_stepper(lean)}
+    for label, step in steps.items():
+        for _ in range(10):
+            step(*next(it))
+        moved: list[bool] = []
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for i in range(n):
+                before = list(awnn.model.widths) if label == "awnn" else None
+                with record_function(f"awnn_step_{i}"):
+                    step(*next(it))
+                moved.append(label == "awnn" and list(awnn.model.widths) != before)
+        per_step: dict[int, int] = {}
+        names: dict[str, int] = {}
+        for e in prof.events():
+            if e.name.startswith("awnn_step_"):
+                i = int(e.name.rsplit("_", 1)[1])
+                per_step[i] = len(e.cpu_children)
+                for c in e.cpu_children:
+                    names[c.name] = names.get(c.name, 0) + 1
+        counts = [per_step.get(i, 0) for i in range(n)]
+        if label == "awnn":
+            still = [c for c, m in zip(counts, moved) if not m]
+            moving = [c for c, m in zip(counts, moved) if m]
+            out["awnn_ops_still"] = statistics.median(still) if still else None
+            out["awnn_ops_moving"] = statistics.median(moving) if moving else None
+            out["awnn_ops_mean"] = round(statistics.fmean(counts), 1)
+            out["awnn_top_ops"] = {k: round(v / n, 2) for k, v in sorted(names.items(), key=lambda kv: -kv[1])[:15]}
+        else:
+            out["lean_ops"] = statistics.median(counts)
+    probe = torch.empty(4)
+    out["dispatch_us"] = round(min(_interleaved_medians_us({"empty": lambda: torch.empty(4), "add": lambda: probe.add_(0.0)}).values()), 2)
+    return out
+
+
 def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] = (128,), profile: bool = False) -> dict:
     """ratio_/awnn_us_/fixed_us_/width_/width_change_fraction_ for 1 and 4 layers
     (suffixed _b<batch> for batches other than 128, or for every batch when
@@ -364,7 +418,7 @@ def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] =
         suffix = "" if batches_ == (128,) else f"_b{batch}"
         for layers, name in ((1, "1_layer"), (4, "4_layers")):
             r = measure(layers, device, steps, batch=batch)
-            awnn, fixed, it = r.pop("_trainers")
+            awnn, fixed, it, lean = r.pop("_trainers")
             print(f"{device.type} batch {batch} {name}: awnn {r['awnn_us']} us, fixed {r['fixed_us']} us (mean width {r['mean_width']}, "
                   f"width changed at {100 * r['width_change_fraction']:.0f}% of steps), ratio {r['ratio']}; "
                   f"fixed in the lean loop {r['lean_fixed_us']} us, ratio {r['ratio_vs_lean']}", file=sys.stderr)
@@ -394,6 +448,15 @@ def measure_device(device: torch.device, steps: int, batches_: tuple[int, ...] =
                 if products_["asymmetry"] > LAYOUT_ASYMMETRY_WARN:
                     print(f"  WARNING: the fixed arm's read-out products cost {products_['asymmetry']}x the AWNN's: ratio_vs_lean_{key} "
                           f"measures the two arms' layouts (awnn/products.py), not the AWNN's work", file=sys.stderr)
+            if profile and device.type == "cpu":
+                try:
+                    p = count_cpu_ops(awnn, lean, it)
+                    extra = p["awnn_ops_mean"] - p["lean_ops"]
+                    p["dispatch_floor_ratio"] = round((r["lean_fixed_us"] + extra * p["dispatch_us"]) / r["lean_fixed_us"], 3)
+                except Exception as e:  # noqa: BLE001 - the timings above still count
+                    p = {"error": f"{type(e).__name__}: {e}"}
+                print(f"  torch ops per step: {json_text(p)}", file=sys.stderr)
+                out[f"ops_{key}"] = p
             if profile and device.type == "cuda":
                 try:
                     p = profile_launches(awnn, fixed, it, device)
@@ -409,7 +472,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
     ap.add_argument("--batch", default="128", help="comma-separated batch sizes (default 128)")
-    ap.add_argument("--profile", action="store_true", help="CUDA: count kernel launches and host syncs per step (torch profiler)")
+    ap.add_argument("--profile", action="store_true", help="CUDA: count kernel launches and host syncs per step; CPU: the torch ops per step and the floor they set (torch profiler)")
     ap.add_argument("--awnn-profile", choices=["authors", "paper-text"], default="authors", help="the AWNN's awnn_profile (default authors)")
     ap.add_argument("--keep-denormals", action="store_true", help="keep float denormals on the CPU (trials flush them by default)")
     args = ap.parse_args()
@@ -423,7 +486,7 @@ def main() -> None:
                  "awnn_profile": args.awnn_profile, "adam": "lean (CPU)" if lean_adam.enabled() else "torch.optim.Adam",
                  "flush_denormal": flushed, "c_pass": native.kernels() is not None}
     if args.device in ("cpu", "all"):
-        out.update(measure_device(torch.device("cpu"), args.steps, batches_))
+        out.update(measure_device(torch.device("cpu"), args.steps, batches_, args.profile))
     if args.device in ("cuda", "all") and torch.cuda.is_available():
         out["gpu"] = {"name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
                       **measure_device(torch.device("cuda"), args.steps, batches_, args.profile)}

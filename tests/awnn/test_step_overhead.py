@@ -84,3 +84,30 @@ def test_the_layout_check_builds_the_fixed_side_at_the_awnns_width():
     assert asked == [awnn.model.widths[-1]] == [r["width"]]
     shown = sum(r["us"]["fixed"].values()) / sum(r["us"]["awnn"].values())  # (from the medians rounded to 0.1 us)
     assert r["asymmetry"] > 0 and abs(r["asymmetry"] - shown) <= 0.03 * shown
+
+
+def test_the_op_count_splits_still_and_moving_steps_and_counts_the_lean_step():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import step_overhead
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from awnn.config import TrainConfig
+    from awnn.data import load_task
+    from awnn.lean import LeanTrainer
+    from awnn.train import Trainer
+
+    torch.set_num_threads(1)
+    base = {"task": "spiralhard", "split": "inner", "hidden_layers": 1, "activation": "relu", "batch_size": 128, "optimizer": "adam",
+            "lr": 0.01, "device": "cpu"}
+    awnn = Trainer(TrainConfig.from_dict({**base, "model": "awnn", "rate": 0.01, "quantile_k": 0.9, "sigma_theta": 1.0, "awnn_profile": "authors"}))
+    lean = LeanTrainer(TrainConfig.from_dict({**base, "model": "fixed", "width": 64}))
+    x, y = load_task("spiralhard").tensors("inner", "train", torch.device("cpu"))
+    it = step_overhead.batches(x, y, 128, torch.device("cpu"), torch.Generator().manual_seed(0))
+    r = step_overhead.count_cpu_ops(awnn, lean, it, n=60)
+    assert r["lean_ops"] > 10 and r["awnn_ops_still"] > 10 and r["dispatch_us"] > 0
+    # 60 steps of a fresh AWNN at lr 0.01: its width moves at some steps and keeps at others; a move resizes (more ops)
+    assert r["awnn_ops_moving"] is not None and r["awnn_ops_still"] is not None, r
+    assert r["awnn_ops_moving"] > r["awnn_ops_still"], r
+    assert r["awnn_ops_still"] <= r["awnn_ops_mean"] <= r["awnn_ops_moving"]
+    assert "aten::mm" in r["awnn_top_ops"] or "aten::addmm" in r["awnn_top_ops"], r["awnn_top_ops"]
