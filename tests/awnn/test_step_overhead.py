@@ -14,6 +14,18 @@ from train_helpers import needs_checked_torch
 pytestmark = needs_checked_torch  # (the AWNN step it times is the fast step, on the lean Adam)
 
 ROOT = Path(__file__).resolve().parents[2]
+# a SpiralHard MLP of one hidden layer as the script builds it (batch set per test)
+BASE = {"task": "spiralhard", "split": "inner", "hidden_layers": 1, "activation": "relu", "optimizer": "adam", "lr": 0.01, "device": "cpu"}
+
+
+def _benchmark():
+    """benchmarks/step_overhead.py as a module."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import step_overhead
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return step_overhead
 
 
 def test_the_script_reports_paired_ratios_inside_their_range_and_the_layout_check():
@@ -36,11 +48,7 @@ def test_the_script_reports_paired_ratios_inside_their_range_and_the_layout_chec
 
 
 def test_the_width_move_split_is_the_moves_share_of_the_excess():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import step_overhead
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    step_overhead = _benchmark()
     # 4 steps, 1 moved (fraction 1/4) costing 200 us more than a still step of 100 us; AWNN median 100, lean 50: excess 50
     r = step_overhead.width_move_split([100e-6, 100e-6, 300e-6, 100e-6], [False, False, True, False], 100e-6, 50e-6)
     assert r == {"awnn_still_us": 100.0, "awnn_moving_us": 300.0, "width_move_share_of_excess": 1.0, "ratio_vs_lean_without_moves": 2.0}
@@ -61,18 +69,13 @@ def test_the_cold_step_script_times_the_fast_step_after_each_kind_of_work():
 
 
 def test_the_layout_check_builds_the_fixed_side_at_the_awnns_width():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import step_overhead
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    step_overhead = _benchmark()
     from awnn.config import TrainConfig
     from awnn.lean import LeanTrainer
     from awnn.train import Trainer
 
     torch.set_num_threads(1)
-    base = {"task": "spiralhard", "split": "inner", "hidden_layers": 1, "activation": "relu", "batch_size": 32, "optimizer": "adam",
-            "lr": 0.01, "device": "cpu"}
+    base = {**BASE, "batch_size": 32}
     awnn = Trainer(TrainConfig.from_dict({**base, "model": "awnn", "rate": 0.05, "quantile_k": 0.9, "sigma_theta": 1.0, "awnn_profile": "authors"}))
     asked = []
 
@@ -87,19 +90,14 @@ def test_the_layout_check_builds_the_fixed_side_at_the_awnns_width():
 
 
 def test_the_op_count_splits_still_and_moving_steps_and_counts_the_lean_step():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import step_overhead
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    step_overhead = _benchmark()
     from awnn.config import TrainConfig
     from awnn.data import load_task
     from awnn.lean import LeanTrainer
     from awnn.train import Trainer
 
     torch.set_num_threads(1)
-    base = {"task": "spiralhard", "split": "inner", "hidden_layers": 1, "activation": "relu", "batch_size": 128, "optimizer": "adam",
-            "lr": 0.01, "device": "cpu"}
+    base = {**BASE, "batch_size": 128}
     awnn = Trainer(TrainConfig.from_dict({**base, "model": "awnn", "rate": 0.01, "quantile_k": 0.9, "sigma_theta": 1.0, "awnn_profile": "authors"}))
     lean = LeanTrainer(TrainConfig.from_dict({**base, "model": "fixed", "width": 64}))
     x, y = load_task("spiralhard").tensors("inner", "train", torch.device("cpu"))
