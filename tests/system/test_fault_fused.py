@@ -34,10 +34,19 @@ MEMBERS = ["sel-0000", "sel-0001", "sel-0002", "sel-0003"]
 
 
 def _epochs() -> int:
-    """A group of four 1x64 nets on DoubleMoon trains for ~8 s on one core (an epoch of the group costs ~2 of one
+    """A group of four 1x64 nets on DoubleMoon trains for ~10 s on one core (an epoch of the group costs ~2 of one
     net's), so the fault lands mid-training.  400 epochs were 10 s once, 2.8 s by 2026-11-29: a loaded CI run's
-    SIGTERM then came after the group had finished."""
-    return epochs_lasting(4.0, at_least=400, grid=GRID)
+    SIGTERM then came after the group had finished.  At ~8 s (2026-12-06, a fresh clone's make test) the group ended
+    in 7 s before the wait saw a checkpoint of its first half: Ray keeps one checkpoint, so the wait's window closes
+    once the group passes its half (`_group_running_with_checkpoint`, now its first two thirds)."""
+    return epochs_lasting(5.0, at_least=500, grid=GRID)
+
+
+def _checkpoint_before() -> int:
+    """The epoch before which the fault's checkpoint must have been taken: its first two thirds, so a third of the
+    group's training (~3 s) is left for the fault to land in, and the wait has ~6 s to see one (Ray keeps only the
+    latest checkpoint, and each of the wait's polls reads MLflow and the checkpoint files)."""
+    return 2 * _epochs() // 3
 
 
 def _args(tmp_path, tracking):
@@ -46,12 +55,12 @@ def _args(tmp_path, tracking):
 
 
 def _group_running_with_checkpoint(tmp_path, tracking):
-    """The group's four running runs, once Ray Tune holds a checkpoint of it taken in its first half (fault_helpers'
+    """The group's four running runs, once Ray Tune holds a checkpoint of it taken in its first two thirds (fault_helpers'
     `registered_checkpoint`): the fault then lands while it trains, and a retry or resume continues from there."""
     runs = [r for r in trial_runs(tracking) if r.data.tags.get(Tag.GROUP) == "fuse-sel-0000" and r.data.tags.get(Tag.STATUS) == "running"]
     if len(runs) != 4 or not all(r.data.tags.get(Tag.PID) for r in runs):
         return None
-    ckpt = registered_checkpoint(tmp_path / "results", "fixed-fuse-sel-0000", tracking, runs[0].info.run_id, before_epoch=_epochs() // 2)
+    ckpt = registered_checkpoint(tmp_path / "results", "fixed-fuse-sel-0000", tracking, runs[0].info.run_id, before_epoch=_checkpoint_before())
     return runs if ckpt else None
 
 
