@@ -103,3 +103,16 @@ def every_trainer_path(device: str) -> dict:
     out["fused"] = records
     return out
 
+
+def benchmark_module(name: str):
+    """benchmarks/<name>.py imported as a module (the benchmarks are scripts, not a package)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    where = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, where)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(where)

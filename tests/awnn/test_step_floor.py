@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from train_helpers import needs_checked_torch
+from train_helpers import benchmark_module, needs_checked_torch
 
 pytestmark = needs_checked_torch  # (the product step it checks against is the fast step)
 
@@ -26,11 +26,7 @@ def test_the_floor_step_agrees_with_the_product_step_and_the_script_reports_both
 
 def test_the_check_fails_a_floor_step_that_computes_something_else():
     """(The check can fail: a floor whose Adam decays twice as much disagrees.)"""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import step_floor
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    step_floor = benchmark_module("step_floor")
     import torch
 
     from awnn.config import TrainConfig

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from train_helpers import needs_checked_torch
+from train_helpers import benchmark_module, needs_checked_torch
 
 pytestmark = needs_checked_torch  # (the AWNN step it times is the fast step, on the lean Adam)
 
@@ -20,12 +20,7 @@ BASE = {"task": "spiralhard", "split": "inner", "hidden_layers": 1, "activation"
 
 def _benchmark():
     """benchmarks/step_overhead.py as a module."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import step_overhead
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return step_overhead
+    return benchmark_module("step_overhead")
 
 
 def test_the_script_reports_paired_ratios_inside_their_range_and_the_layout_check():

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from train_helpers import needs_checked_torch
+from train_helpers import benchmark_module, needs_checked_torch
 
 pytestmark = needs_checked_torch  # (the AWNN trial takes the fast step, on the lean Adam)
 
@@ -18,12 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _benchmark():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import trial_ratio
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return trial_ratio
+    return benchmark_module("trial_ratio")
 
 
 def test_seconds_per_epoch_are_over_the_epochs_a_run_ran_not_the_ones_it_was_given():
