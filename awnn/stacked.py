@@ -57,6 +57,7 @@ import torch.nn.functional as F
 
 from .activations import resolve_activation
 from .config import TrainConfig
+from .correct import CorrectCounter
 from .data import Task, load_task
 from .fixed import FixedMLP
 from .fusable import GROUP_KEYS, PAD_WIDTH, PADDED, SLICE_KEYS, check_fusable, group_key, padded  # noqa: F401 (re-exported)
@@ -356,7 +357,7 @@ class StackedTrainer:
         n = len(y)
         perms = torch.stack([torch.randperm(n, generator=self.generators[i]) for i in self.alive]).to(self.device)
         xs, ys = x[perms], y[perms]  # (slices, n, in), (slices, n): every slice's epoch in its order
-        loss_sum, correct = torch.zeros(model.n, device=self.device), torch.zeros(model.n, device=self.device, dtype=torch.long)
+        loss_sum, counter = torch.zeros(model.n, device=self.device), CorrectCounter((model.n,), self.device)
         # (CPUs only: measured and tested there; a GPU keeps autograd's step, issue #33's measured path)
         manual = self.manual_gradients and self.device.type == "cpu" and supported(model.activations)
         for s in range(0, n, c.batch_size):
@@ -370,10 +371,10 @@ class StackedTrainer:
                 loss.sum().backward()  # slice i's gradient is that of its own mean loss
             self.optimizer.step()
             loss_sum += loss.detach()
-            correct += (out.detach().argmax(-1) == yb).sum(1)
+            counter.add(out.detach(), yb)  # (counted a chunk of batches at a time: awnn/correct.py)
             if on_batch is not None:
                 on_batch(self.epoch, s // c.batch_size + 1, math.ceil(n / c.batch_size), time.perf_counter() - t0)
-        return loss_sum, correct, math.ceil(n / c.batch_size), n
+        return loss_sum, counter.total(), math.ceil(n / c.batch_size), n
 
     @torch.no_grad()
     def _evaluate(self, part: str) -> tuple[list[float], list[float]]:

@@ -32,6 +32,7 @@ import torch.nn as nn
 
 from .arith import saturated
 from .config import TrainConfig
+from .correct import CorrectCounter
 from .data import Task, load_task
 from .fast_step import FastStep
 from .fused import one_like
@@ -315,7 +316,7 @@ class Trainer(ClosedFormPriors):
                 model.train()
                 loss_sum = torch.zeros((), device=device)
                 nll_sum = torch.zeros((), device=device)
-                correct = torch.zeros((), device=device, dtype=torch.long)
+                counter = CorrectCounter((), device)  # (the training accuracy, counted a chunk of batches at a time)
                 seen = 0
                 batches = 0
                 capped = False
@@ -336,10 +337,10 @@ class Trainer(ClosedFormPriors):
                     nll_sum += self.last_nll
                     if padded:
                         mask = y != IGNORE_INDEX
-                        correct += ((out.detach().argmax(-1) == y) & mask).sum()
+                        counter.count += ((out.detach().argmax(-1) == y) & mask).sum()
                         seen += int(mask.sum())
                     else:
-                        correct += (out.detach().argmax(-1) == y).sum()
+                        counter.add(out.detach(), y)
                         seen += len(y)
                     batches += 1
                     if on_batch is not None:
@@ -352,9 +353,10 @@ class Trainer(ClosedFormPriors):
                         self.status = DIVERGED
                 else:  # stopped before its first step (width cap, NaN rate): nothing was measured
                     train_loss = train_nll = math.nan
+                correct = float(counter.total())  # (its last chunk counted inside the epoch's training time)
                 self.train_seconds += time.perf_counter() - t0
                 self.epoch = epoch
-                record = self._end_epoch(epoch, train_loss, float(correct) / seen if seen else math.nan, capped, train_nll)
+                record = self._end_epoch(epoch, train_loss, correct / seen if seen else math.nan, capped, train_nll)
                 if on_epoch is not None:
                     on_epoch(record)
                 if c.patience and epoch - self.best["epoch"] >= c.patience:

@@ -152,3 +152,20 @@ def test_tabular_authors_double_moon_radius_and_noise():
     lower = x[y == 1]
     r1 = np.hypot(lower[:, 0] - 10.0, lower[:, 1] - 5.0)
     assert abs(np.median(r1) - 10.0) < 0.05
+
+
+def test_batches_gathered_once_per_epoch_are_the_ones_gathered_one_at_a_time(task, monkeypatch):
+    """A small training part is gathered in its epoch's order once and sliced
+    (`PERMUTED_COPY_BYTES`); a larger one a batch at a time: the same batches,
+    in the same order, from the same generator."""
+    import awnn.data as data
+
+    runs = []
+    for limit in (data.PERMUTED_COPY_BYTES, 0):
+        monkeypatch.setattr(data, "PERMUTED_COPY_BYTES", limit)
+        g = torch.Generator().manual_seed(3)
+        runs.append([b for _ in range(2) for b in task.batches("inner", "train", 100, torch.device("cpu"), g)])
+    once, each = runs
+    assert len(once) == len(each) > 2
+    for (xa, ya), (xb, yb) in zip(once, each):
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
