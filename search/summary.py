@@ -36,21 +36,31 @@ def _cfg_short(cfg: dict, keys: list[str]) -> str:
 WIDTH = 100  # the summary fits a terminal this wide
 
 
-def terminal_summary(comparison, results) -> dict:
-    """The numbers the summary shows beyond the in-memory results: summary.json's content read back from
-    MLflow (tracking.report.read_summary: the report's savings, intervals and verdict, word for word), or,
-    when MLflow cannot be read, the arms' totals alone (tracking.verdict.brief_summary: no intervals)."""
-    if getattr(comparison, "unwritten", None):  # MLflow lacks some of this comparison's writes: its numbers would be wrong
-        return memory_summary(comparison, results)
+def read_back(comparison):
+    """The finished comparison as its report reads it from MLflow (tracking.report.read_comparison: the
+    runs, their analysis and summary.json's content), or None when MLflow lacks some of its writes (its
+    numbers would be wrong) or cannot be read.  `awnn compare` prints its summary and writes its report
+    from this one read."""
+    if getattr(comparison, "unwritten", None):
+        return None
     try:
-        from tracking.report import read_summary
+        from tracking.report import read_comparison
 
-        return read_summary(comparison.tracking_uri, comparison=comparison.id)
+        return read_comparison(comparison.tracking_uri, comparison=comparison.id)
     except Exception as e:  # noqa: BLE001 - the summary must print whatever the store's state
         from .signals import stop_if_interrupted
 
         stop_if_interrupted(e)  # (but not go on after a stop asked while MLflow was read)
-        return memory_summary(comparison, results)
+        return None
+
+
+def terminal_summary(comparison, results, read=...) -> dict:
+    """The numbers the summary shows beyond the in-memory results: summary.json's content read back from
+    MLflow (`read`: what `read_back` returned, read here when not given: the report's savings, intervals
+    and verdict, word for word), or, when MLflow could not be read (`read` None), the arms' totals alone
+    (tracking.verdict.brief_summary: no intervals)."""
+    read = read_back(comparison) if read is ... else read
+    return read.summary if read is not None else memory_summary(comparison, results)
 
 
 def memory_summary(comparison, results) -> dict:

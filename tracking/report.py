@@ -13,7 +13,7 @@ import errno
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import analysis as A
 from . import contract as C
@@ -28,18 +28,44 @@ from .summary import SUMMARY_KEYS, STRATEGY_KEYS, headline_metrics, summarize, v
 
 
 # ------------------------------------------------------------------ entry
+class ReadBack(NamedTuple):
+    """A comparison as read from MLflow once: the runs (`data`), their analysis and summary.json's content
+    without its `files` (read_comparison).  `awnn compare` prints its summary from it and writes the report
+    from the same read."""
+    data: Any
+    analysis: Any
+    summary: dict[str, Any]
+
+
+def read_comparison(tracking_uri: str, comparison: str | None = None, experiment: str | None = None,
+                    margin: float = 0.01, n_boot: int = 2000, n_orders: int = 500) -> ReadBack:
+    """Read a comparison from MLflow and analyse it (the report's numbers); AnalysisError when the store
+    lacks it, or is a SQLite file that does not exist (opening it would create it)."""
+    if not (0 <= margin < 1):
+        raise A.AnalysisError(f"--target-margin: expected a number in [0, 1), found {margin}")
+    if tracking_uri.startswith("sqlite:///") and not readable_store(tracking_uri):
+        raise A.AnalysisError(f"no tracking store at {C.redact_uri(tracking_uri)}")
+    data = A.load_comparison(tracking_uri, comparison=comparison, experiment=experiment)
+    a = A.analyze(data, margin=margin, n_boot=n_boot, n_orders=n_orders)
+    # + the selection runs' per-epoch records (the verdict against the budget)
+    return ReadBack(data, a, summarize(a, load_budget_records(data)))
+
+
 def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None = None, experiment: str | None = None,
-                 margin: float = 0.01, n_boot: int = 2000, n_orders: int = 500) -> dict[str, Any]:
+                 margin: float = 0.01, n_boot: int = 2000, n_orders: int = 500, read: ReadBack | None = None) -> dict[str, Any]:
     """Read the comparison from MLflow and write report.md, report.html,
     summary.json and the PNG plots to `out_dir`.  Returns the paths
     (`report_md`, `report_html`, `summary_json`, `plots`, `out_dir`) and the
-    `summary` dict.  Raises analysis.AnalysisError when the store lacks it."""
+    `summary` dict.  Raises analysis.AnalysisError when the store lacks it.
+    `read`: the comparison already read (read_comparison, with the same
+    settings), so that the caller's summary and the report are one read."""
     if not (0 <= margin < 1):
         raise A.AnalysisError(f"--target-margin: expected a number in [0, 1), found {margin}")
     out = Path(out_dir)
     check_writable(out, f"--out {out}")  # a file, under a file, read-only: one line before any MLflow read
-    data = A.load_comparison(tracking_uri, comparison=comparison, experiment=experiment)
-    a = A.analyze(data, margin=margin, n_boot=n_boot, n_orders=n_orders)
+    if read is None:
+        read = read_comparison(tracking_uri, comparison=comparison, experiment=experiment, margin=margin, n_boot=n_boot, n_orders=n_orders)
+    data, a = read.data, read.analysis
     # every file is built in a staging folder and moved into `out` once all are complete:
     # an interrupted or failed write leaves the previous report whole (tracking/files.py)
     try:
@@ -52,7 +78,7 @@ def write_report(tracking_uri: str, out_dir: str | Path, comparison: str | None 
             plot_projection(a, paths["projection"])
             plot_accuracy_cost(a, paths["accuracy_cost"])
             plot_truncation(a, paths["truncation"])
-            summary = summarize(a, load_budget_records(data))  # + the selection runs' per-epoch records (the verdict against the budget)
+            summary = dict(read.summary)  # (the caller's copy stays without `files`)
             plot_budget_curve(summary["budget_curve"], paths["budget_curve"])
             summary["files"] = {"report_md": "report.md", "report_html": "report.html", "summary_json": "summary.json", "plots": dict(PLOTS)}
             doc = build_document(a, summary, tracking_hint=C.redact_uri(tracking_uri))
@@ -85,12 +111,12 @@ def description(summary: dict[str, Any]) -> str:
 def read_summary(tracking_uri: str, comparison: str | None = None, experiment: str | None = None,
                  margin: float = 0.01, n_boot: int = 2000, n_orders: int = 500) -> dict[str, Any]:
     """summary.json's content for a comparison, read from MLflow as write_report reads it (same
-    defaults, so the same numbers and verdict), without writing files (the terminal summary uses it).
+    defaults, so the same numbers and verdict), without writing files.
     A SQLite file that does not exist raises AnalysisError (opening it would create it)."""
     if not readable_store(tracking_uri):
         raise A.AnalysisError(f"no tracking store at {C.redact_uri(tracking_uri)}")
-    data = A.load_comparison(tracking_uri, comparison=comparison, experiment=experiment)
-    return summarize(A.analyze(data, margin=margin, n_boot=n_boot, n_orders=n_orders), load_budget_records(data))
+    return read_comparison(tracking_uri, comparison=comparison, experiment=experiment, margin=margin, n_boot=n_boot,
+                           n_orders=n_orders).summary
 
 
 def log_report(tracking_uri: str, comparison: str, out_dir: str | Path, artifact_path: str = "report",

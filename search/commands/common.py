@@ -144,7 +144,7 @@ def options_from(args):
 
 def run_comparison(args, strategies: list[str], kind: str) -> int:
     from ..sweep import Comparison
-    from ..summary import print_summary
+    from ..summary import print_summary, read_back, terminal_summary
 
     check_run_flags(args)  # bad input raises one of search.errors.user_errors(): one line, exit code 2
     comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
@@ -156,9 +156,11 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
         if not (comparison.finished_in_mlflow or comparison.already_finished):
             raise  # stopped before its end: the CLI's "interrupted; ... --resume" line
         return _interrupted_after_finish(comparison, kind)  # (a signal while its last writes were flushed: kept until they were in)
+    read = None  # the finished comparison read back from MLflow once: its summary and its report
     try:
         if not comparison.already_finished:  # (--resume of a finished comparison: only its report may be missing)
-            print_summary(comparison, results)
+            read = read_back(comparison)
+            print_summary(comparison, results, summary=terminal_summary(comparison, results, read))
         if comparison.unwritten:  # MLflow lacks some of the comparison's writes: a report from it would be wrong
             import sys
 
@@ -167,7 +169,7 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
                   f"(a tracking server back, room on its disk), run the same command with --resume: it {rest}", file=sys.stderr)
             return 1
         if kind == "compare":
-            write_comparison_report(comparison)
+            write_comparison_report(comparison, read)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP (search/signals.py) once MLflow holds the finished comparison
         return _interrupted_after_finish(comparison, kind)
     if comparison.already_finished:
@@ -222,11 +224,13 @@ def report_folder(comparison):
     return base / "reports" / str(comparison.id)
 
 
-def write_comparison_report(comparison) -> str | None:
+def write_comparison_report(comparison, read=None) -> str | None:
     """The cost report of a finished comparison, in <storage>/reports/<id>/
     (./awnn-results/reports/<id>/ when storage is remote), logged as an
     artifact of the comparison's MLflow run.  A report that cannot be written
-    is a warning: the results are safe in MLflow and `awnn report` rebuilds it."""
+    is a warning: the results are safe in MLflow and `awnn report` rebuilds it.
+    `read`: the comparison as the summary read it back (search.summary.read_back),
+    so that the report is built from that read, not a second one."""
     import sys
 
     from tracking.report import log_report, write_report
@@ -235,7 +239,7 @@ def write_comparison_report(comparison) -> str | None:
 
     out, retry = report_folder(comparison), report_command(comparison)
     try:
-        paths = write_report(comparison.tracking_uri, out, comparison=comparison.id)
+        paths = write_report(comparison.tracking_uri, out, comparison=comparison.id, read=read)
     except Exception as e:  # noqa: BLE001 - any failure: the sweep itself succeeded
         signals.stop_if_interrupted(e)  # (a signal's doing: the command's interrupted ending, not a warning and exit 0)
         print(f"warning: could not write the cost report ({type(e).__name__}: {str(e)[:300]}); rebuild it with: {retry}", file=sys.stderr)

@@ -342,7 +342,7 @@ entry()
 '''
 
 
-@pytest.mark.parametrize("where", ["read_summary", "write_report"])
+@pytest.mark.parametrize("where", ["read_comparison", "write_report"])
 def test_an_error_an_interrupt_causes_after_the_comparison_finished_is_the_interrupted_ending_not_a_warning(tmp_path, where):
     """A SIGTERM while the finished comparison's summary is read from MLflow, or its report written, raised there as
     another error (`make test-long`, 2026-11-29: the report's `except Exception` printed "warning: could not write

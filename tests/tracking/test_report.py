@@ -94,6 +94,39 @@ def test_compare_writes_the_report_and_logs_it_to_the_comparison_run(smoke_compa
     assert (out / "summary.json").read_bytes() == (smoke_report["a"] / "summary.json").read_bytes()
 
 
+def test_a_report_from_a_given_read_reads_nothing_more_and_is_the_same_files(smoke_report, tmp_path, monkeypatch):
+    """`awnn compare` reads the finished comparison from MLflow once (search.summary.read_back), prints its summary
+    from that read and writes the report from it: given the read, write_report reads nothing more from MLflow, and
+    writes byte for byte the files `awnn report` writes in a process of its own; the read's summary stays without
+    the report's `files`."""
+    from tracking import report as R
+
+    read = R.read_comparison(smoke_report["uri"], comparison=smoke_report["id"])
+    assert "files" not in read.summary and read.summary["verdict"]["text"]
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("write_report read MLflow again")
+
+    monkeypatch.setattr(A, "load_comparison", no_read)
+    monkeypatch.setattr(R, "load_budget_records", no_read)
+    paths = R.write_report(smoke_report["uri"], tmp_path / "out", comparison=smoke_report["id"], read=read)
+    assert "files" not in read.summary and paths["summary"]["files"]["summary_json"] == "summary.json"
+    match, mismatch, errors = filecmp.cmpfiles(smoke_report["a"], tmp_path / "out", FILES, shallow=False)
+    assert mismatch == [] and errors == [] and sorted(match) == sorted(FILES)
+    with pytest.raises(AssertionError, match="read MLflow again"):  # (the check can fail: without the read, it reads)
+        R.write_report(smoke_report["uri"], tmp_path / "again", comparison=smoke_report["id"])
+
+
+def test_compare_prints_the_verdict_of_its_report(smoke_comparison, smoke_report):
+    """The terminal summary's verdict is summary.json's (one read for both), word for word, wrapped."""
+    from search.summary import _plain
+
+    out = smoke_comparison["dir"] / "awnn-results" / "reports" / smoke_report["id"]
+    verdict = json.loads((out / "summary.json").read_text())["verdict"]["text"]
+    printed = "Verdict: " + smoke_comparison["stdout"].split("\nVerdict: ", 1)[1].split("\n\n", 1)[0]
+    assert " ".join(printed.split()) == " ".join(_plain(verdict).split())
+
+
 def test_report_cli_writes_every_file_and_prints_where(smoke_report):
     for name in FILES:
         assert (smoke_report["a"] / name).is_file(), name
