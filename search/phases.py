@@ -2,7 +2,8 @@
 
 Phases overlap (search/phase_plan.py says what each waits for): when a slot
 asks for work and no open phase has a trial left to hand out (only trials in
-flight: a phase's tail), the next phase in plan order whose dependencies are
+flight: a phase's tail; or a tpe selection whose round of asks is running,
+search/tpe.py "Rounds"), the next phase in plan order whose dependencies are
 met opens and hands out its trials, so the tail's idle slots keep working.
 An earlier phase with trials left is always served first, and each arm's
 trials are handed out in its own plan order (a tpe study, an asha bracket
@@ -142,21 +143,38 @@ class PhasedSearcher(_SearcherBase):
             if ph.state == "waiting" and self.plan.ready(ph):
                 self._open(ph)
                 done = self.record.done()
-            if ph.state == "open" and ph.queue:
+            if ph.state == "open" and ph.queue and self._may_hand_out(ph):
                 return self._hand_out(ph, trial_id)
         if self.plan.all_closed():
             self.finished = True
             return _SearcherBase.FINISHED
         return None
 
+    def _tpe_of(self, ph: Phase) -> TpeSource | None:
+        """The Optuna study that fills `ph`'s trials (a tpe arm's selection), else None."""
+        return self.tpe.get(ph.arm.name) if ph.name == "selection" else None
+
+    def _may_hand_out(self, ph: Phase) -> bool:
+        """Has `ph` a trial to hand out now?  A tpe selection waits while its
+        study's round runs (search/tpe.py, "Rounds"), unless it has a re-run
+        of an earlier driver's trial, whose config is known; the slot goes to
+        the next phase meanwhile, as in any phase's tail."""
+        source = self._tpe_of(ph)
+        return source is None or source.can_fill() or any(sp.config for sp in ph.queue)
+
     def _hand_out(self, ph: Phase, trial_id: str) -> dict:
-        spec = ph.queue.pop(0)
-        source = self.tpe.get(spec.strategy) if spec.phase == "selection" else None
-        if source is not None:
-            if spec.config:  # re-run of a trial an earlier driver started
+        source = self._tpe_of(ph)
+        if source is None:
+            spec = ph.queue.pop(0)
+        else:
+            # re-runs of trials an earlier driver started first (their study trials were asked in its rounds), then
+            # the study's asks in plan order
+            rerun = next((i for i, sp in enumerate(ph.queue) if sp.config), None)
+            spec = ph.queue.pop(0 if rerun is None else rerun)
+            if spec.config:
                 source.told_later(spec, trial_id)
             else:
-                source.fill(spec, trial_id)
+                source.fill(spec, trial_id, left=1 + sum(1 for sp in ph.queue if not sp.config))
             self.tpe_trials[trial_id] = source
         return {"spec": spec.to_dict(), "settings": self.trial_settings}
 

@@ -65,7 +65,7 @@ from .protocol import protocol_name
 from .strategies import REGISTRY, Arm, StrategyOptions, make_arms, make_scheduler, with_protocol
 from .tpe import TpeSource, default_optuna_storage
 from .sweep_runs import SweepRuns
-from .tune import RunSettings, check_trial_fits, exit_now, init_ray, run_plan, stop_on_fault, trial_settings, wait_for_warm_workers, watch_cluster
+from .tune import RunSettings, check_trial_fits, concurrent_slots, exit_now, init_ray, run_plan, stop_on_fault, trial_settings, wait_for_warm_workers, watch_cluster
 
 __all__ = ["Comparison", "PhaseResult", "StrategyResult"]
 
@@ -254,7 +254,7 @@ class Comparison:
             record = OutcomeRecord(earlier=prior.finished)
             searcher = self.searcher = PhasedSearcher(
                 self.arms, self.budget, record, self.runs, prior=prior, stream=self.stream,
-                make_tpe=lambda arm: TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm)), fuse=self.settings.fuse,
+                make_tpe=self._open_study, fuse=self.settings.fuse,
                 # where the data is belongs to the command, not to the configs (a selected config stays portable)
                 trial_settings={**trial_settings(self.settings), "data_root": self.data_root,
                                 **({"folds_digest": self.folds_digest} if self.folds_digest else {})})
@@ -474,6 +474,14 @@ class Comparison:
     def _spool_path(self) -> Path:
         base = Path(self.settings.storage_path()) if "://" not in self.settings.storage_path() else Path.cwd() / "awnn-results"
         return base / f"pending-mlflow-{self.key}.jsonl"
+
+    def _open_study(self, arm: Arm) -> TpeSource:
+        """A tpe arm's Optuna study, asked in rounds of the cluster's trial slots
+        (search/tpe.py, "Rounds"; a resumed study keeps its own); its sweep run
+        records the round size."""
+        source = TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm), round_size=concurrent_slots(self.settings))
+        self.runs.tpe_round_sizes[arm.name] = source.round_size
+        return source
 
     def _start_comparison(self) -> None:
         from .lease import hold_comparison

@@ -16,7 +16,8 @@ from .protocol import TrialSpec, _protocol_values, budget_config
 if TYPE_CHECKING:
     from .strategies import Arm
 
-__all__ = ["TpeSource", "study_storage_errors", "default_optuna_storage", "KEY_ATTR", "OBJECTIVE_ATTR", "SELECTED_ATTR", "SELECTED_NUMBER_ATTR"]
+__all__ = ["TpeSource", "study_storage_errors", "default_optuna_storage", "KEY_ATTR", "OBJECTIVE_ATTR", "ROUND_ATTR", "SELECTED_ATTR",
+           "SELECTED_NUMBER_ATTR"]
 
 
 def default_optuna_storage(tracking_uri: str) -> str:
@@ -51,6 +52,7 @@ def _root_cause(error: BaseException) -> str:
 
 KEY_ATTR = "awnn_trial_key"  # user attribute of a study trial: the trial key it was asked for
 OBJECTIVE_ATTR = "awnn_objective"  # study user attribute: what the study's value is
+ROUND_ATTR = "awnn_round_size"  # study user attribute: how many trials it is asked at once (TpeSource, "Rounds")
 SELECTED_ATTR, SELECTED_NUMBER_ATTR = "awnn_selected_key", "awnn_selected_number"  # the protocol's choice (record_selection)
 
 
@@ -67,9 +69,21 @@ class TpeSource:
     The search space is each grid key a categorical choice, built as Ray
     Tune's OptunaSearch builds it (`convert_search_space`, public), and the
     study is created with the settings OptunaSearch used (TPESampler(seed),
-    NopPruner, load_if_exists), so a seed asks the same configs as before."""
+    NopPruner, load_if_exists).
 
-    def __init__(self, arm: Arm, budget: Budget, storage_url: str, study_name: str):
+    Rounds: the study is asked `round_size` trials at once (the cluster's
+    trial slots when the study was created; kept in the study, so a resumed
+    driver asks in the same rounds on another cluster), and the next round
+    only once every trial asked before is told (`can_fill`; the searcher
+    gives the free slots to other arms meanwhile).  Each ask then sees the
+    same told trials, whatever else runs beside the arm and however its
+    trials' ends interleave: the same command on the same cluster asks the
+    same configs.  Asked whenever a slot freed, as before, TPE saw whichever
+    trials happened to have ended, and `--strategies tpe` asked other configs
+    than `fixed,tpe` with the same seed.  The price: a round waits for its
+    slowest trial where no other arm has trials to run."""
+
+    def __init__(self, arm: Arm, budget: Budget, storage_url: str, study_name: str, *, round_size: int):
         import optuna
         from ray import tune
         from ray.tune.search.optuna import OptunaSearch
@@ -95,12 +109,19 @@ class TpeSource:
                 self.study.set_metric_names([self.metric])
             self.study.set_user_attr(OBJECTIVE_ATTR, f"{self.metric} ({self.mode}) on the inner validation part; the protocol breaks "
                                      f"ties by the lower validation loss, then the earlier grid position (search/protocol.py select_best)")
+            stored = self.study.user_attrs.get(ROUND_ATTR)  # (a resumed study keeps the rounds it was asked in)
+            if isinstance(stored, int) and not isinstance(stored, bool) and stored >= 1:
+                self.round_size = stored
+            else:
+                self.round_size = max(1, int(round_size))
+                self.study.set_user_attr(ROUND_ATTR, self.round_size)
         except study_storage_errors() as e:
             raise self.unwritable(e) from None
         self.broken: Exception | None = None  # a write of the study that failed where it could not be raised (complete)
         self.cause = ""  # what `unwritable` last said
         self.asked: dict[str, Any] = {}  # Ray trial id -> the study trial asked for it, until told
         self.pending: dict[str, tuple[dict, int | None]] = {}  # Ray trial id -> (config, open study trial) of re-runs
+        self.round: list = []  # study trials of the current round not handed out yet, in ask order
 
     def unwritable(self, error: BaseException):
         """The one-line StudyUnwritable of a failed write of the study (its cause also in `self.cause`)."""
@@ -136,13 +157,27 @@ class TpeSource:
         except study_storage_errors() as e:
             raise self.unwritable(e) from None
 
-    def fill(self, spec: TrialSpec, trial_id: str) -> None:
-        self._asking(self._fill, spec, trial_id)
+    def can_fill(self) -> bool:
+        """May `fill` hand out a trial now: one of the current round is left, or
+        every trial asked is told, so the next round can be asked (a study that
+        failed a write: yes, and `fill` raises it)."""
+        return self.broken is not None or bool(self.round) or not (self.asked or self.pending)
 
-    def _fill(self, spec: TrialSpec, trial_id: str) -> None:
+    def fill(self, spec: TrialSpec, trial_id: str, left: int = 1) -> None:
+        """Write the config of the study's next trial into `spec`; `left`: the
+        trials still to fill, this one included (a round asks no more)."""
+        self._asking(self._fill, spec, trial_id, left)
+
+    def _fill(self, spec: TrialSpec, trial_id: str, left: int) -> None:
         trial = self.asked.get(trial_id)
         if trial is None:
-            trial = self.asked[trial_id] = self.study.ask(fixed_distributions=self.distributions)
+            if not self.round:
+                if not self.can_fill():
+                    raise RuntimeError(f"TPE study {self.study_name}: asked for a trial while its round is running (the searcher "
+                                       f"checks can_fill first)")
+                # the whole round at once: every ask of it sees the same told trials
+                self.round = [self.study.ask(fixed_distributions=self.distributions) for _ in range(max(1, min(self.round_size, left)))]
+            trial = self.asked[trial_id] = self.round.pop(0)
             # the trial key travels with the study's trial, so that a resumed driver
             # can tell which of them the dead one had already told (see told_later)
             trial.set_user_attr(KEY_ATTR, spec.key)

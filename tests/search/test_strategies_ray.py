@@ -17,6 +17,8 @@ from search.grid import find_grid
 from search.protocol import select_best
 from search.strategies import StrategyOptions, make_arms
 
+from test_tpe_rounds import rounds_kept
+
 pytestmark = pytest.mark.slow
 
 ARMS = {"fixed": 30, "awnn": 6, "tpe.r1": 6, "tpe.r2": 6, "asha.r1": 30, "asha.r2": 30, "random.r1": 6, "random.r2": 6}
@@ -74,6 +76,9 @@ def test_tpe_study_is_readable_with_optuna_and_matches_mlflow(all_strategies_com
         assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
         sweep = next(r for r in runs if r.data.tags.get("awnn.kind") == "sweep" and r.data.tags["awnn.arm"] == arm and r.data.tags["awnn.phase"] == "selection")
         assert sweep.data.params["optuna_study"] == f"{cid}-{arm}"
+        # asked in rounds of the two slots under Ray Tune itself (search/tpe.py): each trial once the rounds before it were told
+        assert sweep.data.params["tpe_round_size"] == "2" == str(study.user_attrs["awnn_round_size"])
+        assert rounds_kept(study, 2), arm
         # every told value is the best inner-validation accuracy MLflow holds for a trial with those params
         mlflow_scores = Counter()
         for t in _trials(runs, arm, "selection"):
