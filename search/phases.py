@@ -2,8 +2,8 @@
 
 Phases overlap (search/phase_plan.py says what each waits for): when a slot
 asks for work and no open phase has a trial left to hand out (only trials in
-flight: a phase's tail; or a tpe selection whose round of asks is running,
-search/tpe.py "Rounds"), the next phase in plan order whose dependencies are
+flight: a phase's tail; or a tpe selection waiting for its oldest trial in
+flight to end, search/tpe.py "The ask window"), the next phase in plan order whose dependencies are
 met opens and hands out its trials, so the tail's idle slots keep working.
 An earlier phase with trials left is always served first, and each arm's
 trials are handed out in its own plan order (a tpe study, an asha bracket
@@ -156,9 +156,9 @@ class PhasedSearcher(_SearcherBase):
 
     def _may_hand_out(self, ph: Phase) -> bool:
         """Has `ph` a trial to hand out now?  A tpe selection waits while its
-        study's round runs (search/tpe.py, "Rounds"), unless it has a re-run
-        of an earlier driver's trial, whose config is known; the slot goes to
-        the next phase meanwhile, as in any phase's tail."""
+        study's ask window is full (search/tpe.py, "The ask window"), unless it
+        has a re-run of an earlier driver's trial, whose config is known; the
+        slot goes to the next phase meanwhile, as in any phase's tail."""
         source = self._tpe_of(ph)
         return source is None or source.can_fill() or any(sp.config for sp in ph.queue)
 
@@ -167,7 +167,7 @@ class PhasedSearcher(_SearcherBase):
         if source is None:
             spec = ph.queue.pop(0)
         else:
-            # re-runs of trials an earlier driver started first (their study trials were asked in its rounds), then
+            # re-runs of trials an earlier driver started first (the study's next asks wait for their ends), then
             # the study's asks in plan order
             rerun = next((i for i, sp in enumerate(ph.queue) if sp.config), None)
             spec = ph.queue.pop(0 if rerun is None else rerun)
@@ -185,6 +185,8 @@ class PhasedSearcher(_SearcherBase):
         whatever reason) is not closed as if they had failed: `TrialsNotRun`
         names them, the driver closes its runs as failed, and `--resume`
         runs them.  No phase opens once one is found with trials missing."""
+        for source in self.tpe.values():  # ends a study still holds (Tune ended before its last ask)
+            source.flush()
         missing: list[tuple[str, list[str]]] = []
         for ph in self.plan:
             if ph.state == "waiting" and not missing and self.plan.ready(ph):

@@ -476,11 +476,11 @@ class Comparison:
         return base / f"pending-mlflow-{self.key}.jsonl"
 
     def _open_study(self, arm: Arm) -> TpeSource:
-        """A tpe arm's Optuna study, asked in rounds of the cluster's trial slots
-        (search/tpe.py, "Rounds"; a resumed study keeps its own); its sweep run
-        records the round size."""
-        source = TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm), round_size=concurrent_slots(self.settings))
-        self.runs.tpe_round_sizes[arm.name] = source.round_size
+        """A tpe arm's Optuna study, its ask window the cluster's trial slots
+        (search/tpe.py, "The ask window"; a resumed study keeps its own); its
+        sweep run records the window."""
+        source = TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm), window=concurrent_slots(self.settings))
+        self.runs.tpe_windows[arm.name] = source.window
         return source
 
     def _start_comparison(self) -> None:

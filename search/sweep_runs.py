@@ -42,7 +42,7 @@ class SweepRuns:
         self.open: set[str] = set()  # sweep runs this driver opened or reopened and has not closed
         self.opened_at: dict[str, float] = {}  # sweep runs this driver started -> when (time.monotonic())
         self.pending_tags: dict[str, dict[str, str]] = {}  # arm -> selection tags for its re-training sweep (no selection sweep)
-        self.tpe_round_sizes: dict[str, int] = {}  # tpe arm -> its study's round size (the Comparison sets it as it opens the study)
+        self.tpe_windows: dict[str, int] = {}  # tpe arm -> its study's ask window (the Comparison sets it as it opens the study)
         self.wall_before = 0.0  # the earlier drivers' wall time on the comparison
         self.t_attempt = time.monotonic() if t_attempt is None else t_attempt  # this driver's share starts here
 
@@ -74,8 +74,8 @@ class SweepRuns:
             params.update(arm.describe(self.budget))
             if arm.family == "tpe":
                 params.update({Param.OPTUNA_STORAGE: redact_uri(self.optuna_storage), Param.OPTUNA_STUDY: self.study_name(arm)})
-                if arm.name in self.tpe_round_sizes:
-                    params[Param.TPE_ROUND_SIZE] = self.tpe_round_sizes[arm.name]
+                if arm.name in self.tpe_windows:
+                    params[Param.TPE_ASK_WINDOW] = self.tpe_windows[arm.name]
         if selected is not None:
             params[Param.SELECTED_KEY] = selected["key"]
         tags.update(self.pending_tags.pop(arm.name, {}) if phase == "assessment" else {})

@@ -16,7 +16,7 @@ from .protocol import TrialSpec, _protocol_values, budget_config
 if TYPE_CHECKING:
     from .strategies import Arm
 
-__all__ = ["TpeSource", "study_storage_errors", "default_optuna_storage", "KEY_ATTR", "OBJECTIVE_ATTR", "ROUND_ATTR", "SELECTED_ATTR",
+__all__ = ["TpeSource", "study_storage_errors", "default_optuna_storage", "KEY_ATTR", "OBJECTIVE_ATTR", "WINDOW_ATTR", "SELECTED_ATTR",
            "SELECTED_NUMBER_ATTR"]
 
 
@@ -52,7 +52,7 @@ def _root_cause(error: BaseException) -> str:
 
 KEY_ATTR = "awnn_trial_key"  # user attribute of a study trial: the trial key it was asked for
 OBJECTIVE_ATTR = "awnn_objective"  # study user attribute: what the study's value is
-ROUND_ATTR = "awnn_round_size"  # study user attribute: how many trials it is asked at once (TpeSource, "Rounds")
+WINDOW_ATTR = "awnn_ask_window"  # study user attribute: its trials in flight at most (TpeSource, "The ask window")
 SELECTED_ATTR, SELECTED_NUMBER_ATTR = "awnn_selected_key", "awnn_selected_number"  # the protocol's choice (record_selection)
 
 
@@ -71,19 +71,21 @@ class TpeSource:
     study is created with the settings OptunaSearch used (TPESampler(seed),
     NopPruner, load_if_exists).
 
-    Rounds: the study is asked `round_size` trials at once (the cluster's
-    trial slots when the study was created; kept in the study, so a resumed
-    driver asks in the same rounds on another cluster), and the next round
-    only once every trial asked before is told (`can_fill`; the searcher
-    gives the free slots to other arms meanwhile).  Each ask then sees the
-    same told trials, whatever else runs beside the arm and however its
-    trials' ends interleave: the same command on the same cluster asks the
-    same configs.  Asked whenever a slot freed, as before, TPE saw whichever
-    trials happened to have ended, and `--strategies tpe` asked other configs
-    than `fixed,tpe` with the same seed.  The price: a round waits for its
-    slowest trial where no other arm has trials to run."""
+    The ask window: the study's trial k is asked once trial k - W has
+    ended, and at that ask the study has been told exactly trials 0 .. k - W
+    (the ends of later ones are held, `held`, and told at the asks they
+    gate; after the last ask, as they come).  W is the cluster's trial slots
+    when the study was created, kept in the study (a resumed driver asks
+    with the same window on another cluster).  Each ask so sees the same
+    told trials, whatever runs beside the arm and however its trials' ends
+    interleave: the same command on the same cluster asks the same configs.
+    Asked whenever a slot freed and told every end at once, as before, TPE
+    saw whichever trials happened to have ended, and `--strategies tpe`
+    asked other configs than `fixed,tpe` with the same seed.  The price: a
+    free slot waits (`can_fill`; the searcher gives it to another arm
+    meanwhile) while the oldest of the arm's trials in flight still runs."""
 
-    def __init__(self, arm: Arm, budget: Budget, storage_url: str, study_name: str, *, round_size: int):
+    def __init__(self, arm: Arm, budget: Budget, storage_url: str, study_name: str, *, window: int):
         import optuna
         from ray import tune
         from ray.tune.search.optuna import OptunaSearch
@@ -109,19 +111,21 @@ class TpeSource:
                 self.study.set_metric_names([self.metric])
             self.study.set_user_attr(OBJECTIVE_ATTR, f"{self.metric} ({self.mode}) on the inner validation part; the protocol breaks "
                                      f"ties by the lower validation loss, then the earlier grid position (search/protocol.py select_best)")
-            stored = self.study.user_attrs.get(ROUND_ATTR)  # (a resumed study keeps the rounds it was asked in)
+            stored = self.study.user_attrs.get(WINDOW_ATTR)  # (a resumed study keeps the window it was asked with)
             if isinstance(stored, int) and not isinstance(stored, bool) and stored >= 1:
-                self.round_size = stored
+                self.window = stored
             else:
-                self.round_size = max(1, int(round_size))
-                self.study.set_user_attr(ROUND_ATTR, self.round_size)
+                self.window = max(1, int(window))
+                self.study.set_user_attr(WINDOW_ATTR, self.window)
         except study_storage_errors() as e:
             raise self.unwritable(e) from None
         self.broken: Exception | None = None  # a write of the study that failed where it could not be raised (complete)
         self.cause = ""  # what `unwritable` last said
-        self.asked: dict[str, Any] = {}  # Ray trial id -> the study trial asked for it, until told
+        self.asked: dict[str, Any] = {}  # Ray trial id -> the study trial asked for it, until it ends
         self.pending: dict[str, tuple[dict, int | None]] = {}  # Ray trial id -> (config, open study trial) of re-runs
-        self.round: list = []  # study trials of the current round not handed out yet, in ask order
+        self.held: dict[int, tuple[Any, float | None, Any]] = {}  # study trial number -> (trial, value, state): ended, not told yet
+        self.next_number: int | None = None  # the study's number for this driver's next ask (None before its first)
+        self.last_asked = False  # this driver has asked its last trial: ends are told as they come
 
     def unwritable(self, error: BaseException):
         """The one-line StudyUnwritable of a failed write of the study (its cause also in `self.cause`)."""
@@ -158,26 +162,37 @@ class TpeSource:
             raise self.unwritable(e) from None
 
     def can_fill(self) -> bool:
-        """May `fill` hand out a trial now: one of the current round is left, or
-        every trial asked is told, so the next round can be asked (a study that
-        failed a write: yes, and `fill` raises it)."""
-        return self.broken is not None or bool(self.round) or not (self.asked or self.pending)
+        """May `fill` ask the next trial now (the ask window: every trial asked at
+        least `window` before it has ended; re-runs of an earlier driver's trials
+        all told)?  A study that failed a write: yes, and `fill` raises it."""
+        if self.broken is not None:
+            return True
+        if self.pending:
+            return False
+        if self.next_number is None:
+            return not self.asked
+        bound = self.next_number - self.window
+        return all(t.number > bound for t in self.asked.values())
 
     def fill(self, spec: TrialSpec, trial_id: str, left: int = 1) -> None:
         """Write the config of the study's next trial into `spec`; `left`: the
-        trials still to fill, this one included (a round asks no more)."""
+        trials still to fill, this one included (1: the last ask)."""
         self._asking(self._fill, spec, trial_id, left)
 
     def _fill(self, spec: TrialSpec, trial_id: str, left: int) -> None:
         trial = self.asked.get(trial_id)
         if trial is None:
-            if not self.round:
-                if not self.can_fill():
-                    raise RuntimeError(f"TPE study {self.study_name}: asked for a trial while its round is running (the searcher "
-                                       f"checks can_fill first)")
-                # the whole round at once: every ask of it sees the same told trials
-                self.round = [self.study.ask(fixed_distributions=self.distributions) for _ in range(max(1, min(self.round_size, left)))]
-            trial = self.asked[trial_id] = self.round.pop(0)
+            if not self.can_fill():
+                raise RuntimeError(f"TPE study {self.study_name}: asked for a trial while one asked {self.window} or more before it "
+                                   f"runs (the searcher checks can_fill first)")
+            if self.next_number is not None:  # the study is told exactly the trials up to k - window before it asks trial k
+                self._tell_held(self.next_number - self.window)
+            trial = self.study.ask(fixed_distributions=self.distributions)
+            self.next_number = trial.number + 1
+            self.asked[trial_id] = trial
+            if left <= 1:  # no ask left to gate: what is held is told now, later ends as they come
+                self.last_asked = True
+                self._tell_held(None)
             # the trial key travels with the study's trial, so that a resumed driver
             # can tell which of them the dead one had already told (see told_later)
             trial.set_user_attr(KEY_ATTR, spec.key)
@@ -267,6 +282,19 @@ class TpeSource:
             raise self.unwritable(e) from None
         return told
 
+    def flush(self) -> None:
+        """Tell the study the ends it holds (the driver's end: a sweep Tune ended
+        before its last ask); a failed write is kept in `broken`, as `complete`'s."""
+        self._telling(self._tell_held, None)
+
+    def _tell_held(self, upto: int | None) -> None:
+        """Tell the held ends of the trials numbered up to `upto` (None: all), in trial order."""
+        for number in sorted(self.held):
+            if upto is not None and number > upto:
+                break
+            trial, value, state = self.held.pop(number)
+            self.study.tell(trial, value, state=state)
+
     def _complete(self, trial_id: str, status: str | None, value: float | None) -> None:
         import optuna
 
@@ -282,4 +310,7 @@ class TpeSource:
         trial = self.asked.pop(trial_id, None)
         if trial is None:
             return
-        self.study.tell(trial, value if usable else None, state=state)
+        if self.last_asked:
+            self.study.tell(trial, value if usable else None, state=state)
+        else:  # told at the ask it gates (the ask window)
+            self.held[trial.number] = (trial, value if usable else None, state)

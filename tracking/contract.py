@@ -411,7 +411,7 @@ class Param:
     SELECTED_KEY = "selected_key"
     OPTUNA_STORAGE = "optuna_storage"
     OPTUNA_STUDY = "optuna_study"
-    TPE_ROUND_SIZE = "tpe_round_size"  # trials its study is asked at once (search/tpe.py, "Rounds")
+    TPE_ASK_WINDOW = "tpe_ask_window"  # its study's trials in flight at most (search/tpe.py, "The ask window")
     TPE_TRIALS = "tpe_trials"
     RANDOM_TRIALS = "random_trials"
     ASHA_GRACE_PERIOD = "asha_grace_period"

@@ -42,12 +42,12 @@ def budget():
     return resolve_budget("smoke")
 
 
-def make(families, budget, tmp_path, hooks=None, round_size=2, **options):
+def make(families, budget, tmp_path, hooks=None, window=2, **options):
     arms = make_arms("doublemoon", families, StrategyOptions(**options), budget)
     record = OutcomeRecord()
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     searcher = PhasedSearcher(arms, budget, record, hooks or Hooks(), stream=io.StringIO(), trial_settings={},
-                              make_tpe=lambda arm: TpeSource(arm, budget, storage, f"study-{arm.name}", round_size=round_size))
+                              make_tpe=lambda arm: TpeSource(arm, budget, storage, f"study-{arm.name}", window=window))
     return arms, record, searcher
 
 

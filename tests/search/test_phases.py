@@ -47,13 +47,13 @@ def budget():
     return resolve_budget("smoke")
 
 
-def make(families, budget, tmp_path, prior=None, round_size=3, **options):
+def make(families, budget, tmp_path, prior=None, window=3, **options):
     arms = make_arms("doublemoon", families, StrategyOptions(**options), budget)
     record = OutcomeRecord(earlier=(prior or PriorAttempts()).finished)
     hooks = Hooks()
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     searcher = PhasedSearcher(arms, budget, record, hooks, prior=prior, stream=io.StringIO(), trial_settings={"x": 1},
-                              make_tpe=lambda arm: TpeSource(arm, budget, storage, f"study-{arm.name}", round_size=round_size))
+                              make_tpe=lambda arm: TpeSource(arm, budget, storage, f"study-{arm.name}", window=window))
     return arms, record, hooks, searcher
 
 
@@ -97,10 +97,10 @@ def test_most_at_once_bounds_the_trials_in_flight_and_is_reached_by_a_loop_witho
     never holds more (fused: fewer); unfused, the arms' selections all start together and reach it."""
     from search.phase_plan import most_at_once
 
-    arms, record, hooks, searcher = make(families, budget, tmp_path, round_size=10**6)  # (a loop without limit: one round)
+    arms, record, hooks, searcher = make(families, budget, tmp_path, window=10**6)  # (a loop without limit: no wait)
     if fuse:
         searcher = PhasedSearcher(arms, budget, record, hooks, prior=None, stream=io.StringIO(), trial_settings={"x": 1}, fuse=fuse,
-                                  make_tpe=lambda arm: TpeSource(arm, budget, f"sqlite:///{tmp_path / 'o.db'}", f"s-{arm.name}", round_size=10**6))
+                                  make_tpe=lambda arm: TpeSource(arm, budget, f"sqlite:///{tmp_path / 'o.db'}", f"s-{arm.name}", window=10**6))
     peak: list[int] = []
     drive(searcher, record, concurrency=10**6, peak=peak)
     bound = most_at_once(arms, budget)

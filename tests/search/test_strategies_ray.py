@@ -17,7 +17,7 @@ from search.grid import find_grid
 from search.protocol import select_best
 from search.strategies import StrategyOptions, make_arms
 
-from test_tpe_rounds import rounds_kept
+from test_tpe_window import window_kept
 
 pytestmark = pytest.mark.slow
 
@@ -76,9 +76,9 @@ def test_tpe_study_is_readable_with_optuna_and_matches_mlflow(all_strategies_com
         assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
         sweep = next(r for r in runs if r.data.tags.get("awnn.kind") == "sweep" and r.data.tags["awnn.arm"] == arm and r.data.tags["awnn.phase"] == "selection")
         assert sweep.data.params["optuna_study"] == f"{cid}-{arm}"
-        # asked in rounds of the two slots under Ray Tune itself (search/tpe.py): each trial once the rounds before it were told
-        assert sweep.data.params["tpe_round_size"] == "2" == str(study.user_attrs["awnn_round_size"])
-        assert rounds_kept(study, 2), arm
+        # asked with a window of the two slots under Ray Tune itself (search/tpe.py): trial k knowing trials 0 .. k - 2
+        assert sweep.data.params["tpe_ask_window"] == "2" == str(study.user_attrs["awnn_ask_window"])
+        assert window_kept(study, 2), arm
         # every told value is the best inner-validation accuracy MLflow holds for a trial with those params
         mlflow_scores = Counter()
         for t in _trials(runs, arm, "selection"):
