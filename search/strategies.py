@@ -58,6 +58,7 @@ class StrategyOptions:
     seed: int = 0
     repeats: int = 1
     tpe_trials: int | None = None  # None: the AWNN grid's size
+    tpe_window: int | None = None  # TPE's ask window (search/tpe.py); None: the cluster's trial slots when the study is created
     random_trials: int | None = None  # None: the AWNN grid's size
     asha_grace_period: int | None = None  # epochs; None: 10% of the budget's epochs, at least 1
     asha_reduction_factor: float = 3.0
@@ -201,6 +202,13 @@ def _asha_params(arm: Arm, budget: Budget) -> dict[str, Any]:
             Param.ASHA_MAX_T: budget.epochs(arm.grid), Param.ASHA_RUNGS: ",".join(map(str, arm.asha_rungs(budget)))}
 
 
+def _tpe_trials(z: _Sizing) -> int:
+    w = z.options.tpe_window
+    if w is not None and (not isinstance(w, int) or isinstance(w, bool) or w < 1):
+        raise OptionError(f"--tpe-window: expected an integer >= 1, found {w!r}")
+    return z.count("--tpe-trials", z.options.tpe_trials)
+
+
 def _fixedplus_trials(z: _Sizing) -> int:
     if z.options.fixedplus_widths not in FIXEDPLUS_WIDTHS:
         hint = difflib.get_close_matches(str(z.options.fixedplus_widths), FIXEDPLUS_WIDTHS, n=1)
@@ -244,7 +252,7 @@ def _asha_trials(z: _Sizing) -> int:
 REGISTRY: dict[str, Family] = {f.name: f for f in (
     Family("fixed", "fixed", False, _whole_grid, _no_params, lambda z: z.grid.size),
     Family("awnn", "awnn", False, _whole_grid, _no_params, lambda z: z.grid.size),
-    Family("tpe", "fixed", True, _tpe_plan, _trials_param, lambda z: z.count("--tpe-trials", z.options.tpe_trials), order="actual", cross_validates=False),
+    Family("tpe", "fixed", True, _tpe_plan, _trials_param, _tpe_trials, order="actual", cross_validates=False),
     Family("random", "fixed", True, _random_plan, _trials_param, _random_trials, order="actual"),
     Family("asha", "fixed", True, _asha_plan, _asha_params, _asha_trials, order="actual", stops_early=True, cross_validates=False),
     Family("awnn-asha", "awnn", True, _asha_plan, _asha_params, _asha_trials, order="actual", stops_early=True, cross_validates=False),

@@ -476,10 +476,11 @@ class Comparison:
         return base / f"pending-mlflow-{self.key}.jsonl"
 
     def _open_study(self, arm: Arm) -> TpeSource:
-        """A tpe arm's Optuna study, its ask window the cluster's trial slots
-        (search/tpe.py, "The ask window"; a resumed study keeps its own); its
-        sweep run records the window."""
-        source = TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm), window=concurrent_slots(self.settings))
+        """A tpe arm's Optuna study, its ask window `--tpe-window` or else the
+        cluster's trial slots (search/tpe.py, "The ask window"; a resumed study
+        keeps its own); its sweep run records the window."""
+        window = arm.options.tpe_window or concurrent_slots(self.settings)
+        source = TpeSource(arm, self.budget, self.optuna_storage, self.runs.study_name(arm), window=window)
         self.runs.tpe_windows[arm.name] = source.window
         return source
 

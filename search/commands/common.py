@@ -51,6 +51,10 @@ def add_run_flags(p, task: bool = True) -> None:
     g.add_argument("--seed", type=int, default=0, help="seed of the stochastic strategies' search (sampling, launch order); repeat k uses seed+k-1 (default 0)")
     g.add_argument("--repeats", type=int, default=1, help="run each stochastic strategy (tpe, asha, random, awnn-asha) this many times with different seeds (default 1)")
     g.add_argument("--tpe-trials", type=int, default=None, help="TPE's trial budget (default: the AWNN grid's number of configs)")
+    g.add_argument("--tpe-window", type=int, default=None,
+                   help="TPE asks trial k once trial k - N has ended, knowing exactly the trials before it, so the same "
+                        "command asks the same configs (default: the cluster's trial slots when the study is created, e.g. "
+                        "set it on a cluster that scales up; a resumed study keeps its own)")
     g.add_argument("--random-trials", type=int, default=None, help="configs drawn by random search (default: the AWNN grid's number of configs)")
     g.add_argument("--asha-grace-period", type=int, default=None, help="epochs before ASHA (asha, awnn-asha) may stop a trial (default: 10%% of the budget's epochs for the arm's grid, at least 1)")
     g.add_argument("--asha-reduction-factor", type=float, default=3.0, help="ASHA keeps the best 1/factor at each rung (default 3)")
@@ -137,7 +141,7 @@ def settings_from(args):
 def options_from(args):
     from ..strategies import StrategyOptions
 
-    return StrategyOptions(seed=args.seed, repeats=args.repeats, tpe_trials=args.tpe_trials, random_trials=args.random_trials,
+    return StrategyOptions(seed=args.seed, repeats=args.repeats, tpe_trials=args.tpe_trials, tpe_window=args.tpe_window, random_trials=args.random_trials,
                            asha_grace_period=args.asha_grace_period, asha_reduction_factor=args.asha_reduction_factor,
                            optuna_storage=args.optuna_storage, fixedplus_widths=getattr(args, "fixedplus_widths", "mean"))
 

@@ -22,6 +22,7 @@ def test_asha_milestones_match_ray_brackets():
     (["--strategies", "fixed,grid"], "--strategies", "subset of"),
     (["--strategies", "tpe", "--repeats", "0"], "--repeats", "integer >= 1"),
     (["--strategies", "tpe", "--tpe-trials", "0"], "--tpe-trials", "integer >= 1"),
+    (["--strategies", "tpe", "--tpe-window", "0"], "--tpe-window", "integer >= 1"),
     (["--strategies", "random", "--random-trials", "31"], "--random-trials", "at most the fixed grid's 30"),
     (["--strategies", "asha", "--asha-grace-period", "2"], "--asha-grace-period", "from 1 to 1"),
     (["--strategies", "asha", "--asha-reduction-factor", "1"], "--asha-reduction-factor", "number > 1"),

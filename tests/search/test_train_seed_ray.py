@@ -20,7 +20,7 @@ SEED = 9
 def seeded(tmp_path_factory):
     work = tmp_path_factory.mktemp("seeded")
     p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "awnn,tpe", "--tpe-trials", "2",
-                  "--train-seed", str(SEED), "--num-cpus", "2"], cwd=work, check=True)
+                  "--train-seed", str(SEED), "--num-cpus", "2", "--tpe-window", "1"], cwd=work, check=True)
     c = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
     exp = c.get_experiment_by_name("awnn-doublemoon")
     return {"dir": work, "stdout": p.stdout, "runs": c.search_runs([exp.experiment_id], max_results=1000)}
@@ -75,3 +75,10 @@ def test_a_default_comparison_says_seed_0_and_no_seed_line(smoke_comparison):
     (folder,) = (smoke_comparison["dir"] / "awnn-results" / "reports").iterdir()
     assert json.loads((folder / "summary.json").read_text())["protocol"]["train_seed"] == 0
     assert "--train-seed" not in (folder / "report.md").read_text()
+
+
+def test_tpe_window_flag_sets_the_studys_ask_window(seeded):
+    """`--tpe-window 1` on two slots: TPE's sweep records it (search/tpe.py, "The ask window")."""
+    sweep = next(r for r in seeded["runs"] if r.data.tags.get("awnn.kind") == "sweep" and r.data.tags["awnn.arm"] == "tpe"
+                 and r.data.tags["awnn.phase"] == "selection")
+    assert sweep.data.params["tpe_ask_window"] == "1"
