@@ -5,6 +5,7 @@ re-exports every name here."""
 from __future__ import annotations
 
 from .config import TrainConfig
+from .data.table import TASK as TABLE  # a user's CSV file: in-memory tensors like the generated tasks
 from .data.tabular import GENERATORS
 
 __all__ = ["SLICE_KEYS", "GROUP_KEYS", "PAD_WIDTH", "PADDED", "check_fusable", "padded", "group_key"]
@@ -21,7 +22,7 @@ PADDED = f"<={PAD_WIDTH}"  # group_key's width value for such configs
 
 def check_fusable(config: TrainConfig) -> None:
     """Raise a ValueError naming the key when `config` cannot be trained fused."""
-    supported = {"model": ["fixed"], "task": sorted(GENERATORS), "optimizer": ["adam"], "lr_schedule": ["none"]}
+    supported = {"model": ["fixed"], "task": sorted(GENERATORS) + [TABLE], "optimizer": ["adam"], "lr_schedule": ["none"]}
     for key, allowed in supported.items():
         if getattr(config, key) not in allowed:
             why = " (AWNN slices change width on their own: they are not stacked)" if key == "model" else ""

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .trial_common import CHECKPOINT_FILE, CpuClock, StorageFault, attempt_info, fault_final, load_earlier_state, report_with_checkpoint, trial_config
+from .trial_common import CHECKPOINT_FILE, CpuClock, StorageFault, attempt_info, check_data_copy, fault_final, load_earlier_state, report_with_checkpoint, trial_config
 
 __all__ = ["run_group"]
 
@@ -51,6 +51,7 @@ def run_group(spec: dict[str, Any], settings: dict[str, Any]) -> None:
     configs = [trial_config(m, settings) for m in members]
     try:
         trainer = StackedTrainer(configs)
+        check_data_copy(trainer.task, settings)
     except DataError as e:  # no retry can fix it: every member ends, and the driver stops the comparison
         final = fault_final(e, "data")
         tune.report({**attempt_info(), "epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": None,

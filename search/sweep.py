@@ -113,6 +113,7 @@ class Comparison:
         self.folds = max(self.budget.folds_for(g) for g in self.grids.values())  # outer folds (1: hold-out)
         self.protocol = protocol_name(self.folds)
         self.folds_digest: str | None = None  # cross-validated: which graph falls in which fold (set by _check_data)
+        self.data_digest: str | None = None  # a user's data file (task `table`): its SHA-256, 16 hex (set by _check_data)
         self._check_data()
         self.tracking_uri = tracking_uri or default_tracking_uri()
         check_tracking(self.tracking_uri, source=tracking_uri_source(tracking_uri))
@@ -186,6 +187,8 @@ class Comparison:
             out[Param.FIXEDPLUS_WIDTHS] = o.fixedplus_widths
         if self.folds > 1:  # (hold-out comparisons: keys as before the protocol option existed)
             out[Param.FOLDS] = self.folds
+        if self.data_digest:  # another file, or the same one edited, is another comparison
+            out[Param.DATA_DIGEST] = self.data_digest
         cpu = {a.grid.path.name: self.budget.cpu_values(a.grid) for a in self.arms if self.budget.cpu_values(a.grid)}
         if cpu:  # a CPU budget changes these grids' configs (grids without `cpu` values: keys as before)
             out[Param.CPU] = json.dumps(cpu, sort_keys=True)
@@ -193,13 +196,21 @@ class Comparison:
 
     def _check_data(self) -> None:
         """Load the task once on the driver: missing data fails here, in seconds.
-        Not a tabular task: its data is generated from the seed, nothing can be
-        missing (and the driver of a tabular comparison never imports torch)."""
-        from awnn.data import load_task, task_kind
+        Not a generated tabular task: its data comes from the seed, nothing can be
+        missing (and the driver of a tabular comparison never imports torch).  A
+        user's CSV file (task `table`) is read and checked with numpy alone, and its
+        digest kept: it keys the comparison and each trial checks its copy against it."""
+        from awnn.data import TASKS, load_task, task_kind
 
+        from .progress import said_if_slow
+
+        digest = getattr(TASKS.get(self.task), "digest", None)
+        if digest is not None:  # a user's file (task `table`): checked without torch, its digest keys the comparison
+            with said_if_slow(self.log, f"reading the {self.task} data at {self.data_root}"):
+                self.data_digest = digest(self.data_root)
+            return
         if task_kind(self.task) == "tabular" and self.folds <= 1:
             return
-        from .progress import said_if_slow
 
         with said_if_slow(self.log, f"reading the {self.task} data under {self.data_root}"):  # (a hung mount blocks here)
             task = load_task(self.task, self.data_root)  # raises DataError naming the file
@@ -257,7 +268,8 @@ class Comparison:
                 make_tpe=self._open_study, fuse=self.settings.fuse,
                 # where the data is belongs to the command, not to the configs (a selected config stays portable)
                 trial_settings={**trial_settings(self.settings), "data_root": self.data_root,
-                                **({"folds_digest": self.folds_digest} if self.folds_digest else {})})
+                                **({"folds_digest": self.folds_digest} if self.folds_digest else {}),
+                                **({"data_digest": self.data_digest} if self.data_digest else {})})
             self.results = searcher.results
             # the callback logs each trial and announces its reports and its end to the record
             self.tracker = TrialTracker(

@@ -41,7 +41,7 @@ from typing import Any
 
 from tracking.contract import MODEL_FILE, SELECTABLE, TRUNCATION
 
-from .trial_common import (CHECKPOINT_FILE, CpuClock, StorageFault, attempt_info, fault_final, lean_trials, load_earlier_state, report_with_checkpoint,
+from .trial_common import (CHECKPOINT_FILE, CpuClock, StorageFault, attempt_info, check_data_copy, fault_final, lean_trials, load_earlier_state, report_with_checkpoint,
                            trial_config, worker_setup)
 
 __all__ = ["trainable", "PROGRESS_SECONDS"]
@@ -65,7 +65,7 @@ def trainable(config: dict[str, Any]) -> None:
     cfg = trial_config(spec, settings)
     try:
         trainer = make_trainer(cfg, lean=lean_trials(settings))
-        _check_folds(trainer.task, settings)
+        check_data_copy(trainer.task, settings)
     except DataError as e:  # no retry can fix missing or malformed data: the trial ends, and the driver stops the comparison
         # (Tune requires the searcher's metric in every result)
         tune.report({"epoch": 0, "epochs": [], "status": "failed", "best_val_acc": math.nan, "final": fault_final(e, "data")})
@@ -95,18 +95,6 @@ def trainable(config: dict[str, Any]) -> None:
         reporter.report(final)
     except StorageFault as e:  # its kept model could not be written: the run is not complete without it
         reporter.report(fault_final(e, "storage"))
-
-
-def _check_folds(task, settings: dict[str, Any]) -> None:
-    """A cross-validated comparison's trial draws the folds its driver saved
-    (a node whose copy of the data differs would train on other folds)."""
-    from awnn.data import DataError
-
-    expected = settings.get("folds_digest")
-    found = getattr(task, "folds_digest", None)
-    if expected and found != expected:
-        raise DataError(f"{settings.get('data_root')}: the {task.name} data here draws other outer folds than the comparison's "
-                        f"(folds digest {found}, expected {expected}): this node's copy of the data differs from the driver's")
 
 
 def _restore(trainer, spec: dict[str, Any]) -> str | None:

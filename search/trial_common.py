@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 
-__all__ = ["CHECKPOINT_FILE", "LEAN_SWITCH", "CpuClock", "StorageFault", "fault_final", "report_with_checkpoint",
+__all__ = ["CHECKPOINT_FILE", "LEAN_SWITCH", "CpuClock", "StorageFault", "check_data_copy", "fault_final", "report_with_checkpoint",
            "trial_config", "attempt_info", "worker_setup", "lean_trials", "load_earlier_state"]
 
 CHECKPOINT_FILE = "trainer.pt"  # a trial's training state in its Tune checkpoint (a fused group's: the whole group)
@@ -204,3 +204,22 @@ def load_earlier_state(resume_from: str | None) -> tuple[dict[str, Any] | None, 
             print(f"awnn: checkpoint {path} is unreadable ({type(e).__name__}: {e}); trying an older one", file=sys.stderr)
     print(f"awnn: no readable checkpoint in {first.parent}; the trial starts from epoch 0", file=sys.stderr)
     return None, None
+
+
+def check_data_copy(task, settings: dict[str, Any]) -> None:
+    """The trial's data is the driver's: a cross-validated comparison's trial draws the folds its driver saved
+    (a node whose copy of the data differs would train on other folds), and a user's data file (task `table`) has the
+    digest the driver read (a node with another file, or the file edited since the comparison started)."""
+    from awnn.data import DataError
+
+    expected = settings.get("folds_digest")
+    found = getattr(task, "folds_digest", None)
+    if expected and found != expected:
+        raise DataError(f"{settings.get('data_root')}: the {task.name} data here draws other outer folds than the comparison's "
+                        f"(folds digest {found}, expected {expected}): this node's copy of the data differs from the driver's")
+    expected = settings.get("data_digest")
+    found = getattr(task, "data_digest", None)
+    if expected and found != expected:
+        raise DataError(f"{settings.get('data_root')}: the {task.name} file here is not the comparison's (SHA-256 {found}, "
+                        f"expected {expected}): it changed since the comparison started, or this node has another copy; restore it, "
+                        "or run without --resume to start anew on the new file")

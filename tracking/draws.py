@@ -45,7 +45,7 @@ from .tables import strategy_table
 __all__ = ["find_draws", "draws_summary", "draws_markdown", "verdict_line", "write_draws", "MATCH_KEYS"]
 
 # what two comparisons must share to be draws of one comparison (ComparisonData.comparison's keys)
-MATCH_KEYS = ("task", "budget", "strategies", "repeats", "protocol", "folds", "search", "fuse", "cpus_per_trial", "gpus_per_trial", "cpu")
+MATCH_KEYS = ("task", "data_digest", "budget", "strategies", "repeats", "protocol", "folds", "search", "fuse", "cpus_per_trial", "gpus_per_trial", "cpu")
 _N_BOOT = 200  # each draw's own savings CI is not shown here: a few resamples keep savings() cheap
 
 

@@ -149,6 +149,24 @@ def _tabular(name: str) -> Callable[..., TensorTask]:
     return load
 
 
+def _file_table() -> Callable[..., Task]:
+    """Task `table`: a user's CSV file (awnn/data/table.py); `digest(data_root)` checks the file without torch."""
+
+    def load(data_root: str | None = None, data_seed: int = 0) -> Task:
+        from .table import load_table
+
+        return load_table(data_root, data_seed)
+
+    def digest(data_root: str | None) -> str:
+        from .table import table_digest
+
+        return table_digest(data_root)
+
+    load.kind = "tabular"
+    load.digest = digest
+    return load
+
+
 def _lazy(module: str, function: str, config_keys: tuple[str, ...], folds: int = 1) -> Callable[..., Task]:
     """A loader that imports its domain module (torchvision, torch-geometric,
     ...) only when called, so `import awnn` stays light.  `folds`: the
@@ -176,6 +194,7 @@ TASKS.update(
         "nci1": _lazy("graphs", "load_nci1", ("fold",), folds=10),
         "reddit_binary": _lazy("graphs", "load_reddit_binary", ("fold",), folds=10),
         "multi30k": _lazy("text", "load_multi30k", ("tokenizer", "max_len")),
+        "table": _file_table(),
     }
 )
 

@@ -1,0 +1,51 @@
+"""`awnn compare --task table`: a user's CSV file (here scikit-learn's wine data, 178 real rows, 13 features, three
+cultivars named by text) through Ray Tune, fused fixed trials, MLflow and the report, end to end."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+
+import pytest
+
+sklearn_datasets = pytest.importorskip("sklearn.datasets", reason="the wine data is scikit-learn's bundled data set")
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+from conftest import run_awnn  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def test_compare_on_a_users_csv_file_runs_fused_records_its_digest_and_reports_it(tmp_path):
+    d = sklearn_datasets.load_wine()
+    data = tmp_path / "my data"
+    data.mkdir()
+    path = data / "wine.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*d.feature_names, "cultivar"])
+        for x, y in zip(d.data, d.target):
+            w.writerow([*x.tolist(), ["barolo", "grignolino", "barbera"][y]])
+    work = tmp_path / "work"
+    work.mkdir()
+    p = run_awnn(["compare", "--task", "table", "--data-root", "../my data/wine.csv", "--budget", "smoke",
+                  "--strategies", "fixed,awnn", "--num-cpus", "2"], cwd=work, check=True)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    client = MlflowClient(f"sqlite:///{work / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("awnn-table")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    (root,) = [r for r in runs if r.data.tags.get("awnn.kind") == "comparison"]
+    assert root.data.params["data_digest"] == digest and root.data.params["data_root"] == str(path)
+    trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
+    count: dict = {}
+    for t in trials:
+        key = (t.data.tags["awnn.strategy"], t.data.tags["awnn.phase"])
+        count[key] = count.get(key, 0) + 1
+        assert t.data.tags["awnn.status"] == "ok", t.data.tags
+    # the table grids (the paper's Spiral grids): 60 fixed, 6 AWNN configs; smoke: R = 2 re-training runs
+    assert count == {("fixed", "selection"): 60, ("awnn", "selection"): 6, ("fixed", "assessment"): 2, ("awnn", "assessment"): 2}
+    assert int(root.data.params["fuse"]) > 1  # the CPU default fuses the fixed grid: a table trains stacked too
+    summary = json.loads(next((work / "awnn-results" / "reports").glob("table-*/summary.json")).read_text())
+    assert summary["task"] == "table" and set(summary["arms"]) >= {"fixed", "awnn"}
+    report = next((work / "awnn-results" / "reports").glob("table-*/report.md")).read_text()
+    assert f"Data: the CSV file of `--data-root {path}` (SHA-256 `{digest}`" in report
