@@ -113,7 +113,7 @@ class Comparison:
         self.folds = max(self.budget.folds_for(g) for g in self.grids.values())  # outer folds (1: hold-out)
         self.protocol = protocol_name(self.folds)
         self.folds_digest: str | None = None  # cross-validated: which graph falls in which fold (set by _check_data)
-        self.data_digest: str | None = None  # a user's data file (task `table`): its SHA-256, 16 hex (set by _check_data)
+        self.data_digest: str | None = None  # the data's files on the driver (awnn/data/digest.py; set by _check_data)
         self._check_data()
         self.tracking_uri = tracking_uri or default_tracking_uri()
         check_tracking(self.tracking_uri, source=tracking_uri_source(tracking_uri))
@@ -136,12 +136,13 @@ class Comparison:
         self.finished_in_mlflow = False  # run() ended it and MLflow took every write (what a later interrupt leaves complete)
         self._finishing = False
         if resume:
-            self._refuse_live_driver()
+            self._check_resumable()
 
-    def _refuse_live_driver(self) -> None:
+    def _check_resumable(self) -> None:
         """`--resume` of a comparison another driver still works on fails here,
         in one line, before Ray starts: two drivers would each run its
-        unfinished trials (search/lease.py)."""
+        unfinished trials (search/lease.py); so does one on other data than the
+        comparison started on (`_check_saved_data`)."""
         from mlflow.tracking import MlflowClient
 
         from .errors import SearchError
@@ -157,6 +158,7 @@ class Comparison:
         root = next((r for r in roots if r.data.tags.get(Tag.STATE) != "finished"), None)  # the one --resume adopts
         if root is None:
             return
+        self._check_saved_data(root)
         cid = root.data.tags.get(Tag.COMPARISON, "")
         alive = live_driver(root.data.tags) if root.data.tags.get(Tag.STATE, "running") == "running" else None
         if alive:
@@ -166,6 +168,24 @@ class Comparison:
         if held:
             raise SearchError(f"--resume: comparison {cid}: {held}; a second driver would run its trials "
                               "again; let it finish, or stop it (Ctrl-C) and then resume")
+
+    def _check_saved_data(self, root) -> None:
+        """The data a --resume would train on is the data the comparison `root` started on: its outer folds
+        (cross-validated) and its files' digest (awnn/data/digest.py).  A comparison from before either was saved
+        has none to check."""
+        from awnn.data import DataError
+
+        cid = root.data.tags.get(Tag.COMPARISON)
+        saved = root.data.params.get(Param.FOLDS_DIGEST)
+        if self.folds_digest and saved and saved != self.folds_digest:
+            raise DataError(f"{self.data_root}: the {self.task} data draws other outer folds than comparison {cid} saved "
+                            f"(folds digest {self.folds_digest}, saved {saved}): the data changed since it started; restore it, "
+                            "or run without --resume to start anew")
+        saved = root.data.params.get(Param.DATA_DIGEST)
+        if self.data_digest and saved and saved != self.data_digest:
+            raise DataError(f"{self.data_root}: the {self.task} data is not what comparison {cid} started on (SHA-256 "
+                            f"{self.data_digest}, saved {saved}): it changed since; restore it, or run without --resume to start "
+                            "anew on this data")
 
     def _search_options(self) -> dict[str, Any]:
         """The options that change what runs (part of the --resume key)."""
@@ -187,7 +207,7 @@ class Comparison:
             out[Param.FIXEDPLUS_WIDTHS] = o.fixedplus_widths
         if self.folds > 1:  # (hold-out comparisons: keys as before the protocol option existed)
             out[Param.FOLDS] = self.folds
-        if self.data_digest:  # another file, or the same one edited, is another comparison
+        if self.data_digest and self._data_is_a_file():  # another file, or the same one edited, is another comparison
             out[Param.DATA_DIGEST] = self.data_digest
         cpu = {a.grid.path.name: self.budget.cpu_values(a.grid) for a in self.arms if self.budget.cpu_values(a.grid)}
         if cpu:  # a CPU budget changes these grids' configs (grids without `cpu` values: keys as before)
@@ -198,8 +218,9 @@ class Comparison:
         """Load the task once on the driver: missing data fails here, in seconds.
         Not a generated tabular task: its data comes from the seed, nothing can be
         missing (and the driver of a tabular comparison never imports torch).  A
-        user's CSV file (task `table`) is read and checked with numpy alone, and its
-        digest kept: it keys the comparison and each trial checks its copy against it."""
+        user's CSV file (task `table`) is read and checked with numpy alone.  The
+        digest of data on disk is kept (awnn/data/digest.py): each trial checks its
+        node's copy against it and a --resume the data against the one saved."""
         from awnn.data import TASKS, load_task, task_kind
 
         from .progress import said_if_slow
@@ -214,8 +235,16 @@ class Comparison:
 
         with said_if_slow(self.log, f"reading the {self.task} data under {self.data_root}"):  # (a hung mount blocks here)
             task = load_task(self.task, self.data_root)  # raises DataError naming the file
+        self.data_digest = task.data_digest
         if self.folds > 1:
             self.folds_digest = task.folds_digest
+
+    def _data_is_a_file(self) -> bool:
+        """The task is defined by a user's file (task `table`): its digest is part of what the comparison is (the --resume
+        key), not only a check of a node's copy of a named dataset (a comparison from before the digest keeps its key)."""
+        from awnn.data import TASKS
+
+        return getattr(TASKS.get(self.task), "digest", None) is not None
 
     def log(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -520,6 +549,8 @@ class Comparison:
                   Param.PROTOCOL: self.protocol, Param.FUSE: self.settings.fuse, Param.FLUSH_DENORMAL: self.settings.flush_denormal}
         if self.folds_digest:
             params[Param.FOLDS_DIGEST] = self.folds_digest
+        if self.data_digest:  # (task `table`: already there, as part of the key)
+            params[Param.DATA_DIGEST] = self.data_digest
         params.update(self._paper_budget())
         if self.optuna_storage:
             params[Param.OPTUNA_STORAGE] = redact_uri(self.optuna_storage)
@@ -584,17 +615,11 @@ class Comparison:
         if root is None:
             self.log("resume: no unfinished comparison with these arguments; starting a new one")
             return PriorAttempts()
-        saved = root.data.params.get(Param.FOLDS_DIGEST)
-        if self.folds_digest and saved and saved != self.folds_digest:
-            from awnn.data import DataError
-
-            raise DataError(f"{self.data_root}: the {self.task} data draws other outer folds than comparison "
-                            f"{root.data.tags.get(Tag.COMPARISON)} saved (folds digest {self.folds_digest}, saved {saved}): "
-                            f"the data changed since it started; restore it, or run without --resume to start anew")
+        self._check_saved_data(root)  # (again: the run may have come from the spool just applied)
         from .errors import SearchError
         from .lease import hold_comparison
 
-        held = hold_comparison(self.tracking_uri, root.data.tags[Tag.COMPARISON])  # (held since _refuse_live_driver, unless a newer one came)
+        held = hold_comparison(self.tracking_uri, root.data.tags[Tag.COMPARISON])  # (held since _check_resumable, unless a newer one came)
         if held:
             raise SearchError(f"--resume: comparison {root.data.tags[Tag.COMPARISON]}: {held}; a second driver would run its "
                               "trials again; let it finish, or stop it (Ctrl-C) and then resume")

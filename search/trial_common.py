@@ -208,8 +208,8 @@ def load_earlier_state(resume_from: str | None) -> tuple[dict[str, Any] | None, 
 
 def check_data_copy(task, settings: dict[str, Any]) -> None:
     """The trial's data is the driver's: a cross-validated comparison's trial draws the folds its driver saved
-    (a node whose copy of the data differs would train on other folds), and a user's data file (task `table`) has the
-    digest the driver read (a node with another file, or the file edited since the comparison started)."""
+    (a node whose copy of the data differs would train on other folds), and data on disk has the digest the driver read
+    (awnn/data/digest.py: a node with another copy, or the data edited since the comparison started)."""
     from awnn.data import DataError
 
     expected = settings.get("folds_digest")
@@ -220,6 +220,6 @@ def check_data_copy(task, settings: dict[str, Any]) -> None:
     expected = settings.get("data_digest")
     found = getattr(task, "data_digest", None)
     if expected and found != expected:
-        raise DataError(f"{settings.get('data_root')}: the {task.name} file here is not the comparison's (SHA-256 {found}, "
-                        f"expected {expected}): it changed since the comparison started, or this node has another copy; restore it, "
-                        "or run without --resume to start anew on the new file")
+        raise DataError(f"{settings.get('data_root')}: the {task.name} data here is not the comparison's (SHA-256 {found}, "
+                        f"expected {expected}): it changed since the comparison started, or this node has another copy; make this "
+                        "node's copy the driver's, or run without --resume to start anew on the new data")

@@ -192,7 +192,7 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         "protocol": params.get(C.Param.PROTOCOL) or "holdout",
         "folds": int(_num(params.get(C.Param.FOLDS), 1.0)),
         "cpu": _json(params.get(C.Param.CPU)) or {},  # grid file -> the config values a CPU budget changed
-        "data_digest": params.get(C.Param.DATA_DIGEST),  # a user's data file (task `table`): its SHA-256, 16 hex; else None
+        "data_digest": params.get(C.Param.DATA_DIGEST),  # the data's files (awnn/data/digest.py), 16 hex; None for generated data
         "data_root": params.get(C.Param.DATA_ROOT),
         "state": tags.get(Tag.STATE, "unknown"),
         "run_status": root.info.status,

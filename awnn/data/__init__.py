@@ -33,6 +33,9 @@ class Task:
     kind: str
     in_features: int
     num_classes: int
+    # what the copy of the data the task was read from holds (awnn/data/digest.py): set by the loaders of data on
+    # disk; None for data made from a seed or shipped in a package (nothing on a node can differ)
+    data_digest: str | None = None
 
     def n_train(self, split: str) -> int:  # pragma: no cover - interface
         raise NotImplementedError

@@ -173,6 +173,7 @@ def _drop_stale_cache(folder: str, raw_files: list[str]) -> None:
 
 def load_tu(name: str, task_name: str, data_root: str | None, data_seed: int, fold: int) -> GraphTask:
     from .checks import check_tu, missing_files_error
+    from .digest import files_digest
 
     root = data_root or "data"
     raw = os.path.join(root, name, "raw")
@@ -197,6 +198,7 @@ def load_tu(name: str, task_name: str, data_root: str | None, data_seed: int, fo
     outer, inner = tu_fold_splits(labels, fold, data_seed)
     task = GraphTask(task_name, graphs, labels, outer, inner, num_classes=int(labels.max()) + 1, in_features=1 if constant else dataset.num_node_features, constant_features=constant)
     task.data_seed = data_seed
+    task.data_digest = files_digest(raw, [f for f in os.listdir(raw) if f.startswith(f"{name}_") and f.endswith(".txt")])  # what TUDataset reads
     return task
 
 

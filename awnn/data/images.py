@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from . import DataError, Task
+from .digest import files_digest
 from .splits import Split, index_batches, outer_inner_splits, stratified_holdout
 
 __all__ = ["ImageTask", "load_digits", "load_mnist", "load_cifar10", "load_cifar100", "stratified_holdout"]
@@ -169,7 +170,9 @@ def load_mnist(data_root: str | None = None, data_seed: int = 0, augment: str = 
     x = torch.cat([train.data, test.data]).unsqueeze(1)  # (N, 1, 28, 28) uint8
     y = torch.cat([train.targets, test.targets])
     outer, inner = official_test_splits(train.targets.numpy(), len(test.targets), 7000 / 60000, data_seed)
-    return ImageTask("mnist", x, y, outer, inner, num_classes=10, augment=augment)
+    task = ImageTask("mnist", x, y, outer, inner, num_classes=10, augment=augment)
+    task.data_digest = files_digest(folder, MNIST_FILES)
+    return task
 
 
 def _read_cifar_batches(folder: str, files: list[str], label_key: str, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -195,7 +198,9 @@ def _load_cifar(name: str, folder_name: str, train_files: list[str], test_files:
     xtr, ytr = _read_cifar_batches(folder, train_files, label_key, num_classes)
     xte, yte = _read_cifar_batches(folder, test_files, label_key, num_classes)
     outer, inner = official_test_splits(ytr.numpy(), len(yte), 6000 / 50000, data_seed)
-    return ImageTask(name, torch.cat([xtr, xte]), torch.cat([ytr, yte]), outer, inner, num_classes=num_classes, augment=augment)
+    task = ImageTask(name, torch.cat([xtr, xte]), torch.cat([ytr, yte]), outer, inner, num_classes=num_classes, augment=augment)
+    task.data_digest = files_digest(folder, train_files + test_files)
+    return task
 
 
 def load_cifar10(data_root: str | None = None, data_seed: int = 0, augment: str = "none") -> ImageTask:

@@ -39,13 +39,13 @@ import numpy as np
 
 from . import DataError
 from .checks import file_problem
+from .digest import DIGEST_CHARS
 
 __all__ = ["TASK", "FILE", "MIN_PER_CLASS", "Table", "table_path", "read_table", "load_table", "table_digest"]
 
 TASK = "table"
 FILE = "table.csv"
 MIN_PER_CLASS = 10
-_DIGEST_CHARS = 16
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def read_table(data_root: str | None) -> Table:
     if few:
         raise DataError(f"{path}: too few rows of class {', '.join(few)}; expected at least {MIN_PER_CLASS} of each class "
                         "(the stratified 70/10/20 and 90/10 splits need every class in every part)")
-    digest = hashlib.sha256(raw).hexdigest()[:_DIGEST_CHARS]
+    digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=header[:-1], digest=digest)
 
 

@@ -47,6 +47,7 @@ import torch
 
 from . import DataError, Task
 from .checks import check_text_pair, missing_files_error
+from .digest import files_digest
 from .splits import Split, index_batches
 
 __all__ = ["WordTokenizer", "GPT2Tokenizer", "TextTask", "load_multi30k", "WORD_MIN_FREQ"]
@@ -260,5 +261,9 @@ def load_multi30k(data_root: str | None = None, data_seed: int = 0, tokenizer: s
             tgt.append([tok.bos_id] + tok.encode(de)[:keep] + [tok.eos_id])
         parts[split] = np.arange(start, len(src))
         start = len(src)
-    return TextTask("multi30k", src, tgt, parts, tok)
+    task = TextTask("multi30k", src, tgt, parts, tok)
+    # the text and, when present, GPT-2's files, whichever tokenizer this config asks for (one digest per comparison)
+    read = list(paths.values()) + ([os.path.join(g2, f) for f in ("vocab.json", "merges.txt")] if g2 else [])
+    task.data_digest = files_digest(root, [os.path.relpath(p, root) for p in read])
+    return task
 

@@ -49,6 +49,11 @@ def test_compare_reads_a_relative_data_root_from_another_folder(tmp_path, task):
     assert {r.data.params["data_root"] for r in found if r.data.tags["awnn.kind"] == "trial"} == {root}
     assert all(r.data.tags["awnn.status"] == "ok" for r in found if r.data.tags["awnn.kind"] == "trial")
     report = next((work / "awnn-results" / "reports").glob("*/report.md")).read_text()
+    # the copy's digest: saved, checked by every trial (all ok above), and in the report
+    from awnn.data import load_task
+
+    digest = load_task(task, str(data)).data_digest
+    assert cmp_run.data.params["data_digest"] == digest and f"Data: the {task} files under `--data-root {root}` (SHA-256 `{digest}`" in report
     if task == "mnist":  # a CPU budget: the grid's cpu values, in MLflow and in the report's header
         assert json.loads(cmp_run.data.params["cpu"]) == {"mnist-awnn.yaml": {"max_train_examples": 5000}}
         assert {r.data.params["max_train_examples"] for r in found if r.data.tags["awnn.kind"] == "trial"} == {"5000"}
