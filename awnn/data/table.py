@@ -6,7 +6,13 @@ data?".  The file is `--data-root FILE.csv`, or `<data root>/table.csv` when
 the data root is a folder.  Its format:
 
 * a header row (column names), then one row per example;
-* every column but the last a number (a feature): finite, no empty cell;
+* every column but the last a feature, no cell empty: a numeric column (every
+  cell a finite number), or a text column (no cell a number: "red", "male",
+  "S"), a category one-hot encoded into one feature per value (values in
+  sorted order, named `column=value`; at most `MAX_CATEGORIES` values, so an
+  id or free-text column is refused, not blown up into thousands of
+  features); a column that mixes numbers and text is refused at its first
+  cell of the kind it holds fewer of (numbers where they are half or more);
 * the last column the class label, any text ("cat", "3", "yes"): the classes
   are its distinct values, numbered in sorted order (numerically where every
   label is a number, so "2" < "10");
@@ -46,12 +52,14 @@ __all__ = ["TASK", "FILE", "MIN_PER_CLASS", "Table", "table_path", "read_table",
 TASK = "table"
 FILE = "table.csv"
 MIN_PER_CLASS = 10
+MAX_CATEGORIES = 50  # distinct values of a text feature column
 
 
 @dataclass(frozen=True)
 class Table:
-    """A checked table: features (n, f) float32 as written, labels (n,) 0..C-1,
-    the class names in label order, the feature names and the file's digest."""
+    """A checked table: features (n, f) float32 as written (a text column one-hot), labels (n,) 0..C-1, the
+    class names in label order, the feature names (`column=value` for a text column's) and the file's digest;
+    `categories`: each text column's values in feature order."""
 
     path: str
     x: np.ndarray
@@ -59,6 +67,7 @@ class Table:
     classes: list[str]
     features: list[str]
     digest: str
+    categories: dict[str, list[str]]
 
 
 def table_path(data_root: str | None) -> str:
@@ -77,6 +86,45 @@ def _number(text: str) -> float | None:
         return None
 
 
+def _shown(cell: str) -> str:
+    return "an empty cell" if not cell else repr(cell if len(cell) <= 30 else cell[:27] + "...")
+
+
+def _feature_column(path: str, header: list[str], j: int, body: list[tuple[int, list[str]]]) -> tuple[np.ndarray, str | list[str]]:
+    """Feature column `j` of the rows `body`: (values (n,) float64, "number") for a numeric column, (one-hot (n, k),
+    its k values in order) for a text column; a DataError naming the line and the column for anything else."""
+    where = f"column {j + 1} ({header[j]!r})"
+    cells = [row[j].strip() for _, row in body]
+    numbers = [_number(c) for c in cells]
+    for (line, _), cell in zip(body, cells):
+        if not cell:
+            raise DataError(f"{path}, line {line}, {where}: an empty cell; expected a finite number or a category (a feature): "
+                            "fill it in or drop the row")
+    n_text = sum(v is None for v in numbers)
+    if n_text <= len(cells) - n_text:  # a numeric column (at most half its cells text: each an error)
+        for (line, _), cell, v in zip(body, cells, numbers):
+            if v is None or not math.isfinite(v):
+                mixed = "; the column mixes numbers and text" if v is None and n_text < len(cells) else ""
+                raise DataError(f"{path}, line {line}, {where}: {_shown(cell)}; expected a finite number (a feature){mixed}")
+        values = np.array(numbers, dtype=np.float64)
+        if np.abs(values).max(initial=0.0) > np.finfo(np.float32).max:
+            k = int(np.abs(values).argmax())
+            raise DataError(f"{path}, line {body[k][0]}, {where}: {values[k]:g} is beyond float32's range; expected a feature a model can take")
+        return values, "number"
+    if n_text < len(cells):  # a text column with a number in it: "3" is no category among "red", "blue"
+        line, cell = next((line, c) for (line, _), c, v in zip(body, cells, numbers) if v is not None)
+        raise DataError(f"{path}, line {line}, {where}: {_shown(cell)}, a number in a text column; expected a category "
+                        "(a column is numbers, or categories none of which is a number)")
+    values = sorted(set(cells))
+    if len(values) > MAX_CATEGORIES:
+        raise DataError(f"{path}, {where}: {len(values)} distinct text values in {len(cells)} rows; a text feature is "
+                        f"a category of at most {MAX_CATEGORIES} values, one-hot encoded (an id or free text is no feature: drop the column)")
+    index = {v: i for i, v in enumerate(values)}
+    onehot = np.zeros((len(cells), len(values)), dtype=np.float64)
+    onehot[np.arange(len(cells)), [index[c] for c in cells]] = 1.0
+    return onehot, values
+
+
 def _class_order(names: list[str]) -> list[str]:
     values = [_number(n) for n in names]
     if all(v is not None and math.isfinite(v) for v in values):
@@ -90,7 +138,7 @@ def read_table(data_root: str | None) -> Table:
     problem = file_problem(path)
     if problem:
         raise DataError(f"task {TASK}: expected a CSV file at {path} ({problem}); --data-root must name the CSV file, "
-                        f"or a folder that holds {FILE} (header row, numeric feature columns, the class label last)")
+                        f"or a folder that holds {FILE} (header row, feature columns (numbers or categories), the class label last)")
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -118,26 +166,25 @@ def read_table(data_root: str | None) -> Table:
     if not body:
         raise DataError(f"{path}: a header row and no example; expected one row per example after it")
     n_feat = len(header) - 1
-    x = np.empty((len(body), n_feat), dtype=np.float64)
     labels: list[str] = []
-    for k, (line, row) in enumerate(body):
+    for line, row in body:
         if len(row) != len(header):
             raise DataError(f"{path}, line {line}: {len(row)} columns; expected {len(header)}, as the header has")
-        for j in range(n_feat):
-            cell = row[j].strip()
-            v = _number(cell)
-            if v is None or not math.isfinite(v):
-                found = "an empty cell" if not cell else repr(cell if len(cell) <= 30 else cell[:27] + "...")
-                raise DataError(f"{path}, line {line}, column {j + 1} ({header[j]!r}): {found}; expected a finite number (a feature)")
-            x[k, j] = v
         label = row[-1].strip()
         if not label:
             raise DataError(f"{path}, line {line}, column {len(header)} ({header[-1]!r}): an empty class label")
         labels.append(label)
-    if np.abs(x).max(initial=0.0) > np.finfo(np.float32).max:
-        big = np.unravel_index(np.abs(x).argmax(), x.shape)
-        raise DataError(f"{path}, line {body[big[0]][0]}, column {big[1] + 1} ({header[big[1]]!r}): {x[big]:g} is beyond float32's range; "
-                        "expected a feature a model can take")
+    columns, names, categories = [], [], {}
+    for j in range(n_feat):
+        values, kind = _feature_column(path, header, j, body)
+        if kind == "number":
+            columns.append(values[:, None])
+            names.append(header[j])
+        else:
+            columns.append(values)
+            categories[header[j]] = kind
+            names += [f"{header[j]}={v}" for v in kind]
+    x = np.concatenate(columns, axis=1)
     classes = _class_order(sorted(set(labels)))
     if len(classes) < 2:
         raise DataError(f"{path}: one class ({classes[0]!r}) in the last column ({header[-1]!r}); expected at least 2 classes")
@@ -149,7 +196,7 @@ def read_table(data_root: str | None) -> Table:
         raise DataError(f"{path}: too few rows of class {', '.join(few)}; expected at least {MIN_PER_CLASS} of each class "
                         "(the stratified 70/10/20 and 90/10 splits need every class in every part)")
     digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
-    return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=header[:-1], digest=digest)
+    return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest, categories=categories)
 
 
 def table_digest(data_root: str | None) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from awnn.config import TrainConfig
 from awnn.data import DataError, load_task, task_kind
-from awnn.data.table import MIN_PER_CLASS, read_table, standardise, table_path
+from awnn.data.table import MAX_CATEGORIES, MIN_PER_CLASS, read_table, standardise, table_path
 from awnn.fusable import check_fusable
 from search.trial_common import check_data_copy
 
@@ -79,6 +79,24 @@ def test_the_digest_follows_the_bytes_and_a_bom_blank_lines_quotes_and_crlf_are_
     assert np.array_equal(e.x, crlf.x) and np.array_equal(e.y, crlf.y) and e.features == HEADER[:-1]
 
 
+def test_a_text_feature_column_is_a_category_one_hot_encoded_in_sorted_order(tmp_path):
+    """Real tables hold categories ("male", "S"): one feature per value, named `column=value`; numeric columns stay as
+    they are, in the file's column order; a code column of numbers stays numeric."""
+    colours = ["red", "blue", "green"]
+    rows = [[f"{0.5 * i:g}", colours[i % 3], str(i % 2), "yes" if i % 2 else "no"] for i in range(2 * MIN_PER_CLASS)]
+    path = _write(tmp_path / "t.csv", ["size", "colour", "code", "bought"], rows)
+    t = read_table(str(path))
+    assert t.features == ["size", "colour=blue", "colour=green", "colour=red", "code"]
+    assert t.categories == {"colour": ["blue", "green", "red"]}
+    assert t.x.shape == (2 * MIN_PER_CLASS, 5) and t.x.dtype == np.float32
+    for i, r in enumerate(rows):
+        assert t.x[i, 0] == float(r[0]) and t.x[i, 4] == float(r[2])
+        assert t.x[i, 1:4].tolist() == [float(r[1] == c) for c in ("blue", "green", "red")]
+    task = load_task("table", str(path))
+    assert task.in_features == 5 and task.num_classes == 2
+    assert np.allclose(task.x[task.outer.train].mean(0).numpy(), 0.0, atol=1e-6)  # one-hot columns standardised too
+
+
 def test_standardise_centres_a_constant_feature_without_dividing_by_zero():
     x = np.array([[1.0, 5.0], [3.0, 5.0], [100.0, 5.0]], dtype=np.float32)
     out = standardise(x, np.array([0, 1]))
@@ -98,7 +116,11 @@ BAD = {
     "no header": ("1,2,0\n" * 30, ["line 1", "every cell is a number", "header row"]),
     "one column": ("label\n" + "a\n" * 30, ["line 1", "1 column", "at least 2"]),
     "ragged row": ("x,y,label\n1,2,a\n1,2\n", ["line 3", "2 columns", "expected 3"]),
-    "text feature": ("x,y,label\n1,2,a\n1,two,b\n", ["line 3", "column 2 ('y')", "'two'", "finite number"]),
+    "text among numbers": ("x,y,label\n1,2,a\n1,two,b\n", ["line 3", "column 2 ('y')", "'two'", "finite number", "mixes numbers and text"]),
+    "a number among text": ("x,c,label\n1,red,a\n1,blue,b\n1,3,a\n", ["line 4", "column 2 ('c')", "'3', a number in a text column"]),
+    "empty text cell": ("x,c,label\n1,red,a\n1,blue,b\n1, ,a\n", ["line 4", "column 2 ('c')", "an empty cell", "or a category"]),
+    "too many categories": ("id,x,label\n" + "".join(f"user{i},1,{'ab'[i % 2]}\n" for i in range(MAX_CATEGORIES + 1)),
+                            ["column 1 ('id')", f"{MAX_CATEGORIES + 1} distinct text values", f"at most {MAX_CATEGORIES}", "drop the column"]),
     "empty cell": ("x,y,label\n1,2,a\n,2,b\n", ["line 3", "column 1 ('x')", "an empty cell"]),
     "nan": ("x,y,label\n1,nan,a\n", ["line 2", "column 2 ('y')", "'nan'"]),
     "inf": ("x,y,label\n-inf,1,a\n", ["line 2", "column 1 ('x')", "'-inf'"]),
