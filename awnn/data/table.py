@@ -192,8 +192,14 @@ def read_table(data_root: str | None) -> Table:
     y = np.array([index[c] for c in labels], dtype=np.int64)
     counts = np.bincount(y, minlength=len(classes))
     few = [f"{classes[i]!r}: {int(n)}" for i, n in enumerate(counts) if n < MIN_PER_CLASS]
+    if few and len(classes) > len(labels) // MIN_PER_CLASS:  # more classes than the rows can hold: not a class label
+        numeric = all(_number(c) is not None for c in classes)
+        raise DataError(f"{path}, column {len(header)} ({header[-1]!r}): {len(classes)} distinct labels in {len(labels)} rows; "
+                        f"expected a class label with at least {MIN_PER_CLASS} rows of each class"
+                        + ("; task table is classification: a continuous target (regression) is not supported" if numeric else ""))
     if few:
-        raise DataError(f"{path}: too few rows of class {', '.join(few)}; expected at least {MIN_PER_CLASS} of each class "
+        shown = ", ".join(few[:5]) + (f" and {len(few) - 5} more" if len(few) > 5 else "")
+        raise DataError(f"{path}: too few rows of class {shown}; expected at least {MIN_PER_CLASS} of each class "
                         "(the stratified 70/10/20 and 90/10 splits need every class in every part)")
     digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest, categories=categories)
