@@ -5,7 +5,9 @@ user brings, so a comparison answers "does AWNN save search cost on my
 data?".  The file is `--data-root FILE.csv`, or `<data root>/table.csv` when
 the data root is a folder.  Its format:
 
-* a header row (column names), then one row per example;
+* a header row (a name for every column; an unnamed first column that
+  numbers the rows, as pandas' `to_csv` writes its index, is refused: a row
+  number is no feature), then one row per example, separated by commas;
 * every column but the last a feature, no cell empty: a numeric column (every
   cell a finite number), or a text column (no cell a number: "red", "male",
   "S"), a category one-hot encoded into one feature per value (values in
@@ -158,13 +160,22 @@ def read_table(data_root: str | None) -> Table:
     line, header = numbered[0]
     header = [c.strip() for c in header]
     if len(header) < 2:
-        raise DataError(f"{path}, line {line}: {len(header)} column; expected at least 2 (one or more features, then the class label)")
+        other = next((name for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")) if sep in header[0]), None)
+        hint = f"; the file looks separated by {other}: save it as CSV with commas" if other else ""
+        raise DataError(f"{path}, line {line}: {len(header)} column; expected at least 2 (one or more features, then the class label){hint}")
     if all(_number(c) is not None for c in header):
         raise DataError(f"{path}, line {line}: every cell is a number ({', '.join(header[:4])}{', ...' if len(header) > 4 else ''}); "
                         "expected a header row of column names first")
     body = numbered[1:]
     if not body:
         raise DataError(f"{path}: a header row and no example; expected one row per example after it")
+    unnamed = [j for j, c in enumerate(header) if not c]
+    if unnamed:  # pandas' to_csv writes its index so: row numbers as a feature, a leak where rows are in class order
+        j = unnamed[0]
+        index = j == 0 and all(len(r) > 0 and r[0].strip() == str(k) for k, (_, r) in enumerate(body[:1000]))
+        raise DataError(f"{path}, line {line}, column {j + 1}: no column name; expected a name for every column"
+                        + ("; this column numbers the rows 0, 1, 2, ..., as pandas' to_csv writes its index: drop it "
+                           "(df.to_csv(path, index=False)), a row number is no feature" if index else ""))
     n_feat = len(header) - 1
     labels: list[str] = []
     for line, row in body:
