@@ -114,6 +114,7 @@ class Comparison:
         self.protocol = protocol_name(self.folds)
         self.folds_digest: str | None = None  # cross-validated: which graph falls in which fold (set by _check_data)
         self.data_digest: str | None = None  # the data's files on the driver (awnn/data/digest.py; set by _check_data)
+        self.data_summary: str | None = None  # a user's file: what was read (rows, features, classes; set by _check_data)
         self._check_data()
         self.tracking_uri = tracking_uri or default_tracking_uri()
         check_tracking(self.tracking_uri, source=tracking_uri_source(tracking_uri))
@@ -225,10 +226,12 @@ class Comparison:
 
         from .progress import said_if_slow
 
-        digest = getattr(TASKS.get(self.task), "digest", None)
-        if digest is not None:  # a user's file (task `table`): checked without torch, its digest keys the comparison
+        check = getattr(TASKS.get(self.task), "check", None)
+        if check is not None:  # a user's file (task `table`): checked without torch, its digest keys the comparison
             with said_if_slow(self.log, f"reading the {self.task} data at {self.data_root}"):
-                self.data_digest = digest(self.data_root)
+                table = check(self.data_root)
+            self.data_digest, self.data_summary = table.digest, table.summary
+            self.log(f"data: {table.path}: {table.summary}")
             return
         if task_kind(self.task) == "tabular" and self.folds <= 1:
             return
@@ -244,7 +247,7 @@ class Comparison:
         key), not only a check of a node's copy of a named dataset (a comparison from before the digest keeps its key)."""
         from awnn.data import TASKS
 
-        return getattr(TASKS.get(self.task), "digest", None) is not None
+        return getattr(TASKS.get(self.task), "check", None) is not None
 
     def log(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -551,6 +554,8 @@ class Comparison:
             params[Param.FOLDS_DIGEST] = self.folds_digest
         if self.data_digest:  # (task `table`: already there, as part of the key)
             params[Param.DATA_DIGEST] = self.data_digest
+        if self.data_summary:
+            params[Param.DATA_SUMMARY] = self.data_summary
         params.update(self._paper_budget())
         if self.optuna_storage:
             params[Param.OPTUNA_STORAGE] = redact_uri(self.optuna_storage)

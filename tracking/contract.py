@@ -434,6 +434,7 @@ class Param:
     FLUSH_DENORMAL = "flush_denormal"  # trials flushed float denormals on the CPU (awnn/arith.py; --keep-denormals: False)
     FUSE = "fuse"  # --fuse: at most this many selection configs per Ray trial, trained as one stacked model (1: off)
     FOLDS = "folds"  # outer folds (cv<k> only; part of the --resume key)
+    DATA_SUMMARY = "data_summary"  # task `table`: what the driver read, one line (rows; features from columns, numeric and text; classes with counts)
     DATA_DIGEST = "data_digest"  # SHA-256 (16 hex) of the data's files on the driver (awnn/data/digest.py; none for data made from a seed); task `table`: part of the --resume key
     FOLDS_DIGEST = "folds_digest"  # digest of the drawn fold of every example (cv<k> only)
     CPU = "cpu"  # the config values a CPU budget changed, JSON (sweep runs: that grid's; comparison: per grid file)

@@ -192,6 +192,7 @@ def load_comparison(tracking_uri: str, comparison: str | None = None, experiment
         "protocol": params.get(C.Param.PROTOCOL) or "holdout",
         "folds": int(_num(params.get(C.Param.FOLDS), 1.0)),
         "cpu": _json(params.get(C.Param.CPU)) or {},  # grid file -> the config values a CPU budget changed
+        "data_summary": params.get(C.Param.DATA_SUMMARY),  # task `table`: rows, features, classes as read; else None
         "data_digest": params.get(C.Param.DATA_DIGEST),  # the data's files (awnn/data/digest.py), 16 hex; None for generated data
         "data_root": params.get(C.Param.DATA_ROOT),
         "state": tags.get(Tag.STATE, "unknown"),

@@ -153,20 +153,21 @@ def _tabular(name: str) -> Callable[..., TensorTask]:
 
 
 def _file_table() -> Callable[..., Task]:
-    """Task `table`: a user's CSV file (awnn/data/table.py); `digest(data_root)` checks the file without torch."""
+    """Task `table`: a user's CSV file (awnn/data/table.py); `check(data_root)` reads and checks it without torch
+    (the Table: its `digest` and `summary`)."""
 
     def load(data_root: str | None = None, data_seed: int = 0) -> Task:
         from .table import load_table
 
         return load_table(data_root, data_seed)
 
-    def digest(data_root: str | None) -> str:
-        from .table import table_digest
+    def check(data_root: str | None):
+        from .table import read_table
 
-        return table_digest(data_root)
+        return read_table(data_root)
 
     load.kind = "tabular"
-    load.digest = digest
+    load.check = check
     return load
 
 

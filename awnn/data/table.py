@@ -49,12 +49,13 @@ from . import DataError
 from .checks import file_problem
 from .digest import DIGEST_CHARS
 
-__all__ = ["TASK", "FILE", "MIN_PER_CLASS", "Table", "table_path", "read_table", "load_table", "table_digest"]
+__all__ = ["TASK", "FILE", "MIN_PER_CLASS", "Table", "table_path", "read_table", "load_table"]
 
 TASK = "table"
 FILE = "table.csv"
 MIN_PER_CLASS = 10
 MAX_CATEGORIES = 50  # distinct values of a text feature column
+_SHOWN_CLASSES = 10  # classes named in a table's summary
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,21 @@ class Table:
     features: list[str]
     digest: str
     categories: dict[str, list[str]]
+
+    @property
+    def summary(self) -> str:
+        """What was read, in one line (the comparison's `data_summary` param, the driver's log, the report's Setup)."""
+        counts = np.bincount(self.y, minlength=len(self.classes))
+        text = sum(len(v) for v in self.categories.values())
+        columns = len(self.features) - text + len(self.categories)
+        kinds = f"{columns - len(self.categories)} numeric" + (
+            f", {len(self.categories)} text one-hot into {text}" if self.categories else "")
+        shown = ", ".join(f"{c if len(c) <= 30 else c[:27] + '...'} ({int(n)})" for c, n in list(zip(self.classes, counts))[:_SHOWN_CLASSES])
+        more = f", and {len(self.classes) - _SHOWN_CLASSES} more" if len(self.classes) > _SHOWN_CLASSES else ""
+        def n(k: int, word: str) -> str:
+            return f"{k} {word}{'' if k == 1 else 's'}"
+
+        return f"{n(len(self.y), 'row')}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes: {shown}{more}"
 
 
 def table_path(data_root: str | None) -> str:
@@ -214,11 +230,6 @@ def read_table(data_root: str | None) -> Table:
                         "(the stratified 70/10/20 and 90/10 splits need every class in every part)")
     digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest, categories=categories)
-
-
-def table_digest(data_root: str | None) -> str:
-    """The checked file's digest (read_table's checks included)."""
-    return read_table(data_root).digest
 
 
 def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:

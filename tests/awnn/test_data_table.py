@@ -92,9 +92,17 @@ def test_a_text_feature_column_is_a_category_one_hot_encoded_in_sorted_order(tmp
     for i, r in enumerate(rows):
         assert t.x[i, 0] == float(r[0]) and t.x[i, 4] == float(r[2])
         assert t.x[i, 1:4].tolist() == [float(r[1] == c) for c in ("blue", "green", "red")]
+    assert t.summary == "20 rows; 5 features from 3 columns (2 numeric, 1 text one-hot into 3); 2 classes: no (10), yes (10)"
     task = load_task("table", str(path))
     assert task.in_features == 5 and task.num_classes == 2
     assert np.allclose(task.x[task.outer.train].mean(0).numpy(), 0.0, atol=1e-6)  # one-hot columns standardised too
+
+
+def test_a_summary_names_at_most_ten_classes_and_cuts_long_names(tmp_path):
+    rows = [["1.0", f"{'a long class name that goes on and on ' if k == 0 else ''}class {k:02d}"] for k in range(12) for _ in range(MIN_PER_CLASS)]
+    t = read_table(str(_write(tmp_path / "t.csv", ["x", "label"], rows)))
+    assert t.summary.startswith("120 rows; 1 feature from 1 column (1 numeric); 12 classes: a long class name that goes... (10), class 01 (10), ")
+    assert t.summary.endswith("class 09 (10), and 2 more")
 
 
 def test_standardise_centres_a_constant_feature_without_dividing_by_zero():
