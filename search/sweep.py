@@ -115,6 +115,7 @@ class Comparison:
         self.folds_digest: str | None = None  # cross-validated: which graph falls in which fold (set by _check_data)
         self.data_digest: str | None = None  # the data's files on the driver (awnn/data/digest.py; set by _check_data)
         self.data_summary: str | None = None  # a user's file: what was read (rows, features, classes; set by _check_data)
+        self.data_name = ""  # a user's file: its name in the comparison's id (set by _check_data)
         self._check_data()
         self.tracking_uri = tracking_uri or default_tracking_uri()
         check_tracking(self.tracking_uri, source=tracking_uri_source(tracking_uri))
@@ -230,7 +231,7 @@ class Comparison:
         if check is not None:  # a user's file (task `table`): checked without torch, its digest keys the comparison
             with said_if_slow(self.log, f"reading the {self.task} data at {self.data_root}"):
                 table = check(self.data_root)
-            self.data_digest, self.data_summary = table.digest, table.summary
+            self.data_digest, self.data_summary, self.data_name = table.digest, table.summary, table.name
             self.log(f"data: {table.path}: {table.summary}")
             return
         if task_kind(self.task) == "tabular" and self.folds <= 1:
@@ -531,7 +532,8 @@ class Comparison:
     def _start_comparison(self) -> None:
         from .lease import hold_comparison
 
-        self.id = f"{self.task}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        named = f"{self.task}-{self.data_name}" if self.data_name else self.task  # (a user's file: which one, at a glance)
+        self.id = f"{named}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
         hold_comparison(self.tracking_uri, self.id)  # (new: nobody else holds it) a --resume of it is refused until this process ends
         tags = {
             Tag.KIND: "comparison",

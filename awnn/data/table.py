@@ -41,6 +41,7 @@ import hashlib
 import io
 import math
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +72,15 @@ class Table:
     features: list[str]
     digest: str
     categories: dict[str, list[str]]
+
+    @property
+    def name(self) -> str:
+        """The file's name for a comparison id (`table-<name>-<time>-...`): its stem (a folder's table.csv: the
+        folder's name), lower case, each run of other characters than a-z and 0-9 one `_`, at most 24; may be ''."""
+        stem = os.path.splitext(os.path.basename(self.path))[0]
+        if os.path.basename(self.path) == FILE:
+            stem = os.path.basename(os.path.dirname(os.path.abspath(self.path)))
+        return re.sub(r"[^a-z0-9]+", "_", stem.lower()).strip("_")[:24].strip("_")
 
     @property
     def summary(self) -> str:

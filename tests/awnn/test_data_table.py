@@ -105,6 +105,15 @@ def test_a_summary_names_at_most_ten_classes_and_cuts_long_names(tmp_path):
     assert t.summary.endswith("class 09 (10), and 2 more")
 
 
+@pytest.mark.parametrize("where, name", [("Credit Scoring (v2).csv", "credit_scoring_v2"), ("heart/table.csv", "heart"),
+                                         ("données.csv", "donn_es"), ("---.csv", ""), ("x" * 40 + ".csv", "x" * 24)])
+def test_a_tables_name_for_the_comparison_id_is_its_stem_made_safe(tmp_path, where, name):
+    path = tmp_path / where
+    path.parent.mkdir(exist_ok=True)
+    _write(path, HEADER, _blobs())
+    assert read_table(str(path)).name == name
+
+
 def test_standardise_centres_a_constant_feature_without_dividing_by_zero():
     x = np.array([[1.0, 5.0], [3.0, 5.0], [100.0, 5.0]], dtype=np.float32)
     out = standardise(x, np.array([0, 1]))

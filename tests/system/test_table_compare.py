@@ -35,6 +35,7 @@ def test_compare_on_a_users_csv_file_runs_fused_records_its_digest_and_reports_i
     exp = client.get_experiment_by_name("awnn-table")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     (root,) = [r for r in runs if r.data.tags.get("awnn.kind") == "comparison"]
+    assert root.data.tags["awnn.comparison"].startswith("table-wine-")  # which file, at a glance (ids, report folders)
     assert root.data.params["data_digest"] == digest and root.data.params["data_root"] == str(path)
     trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
     count: dict = {}
