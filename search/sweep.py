@@ -240,6 +240,8 @@ class Comparison:
         with said_if_slow(self.log, f"reading the {self.task} data under {self.data_root}"):  # (a hung mount blocks here)
             task = load_task(self.task, self.data_root)  # raises DataError naming the file
         self.data_digest = task.data_digest
+        if self.data_digest:  # what every trial's node must hold too
+            self.log(f"data: the {self.task} files under {self.data_root} (SHA-256 {self.data_digest})")
         if self.folds > 1:
             self.folds_digest = task.folds_digest
 

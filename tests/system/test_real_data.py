@@ -54,6 +54,7 @@ def test_compare_reads_a_relative_data_root_from_another_folder(tmp_path, task):
 
     digest = load_task(task, str(data)).data_digest
     assert cmp_run.data.params["data_digest"] == digest and f"Data: the {task} files under `--data-root {root}` (SHA-256 `{digest}`" in report
+    assert f"data: the {task} files under {root} (SHA-256 {digest})" in p.stdout + p.stderr
     if task == "mnist":  # a CPU budget: the grid's cpu values, in MLflow and in the report's header
         assert json.loads(cmp_run.data.params["cpu"]) == {"mnist-awnn.yaml": {"max_train_examples": 5000}}
         assert {r.data.params["max_train_examples"] for r in found if r.data.tags["awnn.kind"] == "trial"} == {"5000"}
