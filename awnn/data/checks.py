@@ -73,6 +73,30 @@ def file_problems(folder: str, files: list[str]) -> str | None:
     return "; ".join(parts) or None
 
 
+ARCHIVE_SUFFIXES = (".gz", ".tgz", ".zip", ".tar", ".bz2", ".xz", ".7z")
+
+
+def compressed_near(what: str, folder: str) -> list[str]:
+    """Archives that may hold the data `folder` should: every archive in `folder`, and those in its parent and
+    grandparent whose name carries `what` ("CIFAR-10" matches cifar-10-python.tar.gz, not cifar-100-python.tar.gz)."""
+    import re
+
+    key = re.compile(re.escape(re.sub(r"[^a-z0-9]", "", what.lower())) + r"(?!\d)")
+    found: list[str] = []
+    for depth, place in enumerate((folder, os.path.dirname(folder), os.path.dirname(os.path.dirname(folder)))):
+        try:
+            names = sorted(os.listdir(place)) if place and os.path.isdir(place) else []
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(place, name)
+            if not name.lower().endswith(ARCHIVE_SUFFIXES) or path in found or not os.path.isfile(path):
+                continue
+            if depth == 0 or key.search(re.sub(r"[^a-z0-9]", "", name.lower())):
+                found.append(path)
+    return found
+
+
 def missing_files_error(what: str, folder: str, files: list[str], layout: str, hint: str = "", kind: str = "files") -> DataError | None:
     """The one-line error for the `files` of `folder` that are missing or no
     readable regular file (None if every one is): it names the folder, the
@@ -86,6 +110,10 @@ def missing_files_error(what: str, folder: str, files: list[str], layout: str, h
         above = os.path.dirname(above)
     if above and os.path.lexists(above) and not os.path.isdir(above):  # e.g. --data-root names a file
         problems = f"{above} is a file, not a folder"
+    archives = compressed_near(what, folder)
+    if archives:  # the data is there, still packed (MNIST's .gz, CIFAR's tar.gz, a TU zip): say so, not only "missing"
+        shown = ", ".join(archives[:4]) + (f" and {len(archives) - 4} more" if len(archives) > 4 else "")
+        problems += f"; found compressed files: {shown}: extract them so that {layout} holds the files"
     extra = f"; {hint}" if hint else ""
     return DataError(f"{what}: expected {kind} {', '.join(files)} in {folder} ({problems}){extra}; "
                      f"--data-root must name the folder that holds {layout} (nothing is downloaded)")

@@ -293,3 +293,79 @@ def test_an_optional_tu_file_that_is_no_readable_file_is_an_error_not_an_absent_
     root, path = tu
     _as_fifo(path["node_labels"])
     assert data_error("nci1", root) == f"{path['node_labels']}: a named pipe (FIFO), not a regular file; expected a readable text file (or no file: it is optional)"
+
+
+def _pack_mnist(root):
+    """MNIST as its publisher ships it: each IDX file gzipped, the extracted files gone."""
+    import gzip
+    import shutil
+
+    make_mnist(str(root))
+    raw = root / "MNIST" / "raw"
+    for f in list(raw.iterdir()):
+        with open(f, "rb") as a, gzip.open(f"{f}.gz", "wb") as b:
+            shutil.copyfileobj(a, b)
+        f.unlink()
+    return [str(p) for p in sorted(raw.iterdir())]
+
+
+def _pack_cifar10(root):
+    """torchvision's download of CIFAR-10 and CIFAR-100 (the tar.gz files at the data root), not extracted."""
+    import tarfile
+
+    archives = []
+    for hundred, folder, archive in ((False, "cifar-10-batches-py", "cifar-10-python.tar.gz"), (True, "cifar-100-python", "cifar-100-python.tar.gz")):
+        make_cifar(str(root), hundred=hundred)
+        with tarfile.open(root / archive, "w:gz") as t:
+            t.add(root / folder, arcname=folder)
+        _rmtree(root / folder)
+        archives.append(str(root / archive))
+    return archives[:1]  # (CIFAR-100's archive is no candidate for CIFAR-10)
+
+
+def _pack_nci1(root):
+    """The TU zip next to where its raw folder should be."""
+    import zipfile
+
+    write_tu(str(root), "NCI1", n_graphs=20)
+    with zipfile.ZipFile(root / "NCI1.zip", "w") as z:
+        for f in (root / "NCI1" / "raw").iterdir():
+            z.write(f, f"NCI1/{f.name}")
+    _rmtree(root / "NCI1")
+    (root / "unrelated.zip").write_bytes(b"PK\x05\x06" + b"\0" * 18)  # another archive at the root: not named
+    return [str(root / "NCI1.zip")]
+
+
+def _pack_multi30k(root):
+    """Multi30k's archives in its folder, not extracted."""
+    import tarfile
+
+    folder = write_multi30k(str(root))
+    with tarfile.open(os.path.join(folder, "training.tar.gz"), "w:gz") as t:
+        for f in ("train.en", "train.de"):
+            t.add(os.path.join(folder, f), arcname=f)
+    for f in os.listdir(folder):
+        if not f.endswith(".tar.gz"):
+            os.remove(os.path.join(folder, f))
+    return [os.path.join(folder, "training.tar.gz")]
+
+
+def _rmtree(path):
+    import shutil
+
+    shutil.rmtree(path)
+
+
+@pytest.mark.parametrize("task, pack, layout", [("mnist", _pack_mnist, "MNIST/raw"), ("cifar10", _pack_cifar10, "cifar-10-batches-py"),
+                                                 ("nci1", _pack_nci1, "NCI1/raw"), ("multi30k", _pack_multi30k, "multi30k")])
+def test_data_still_compressed_is_named_with_what_to_extract(tmp_path, task, pack, layout):
+    """Data copied as its publisher ships it (gzip, tar.gz, zip) is not "missing": the line names the archives found
+    there and says to extract them where the loader reads, and names no unrelated archive."""
+    if task == "nci1":
+        pytest.importorskip("torch_geometric")
+    archives = pack(tmp_path)
+    with pytest.raises(DataError) as e:
+        load_task(task, str(tmp_path))
+    msg = str(e.value)
+    assert "\n" not in msg and "found compressed files: " + ", ".join(archives) + ": extract them so that " + layout in msg, msg
+    assert "cifar-100-python.tar.gz" not in msg and "unrelated.zip" not in msg
