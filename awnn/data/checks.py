@@ -97,6 +97,26 @@ def compressed_near(what: str, folder: str) -> list[str]:
     return found
 
 
+def _data_root_too_deep(folder: str, files: list[str], layout: str) -> str | None:
+    """Where `--data-root` names a folder inside the layout (`data/MNIST` or `data/MNIST/raw` for the layout
+    `MNIST/raw`, the CIFAR folder itself): the files are there; which `--data-root` reads them."""
+    parts = os.path.normpath(layout).split(os.sep)
+    root = folder
+    for _ in parts:
+        root = os.path.dirname(root)
+    for k in range(1, len(parts) + 1):
+        here = os.path.join(root, *parts[k:])
+        if here == folder or not all(file_problem(os.path.join(here, f)) is None for f in files):
+            continue
+        right = here
+        for _ in parts:
+            right = os.path.dirname(right)
+        if os.path.normpath(os.path.join(right, layout)) == os.path.normpath(here):
+            return f"they are in {here}: --data-root {right or '.'} reads them"
+        return f"they are in {here}: move them to a folder {layout} and give --data-root the folder that holds it"
+    return None
+
+
 def missing_files_error(what: str, folder: str, files: list[str], layout: str, hint: str = "", kind: str = "files") -> DataError | None:
     """The one-line error for the `files` of `folder` that are missing or no
     readable regular file (None if every one is): it names the folder, the
@@ -110,6 +130,9 @@ def missing_files_error(what: str, folder: str, files: list[str], layout: str, h
         above = os.path.dirname(above)
     if above and os.path.lexists(above) and not os.path.isdir(above):  # e.g. --data-root names a file
         problems = f"{above} is a file, not a folder"
+    deeper = _data_root_too_deep(folder, files, layout)
+    if deeper:
+        problems += f"; {deeper}"
     archives = compressed_near(what, folder)
     if archives:  # the data is there, still packed (MNIST's .gz, CIFAR's tar.gz, a TU zip): say so, not only "missing"
         shown = ", ".join(archives[:4]) + (f" and {len(archives) - 4} more" if len(archives) > 4 else "")

@@ -369,3 +369,27 @@ def test_data_still_compressed_is_named_with_what_to_extract(tmp_path, task, pac
     msg = str(e.value)
     assert "\n" not in msg and "found compressed files: " + ", ".join(archives) + ": extract them so that " + layout in msg, msg
     assert "cifar-100-python.tar.gz" not in msg and "unrelated.zip" not in msg
+
+
+@pytest.mark.parametrize("task, inside, right", [("mnist", "MNIST", "."), ("mnist", "MNIST/raw", "."), ("nci1", "NCI1", "."),
+                                                 ("multi30k", "multi30k", "."), ("cifar10", "cifar-10-batches-py", ".")])
+def test_a_data_root_inside_the_layout_says_which_data_root_reads_the_files(tmp_path, task, inside, right):
+    """`--data-root data/MNIST` (or the CIFAR folder itself) is the most common wrong root: the line says where the files
+    are and which --data-root reads them."""
+    if task == "nci1":
+        pytest.importorskip("torch_geometric")
+    {"mnist": lambda r: make_mnist(r), "nci1": lambda r: write_tu(r, "NCI1", n_graphs=20), "multi30k": write_multi30k,
+     "cifar10": lambda r: make_cifar(r)}[task](str(tmp_path))
+    with pytest.raises(DataError) as e:
+        load_task(task, str(tmp_path / inside))
+    root = os.path.normpath(str(tmp_path / right))
+    assert "\n" not in str(e.value) and f"--data-root {root} reads them" in str(e.value), str(e.value)
+    load_task(task, root)  # ... and it does
+
+
+def test_files_in_a_folder_of_another_name_are_to_be_moved_into_the_layout(tmp_path):
+    make_cifar(str(tmp_path))
+    os.rename(tmp_path / "cifar-10-batches-py", tmp_path / "my cifar")
+    with pytest.raises(DataError) as e:
+        load_task("cifar10", str(tmp_path / "my cifar"))
+    assert f"they are in {tmp_path / 'my cifar'}: move them to a folder cifar-10-batches-py" in str(e.value)
