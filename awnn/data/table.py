@@ -165,7 +165,15 @@ def read_table(data_root: str | None) -> Table:
     path = table_path(data_root)
     problem = file_problem(path)
     if problem:
-        raise DataError(f"task {TASK}: expected a CSV file at {path} ({problem}); --data-root must name the CSV file, "
+        folder = os.path.dirname(path)
+        try:
+            others = sorted(f for f in os.listdir(folder) if f.lower().endswith(".csv") and os.path.isfile(os.path.join(folder, f))) \
+                if os.path.isdir(folder) else []
+        except OSError:
+            others = []
+        near = (f"; {folder} holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}: "
+                f"--data-root {os.path.join(folder, others[0])} reads {'it' if len(others) == 1 else 'the first'}") if others else ""
+        raise DataError(f"task {TASK}: expected a CSV file at {path} ({problem}){near}; --data-root must name the CSV file, "
                         f"or a folder that holds {FILE} (header row, feature columns (numbers or categories), the class label last)")
     try:
         with open(path, "rb") as f:

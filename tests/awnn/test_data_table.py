@@ -194,6 +194,18 @@ def test_no_file_says_where_it_was_expected_and_what_data_root_must_name(tmp_pat
     msg = str(e.value)
     assert f"expected a CSV file at {expected}" in msg and "--data-root must name the CSV file" in msg, msg
     assert ("missing" in msg) if where != "a folder named .csv" else ("a folder, not a regular file" in msg)
+    assert "reads it" not in msg and "reads the first" not in msg
+
+
+@pytest.mark.parametrize("files, says", [(["wine.csv"], "holds wine.csv: --data-root {d}/wine.csv reads it"),
+                                         (["b.csv", "a.CSV", "notes.txt"], "holds a.CSV, b.csv: --data-root {d}/a.CSV reads the first"),
+                                         (["a.csv", "b.csv", "c.csv", "d.csv"], "holds a.csv, b.csv, c.csv, ...: --data-root {d}/a.csv")])
+def test_a_folder_without_table_csv_names_the_csv_files_it_holds(tmp_path, files, says):
+    for f in files:
+        _write(tmp_path / f, HEADER, _blobs())
+    with pytest.raises(DataError) as e:
+        read_table(str(tmp_path))
+    assert says.format(d=tmp_path) in str(e.value) and "notes.txt" not in str(e.value), str(e.value)
 
 
 def test_a_table_config_is_fusable_and_trains_in_the_trainer(tmp_path):
