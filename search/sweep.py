@@ -599,6 +599,11 @@ class Comparison:
             return
         if roots and roots[0].data.tags.get(Tag.STATE) != "finished":
             state = roots[0].data.tags.get(Tag.STATE, "running")
+            saved = roots[0].data.params.get(Param.DATA_DIGEST)
+            if self.data_digest and saved and saved != self.data_digest:  # --resume would refuse this data: no advice to use it
+                self.log(f"note: comparison {roots[0].data.tags.get(Tag.COMPARISON)} with these arguments is unfinished ({state}) "
+                         f"on other data (SHA-256 {saved}; here {self.data_digest}); this starts a new one on this data")
+                return
             self.log(f"note: comparison {roots[0].data.tags.get(Tag.COMPARISON)} with these arguments is unfinished ({state}); "
                      f"this starts a new one - run the same command with --resume to continue it instead")
 

@@ -163,3 +163,39 @@ def test_a_named_datasets_digest_is_checked_on_resume_but_keys_nothing(tmp_path)
     assert "\n" not in message and str(c) in message and "mnist-new" in message
     assert f"saved {first.data_digest}" in message and "restore it, or run without --resume" in message
     assert _comparison(tmp_path, b, resume=True).data_digest == first.data_digest  # the same bytes elsewhere: resumable
+
+
+def test_a_new_comparison_beside_an_unfinished_one_on_other_data_is_not_told_to_resume(tmp_path):
+    """The note a new comparison gives when the same arguments are unfinished suggests --resume only where --resume
+    would take this data."""
+    import io
+
+    from tracking.checks import init_tracking
+    from tracking.contract import Param, Tag, client, experiment_name
+    from tracking.store import TrackingWriter
+
+    a, c = tmp_path / "a", tmp_path / "c"
+    _mnist(a, 0)
+    _mnist(c, 1)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    init_tracking(uri)
+    first = _comparison(tmp_path, a)
+    mlflow = client(uri)
+    exp = mlflow.create_experiment(experiment_name("mnist"))
+    run = mlflow.create_run(exp, tags={Tag.KIND: "comparison", Tag.COMPARISON: "mnist-old", Tag.COMPARISON_KEY: first.key,
+                                       Tag.TASK: "mnist", Tag.STATE: "interrupted"})
+    mlflow.log_param(run.info.run_id, Param.DATA_DIGEST, first.data_digest)
+
+    def note(root):
+        cmp = _comparison(tmp_path, root)
+        cmp.stream = io.StringIO()
+        cmp.writer = TrackingWriter(uri, experiment_name("mnist"))
+        try:
+            cmp._note_unfinished()
+        finally:
+            cmp.writer.close(timeout=30)
+        return cmp.stream.getvalue()
+
+    same, other = note(a), note(c)
+    assert "note: comparison mnist-old with these arguments is unfinished (interrupted)" in same and "--resume to continue it" in same
+    assert f"unfinished (interrupted) on other data (SHA-256 {first.data_digest}; here " in other and "--resume" not in other
