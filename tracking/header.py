@@ -63,7 +63,7 @@ def setup_section(a: A.Analysis) -> list[tuple]:
                      + "; GPU-hours count only GPU time."))
     if c.get("data_digest") and c["task"] == "table":  # a user's data file
         read = f": {c['data_summary']}" if c.get("data_summary") else ""
-        doc.append(("p", f"Data: the CSV file of `--data-root {c.get('data_root')}` (SHA-256 `{c['data_digest']}`...){read}; features "
+        doc.append(("p", f"Data: the CSV data of `--data-root {c.get('data_root')}` (SHA-256 `{c['data_digest']}`...){read}; features "
                          "standardised on the outer training part; the same digest is checked on every trial's node and keys `--resume`."))
     elif c.get("data_digest"):  # a dataset's files on disk
         doc.append(("p", f"Data: the {c['task']} files under `--data-root {c.get('data_root')}` (SHA-256 `{c['data_digest']}`...); every trial's "

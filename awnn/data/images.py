@@ -36,22 +36,11 @@ import torch
 
 from . import DataError, Task
 from .digest import files_digest
-from .splits import Split, index_batches, outer_inner_splits, stratified_holdout
+from .splits import Split, index_batches, official_test_splits, outer_inner_splits, stratified_holdout
 
 __all__ = ["ImageTask", "load_digits", "load_mnist", "load_cifar10", "load_cifar100", "stratified_holdout"]
 
 EVAL_BATCH = 1024  # evaluation never uses larger batches (activation memory)
-
-
-def official_test_splits(train_labels: np.ndarray, n_test: int, val_fraction: float, seed: int) -> tuple[Split, Split]:
-    """Outer (train/val of the official training set, official test) and inner
-    (90/10 of the official training set) splits over the concatenation
-    [official train, official test]."""
-    n = len(train_labels)
-    tr, va = stratified_holdout(train_labels, round(val_fraction * n), seed)
-    itr, iva = stratified_holdout(train_labels, round(0.1 * n), seed + 1)
-    test = np.arange(n, n + n_test)
-    return Split(tr, va, test), Split(itr, iva, np.array([], dtype=int))
 
 
 def channel_stats(x: torch.Tensor, rows: np.ndarray, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Split", "stratified_split", "stratified_holdout", "outer_inner_splits", "index_batches"]
+__all__ = ["Split", "stratified_split", "stratified_holdout", "outer_inner_splits", "official_test_splits", "index_batches"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,18 @@ def outer_inner_splits(labels: np.ndarray, seed: int = 0, outer: tuple[float, fl
     pool = np.concatenate([tr, va])
     itr, iva = stratified_split(labels[pool], (0.9, 0.1), seed + 1)
     return Split(tr, va, te), Split(pool[itr], pool[iva], np.array([], dtype=int))
+
+
+def official_test_splits(train_labels: np.ndarray, n_test: int, val_fraction: float, seed: int) -> tuple[Split, Split]:
+    """Outer (train/val of the official training set, official test) and inner
+    (90/10 of the official training set) splits over the concatenation
+    [official train, official test]: for a dataset that ships its test set
+    (MNIST, CIFAR, a table's train.csv/test.csv pair)."""
+    n = len(train_labels)
+    tr, va = stratified_holdout(train_labels, round(val_fraction * n), seed)
+    itr, iva = stratified_holdout(train_labels, round(0.1 * n), seed + 1)
+    test = np.arange(n, n + n_test)
+    return Split(tr, va, test), Split(itr, iva, np.array([], dtype=int))
 
 
 def index_batches(idx, batch_size: int, generator, eval_batch: int):

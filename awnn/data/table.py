@@ -1,35 +1,46 @@
-"""A user's own tabular data: task `table`, one CSV file.
+"""A user's own tabular data: task `table`, one CSV file or a train/test pair.
 
-The built-in tabular tasks are generated from a seed; `table` reads a file a
+The built-in tabular tasks are generated from a seed; `table` reads files a
 user brings, so a comparison answers "does AWNN save search cost on my
-data?".  The file is `--data-root FILE.csv`, or `<data root>/table.csv` when
-the data root is a folder.  Its format:
+data?".  `--data-root` names the CSV file, or a folder that holds either
+`table.csv` (split 70/10/20 here) or `train.csv` and `test.csv` (as many
+benchmarks ship: test.csv is the outer test part as given, train.csv is
+split 87.5/12.5 into outer training and validation parts, 70:10 as the
+protocol's, and 90/10 into the inner parts).  A file's format:
 
 * a header row (a name for every column; an unnamed first column that
   numbers the rows, as pandas' `to_csv` writes its index, is refused: a row
   number is no feature), then one row per example, separated by commas;
 * every column but the last a feature, no cell empty: a numeric column (every
-  cell a finite number), or a text column (no cell a number: "red", "male",
-  "S"), a category one-hot encoded into one feature per value (values in
-  sorted order, named `column=value`; at most `MAX_CATEGORIES` values, so an
-  id or free-text column is refused, not blown up into thousands of
-  features); a column that mixes numbers and text is refused at its first
-  cell of the kind it holds fewer of (numbers where they are half or more);
+  cell a finite number; not a column that numbers the rows, each row's value
+  its position in the file: an id), or a text column (no cell a number:
+  "red", "male", "S"), a category one-hot encoded into one feature per value
+  (values in sorted order, named `column=value`; at most `MAX_CATEGORIES`
+  values, so an id or free-text column is refused, not blown up into
+  thousands of features); a column that mixes numbers and text is refused at
+  its first cell of the kind it holds fewer of (numbers where they are half
+  or more);
 * the last column the class label, any text ("cat", "3", "yes"): the classes
   are its distinct values, numbered in sorted order (numerically where every
   label is a number, so "2" < "10");
-* at least two classes and `MIN_PER_CLASS` rows of each (so that the outer
-  70/10/20 and inner 90/10 splits, stratified, give every part each class).
+* at least two classes and `MIN_PER_CLASS` rows of each (so that the
+  stratified splits give every part each class).
+
+A pair's test.csv has train.csv's header (a test file without the label
+column, as a competition's, is refused: a model cannot be scored without
+them) and only train.csv's classes; its category values join train.csv's
+(a value only test.csv holds is a feature that is 0 in training).
 
 Features are standardised with the mean and standard deviation of the outer
 training part (a constant feature is centred only); the test part plays no
 part in it.
 
 Every problem is a `DataError` of one line naming the file, the line and
-column where it applies, what was expected and what was found.  The file's
-SHA-256 (`data_digest`) enters the comparison's --resume key and each trial
-checks its node's copy against the driver's, so another file, or the same
-path edited, is never mixed into one comparison.
+column where it applies, what was expected and what was found.  The data's
+SHA-256 (`data_digest`: the file's bytes, or the pair's as
+awnn/data/digest.py takes files) enters the comparison's --resume key and
+each trial checks its node's copy against the driver's, so another file, or
+the same path edited, is never mixed into one comparison.
 
 `read_table` uses numpy only: the driver checks the file without importing
 torch.
@@ -48,12 +59,14 @@ import numpy as np
 
 from . import DataError
 from .checks import file_problem
-from .digest import DIGEST_CHARS
+from .digest import DIGEST_CHARS, files_digest
 
-__all__ = ["TASK", "FILE", "MIN_PER_CLASS", "Table", "table_path", "read_table", "load_table"]
+__all__ = ["TASK", "FILE", "PAIR", "MIN_PER_CLASS", "Table", "table_files", "read_table", "load_table"]
 
 TASK = "table"
 FILE = "table.csv"
+PAIR = ("train.csv", "test.csv")  # a folder's other layout: the test part as given
+VAL_FRACTION = 0.125  # of a pair's train.csv: outer training/validation 70:10, as the 70/10/20 split's
 MIN_PER_CLASS = 10
 MAX_CATEGORIES = 50  # distinct values of a text feature column
 _SHOWN_CLASSES = 10  # classes named in a table's summary
@@ -62,8 +75,9 @@ _SHOWN_CLASSES = 10  # classes named in a table's summary
 @dataclass(frozen=True)
 class Table:
     """A checked table: features (n, f) float32 as written (a text column one-hot), labels (n,) 0..C-1, the
-    class names in label order, the feature names (`column=value` for a text column's) and the file's digest;
-    `categories`: each text column's values in feature order."""
+    class names in label order, the feature names (`column=value` for a text column's) and the data's digest;
+    `categories`: each text column's values in feature order; `n_test`: the last rows are a pair's test.csv
+    (0: one file).  `path`: the file, or a pair's folder."""
 
     path: str
     x: np.ndarray
@@ -72,13 +86,16 @@ class Table:
     features: list[str]
     digest: str
     categories: dict[str, list[str]]
+    n_test: int = 0
 
     @property
     def name(self) -> str:
         """The file's name for a comparison id (`table-<name>-<time>-...`): its stem (a folder's table.csv: the
         folder's name), lower case, each run of other characters than a-z and 0-9 one `_`, at most 24; may be ''."""
         stem = os.path.splitext(os.path.basename(self.path))[0]
-        if os.path.basename(self.path) == FILE:
+        if self.n_test:  # a pair: its folder
+            stem = os.path.basename(os.path.abspath(self.path))
+        elif os.path.basename(self.path) == FILE:
             stem = os.path.basename(os.path.dirname(os.path.abspath(self.path)))
         return re.sub(r"[^a-z0-9]+", "_", stem.lower()).strip("_")[:24].strip("_")
 
@@ -95,16 +112,26 @@ class Table:
         def n(k: int, word: str) -> str:
             return f"{k} {word}{'' if k == 1 else 's'}"
 
-        return f"{n(len(self.y), 'row')}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes: {shown}{more}"
+        rows = n(len(self.y), 'row') + (f" ({len(self.y) - self.n_test} in {PAIR[0]}, {self.n_test} in {PAIR[1]}: the test part as given)"
+                                        if self.n_test else "")
+        return f"{rows}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes: {shown}{more}"
 
 
-def table_path(data_root: str | None) -> str:
-    """The CSV file of `--data-root`: a folder's table.csv; else the path itself where it is a file or
-    ends in .csv; else (nothing there, e.g. the default `data`) the table.csv the folder would hold."""
+def table_files(data_root: str | None) -> tuple[str, ...]:
+    """The CSV file(s) of `--data-root`: a folder's `table.csv`, or its `train.csv` and `test.csv` (the test part as
+    given); else the path itself where it is a file or ends in .csv; else (nothing there, e.g. the default `data`) the
+    table.csv the folder would hold.  A folder with both layouts is a DataError (which one was meant?)."""
     root = os.path.expanduser(data_root or "data")
     if not os.path.isdir(root) and (os.path.lexists(root) or root.lower().endswith(".csv")):
-        return root
-    return os.path.join(root, FILE)
+        return (root,)
+    single, pair = os.path.join(root, FILE), tuple(os.path.join(root, f) for f in PAIR)
+    if any(os.path.lexists(f) for f in pair):
+        if os.path.lexists(single):
+            raise DataError(f"task {TASK}: {root} holds both {FILE} and {' / '.join(f for f in PAIR if os.path.lexists(os.path.join(root, f)))}; "
+                            f"expected one layout: --data-root {single} reads {FILE} alone (split 70/10/20), or move it away "
+                            f"to read {PAIR[0]} and {PAIR[1]} (the test part as given)")
+        return pair
+    return (single,)
 
 
 def _number(text: str) -> float | None:
@@ -118,34 +145,52 @@ def _shown(cell: str) -> str:
     return "an empty cell" if not cell else repr(cell if len(cell) <= 30 else cell[:27] + "...")
 
 
-def _feature_column(path: str, header: list[str], j: int, body: list[tuple[int, list[str]]]) -> tuple[np.ndarray, str | list[str]]:
+Rows = list  # [(path, line, row)]: every example row with the file and line it came from (for error lines)
+
+
+def _row_numbers(values: np.ndarray, body: Rows, min_rows: int) -> tuple[str, int, int] | None:
+    """(path, first, last) where, in some file of `body` with at least `min_rows` rows, the column is the row's
+    position (first, first + 1, ..., in file order): an id numbering the rows; else None."""
+    for path in dict.fromkeys(p for p, _, _ in body):
+        v = values[[i for i, (p, _, _) in enumerate(body) if p == path]]
+        if len(v) >= min_rows and np.all(v == np.round(v)) and np.all(np.diff(v) == 1.0):
+            return path, int(v[0]), int(v[-1])
+    return None
+
+
+def _feature_column(header: list[str], j: int, body: Rows) -> tuple[np.ndarray, str | list[str]]:
     """Feature column `j` of the rows `body`: (values (n,) float64, "number") for a numeric column, (one-hot (n, k),
-    its k values in order) for a text column; a DataError naming the line and the column for anything else."""
+    its k values in order) for a text column; a DataError naming the file, the line and the column for anything else."""
     where = f"column {j + 1} ({header[j]!r})"
-    cells = [row[j].strip() for _, row in body]
+    cells = [row[j].strip() for _, _, row in body]
     numbers = [_number(c) for c in cells]
-    for (line, _), cell in zip(body, cells):
+    for (path, line, _), cell in zip(body, cells):
         if not cell:
             raise DataError(f"{path}, line {line}, {where}: an empty cell; expected a finite number or a category (a feature): "
                             "fill it in or drop the row")
     n_text = sum(v is None for v in numbers)
     if n_text <= len(cells) - n_text:  # a numeric column (at most half its cells text: each an error)
-        for (line, _), cell, v in zip(body, cells, numbers):
+        for (path, line, _), cell, v in zip(body, cells, numbers):
             if v is None or not math.isfinite(v):
                 mixed = "; the column mixes numbers and text" if v is None and n_text < len(cells) else ""
                 raise DataError(f"{path}, line {line}, {where}: {_shown(cell)}; expected a finite number (a feature){mixed}")
         values = np.array(numbers, dtype=np.float64)
         if np.abs(values).max(initial=0.0) > np.finfo(np.float32).max:
             k = int(np.abs(values).argmax())
-            raise DataError(f"{path}, line {body[k][0]}, {where}: {values[k]:g} is beyond float32's range; expected a feature a model can take")
+            raise DataError(f"{body[k][0]}, line {body[k][1]}, {where}: {values[k]:g} is beyond float32's range; expected a feature a model can take")
+        ids = _row_numbers(values, body, 2 * MIN_PER_CLASS)
+        if ids:  # a PassengerId: no feature, and a leak where the rows are in class order
+            raise DataError(f"{ids[0]}, {where}: {ids[1]}, {ids[1] + 1}, ..., {ids[2]}, the row's position in the file: an id "
+                            "numbering the rows, not a feature (where the rows are in class order it gives the class away): drop the column")
         return values, "number"
     if n_text < len(cells):  # a text column with a number in it: "3" is no category among "red", "blue"
-        line, cell = next((line, c) for (line, _), c, v in zip(body, cells, numbers) if v is not None)
+        path, line, cell = next((p, line, c) for (p, line, _), c, v in zip(body, cells, numbers) if v is not None)
         raise DataError(f"{path}, line {line}, {where}: {_shown(cell)}, a number in a text column; expected a category "
                         "(a column is numbers, or categories none of which is a number)")
     values = sorted(set(cells))
     if len(values) > MAX_CATEGORIES:
-        raise DataError(f"{path}, {where}: {len(values)} distinct text values in {len(cells)} rows; a text feature is "
+        files = " and ".join(dict.fromkeys(p for p, _, _ in body))
+        raise DataError(f"{files}, {where}: {len(values)} distinct text values in {len(cells)} rows; a text feature is "
                         f"a category of at most {MAX_CATEGORIES} values, one-hot encoded (an id or free text is no feature: drop the column)")
     index = {v: i for i, v in enumerate(values)}
     onehot = np.zeros((len(cells), len(values)), dtype=np.float64)
@@ -160,21 +205,28 @@ def _class_order(names: list[str]) -> list[str]:
     return sorted(names)
 
 
-def read_table(data_root: str | None) -> Table:
-    """Read and check the task's CSV file (see the module docstring)."""
-    path = table_path(data_root)
-    problem = file_problem(path)
-    if problem:
-        folder = os.path.dirname(path)
-        try:
-            others = sorted(f for f in os.listdir(folder) if f.lower().endswith(".csv") and os.path.isfile(os.path.join(folder, f))) \
-                if os.path.isdir(folder) else []
-        except OSError:
-            others = []
-        near = (f"; {folder} holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}: "
-                f"--data-root {os.path.join(folder, others[0])} reads {'it' if len(others) == 1 else 'the first'}") if others else ""
-        raise DataError(f"task {TASK}: expected a CSV file at {path} ({problem}){near}; --data-root must name the CSV file, "
-                        f"or a folder that holds {FILE} (header row, feature columns (numbers or categories), the class label last)")
+def _missing_file(path: str, problem: str, pair: bool) -> DataError:
+    """What --data-root should name, and the CSV files the folder holds instead."""
+    folder = os.path.dirname(path)
+    if pair:
+        other = next(f for f in PAIR if f != os.path.basename(path))
+        return DataError(f"task {TASK}: expected {os.path.basename(path)} beside {other} in {folder} ({problem}); a folder holds "
+                         f"{FILE} (split 70/10/20 here), or {PAIR[0]} and {PAIR[1]} (the test part as given)")
+    try:
+        others = sorted(f for f in os.listdir(folder) if f.lower().endswith(".csv") and os.path.isfile(os.path.join(folder, f))) \
+            if os.path.isdir(folder) else []
+    except OSError:
+        others = []
+    near = (f"; {folder} holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}: "
+            f"--data-root {os.path.join(folder, others[0])} reads {'it' if len(others) == 1 else 'the first'}") if others else ""
+    return DataError(f"task {TASK}: expected a CSV file at {path} ({problem}){near}; --data-root must name the CSV file, "
+                     f"or a folder that holds {FILE}, or {PAIR[0]} and {PAIR[1]} (header row, feature columns (numbers or "
+                     "categories), the class label last)")
+
+
+def _read_rows(path: str) -> tuple[bytes, int, list[str], Rows]:
+    """One CSV file: (its bytes, the header's line, the header, the example rows), each row as long as the header;
+    a DataError for a file that is no such table."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -210,18 +262,50 @@ def read_table(data_root: str | None) -> Table:
         raise DataError(f"{path}, line {line}, column {j + 1}: no column name; expected a name for every column"
                         + ("; this column numbers the rows 0, 1, 2, ..., as pandas' to_csv writes its index: drop it "
                            "(df.to_csv(path, index=False)), a row number is no feature" if index else ""))
-    n_feat = len(header) - 1
-    labels: list[str] = []
-    for line, row in body:
+    for n, row in body:
         if len(row) != len(header):
-            raise DataError(f"{path}, line {line}: {len(row)} columns; expected {len(header)}, as the header has")
+            raise DataError(f"{path}, line {n}: {len(row)} columns; expected {len(header)}, as the header has")
+    return raw, line, header, [(path, n, row) for n, row in body]
+
+
+def _same_header(train: str, header: list[str], test: str, line: int, other: list[str]) -> None:
+    """The test file's header is the training file's: else a DataError saying how it differs."""
+    if other == header:
+        return
+    if other == header[:-1]:  # a competition's test file: the labels are kept back
+        raise DataError(f"{test}, line {line}: no class column {header[-1]!r} (the header is {train}'s without its last column); "
+                        "expected the test examples with their labels: a model cannot be scored without them")
+    if len(other) != len(header):
+        raise DataError(f"{test}, line {line}: {len(other)} columns; expected {len(header)}, as {train}'s header has")
+    j = next(j for j, (a, b) in enumerate(zip(header, other)) if a != b)
+    raise DataError(f"{test}, line {line}, column {j + 1}: {other[j]!r}; expected {header[j]!r}, as in {train} "
+                    "(the same columns in the same order)")
+
+
+def read_table(data_root: str | None) -> Table:
+    """Read and check the task's CSV file(s) (see the module docstring)."""
+    files = table_files(data_root)
+    for path in files:
+        problem = file_problem(path)
+        if problem:
+            raise _missing_file(path, problem, len(files) == 2)
+    raw, line, header, body = _read_rows(files[0])
+    n_test = 0
+    if len(files) == 2:
+        _, test_line, test_header, test_body = _read_rows(files[1])
+        _same_header(files[0], header, files[1], test_line, test_header)
+        n_test = len(test_body)
+        body = body + test_body
+    n_train = len(body) - n_test
+    labels: list[str] = []
+    for path, n, row in body:
         label = row[-1].strip()
         if not label:
-            raise DataError(f"{path}, line {line}, column {len(header)} ({header[-1]!r}): an empty class label")
+            raise DataError(f"{path}, line {n}, column {len(header)} ({header[-1]!r}): an empty class label")
         labels.append(label)
     columns, names, categories = [], [], {}
-    for j in range(n_feat):
-        values, kind = _feature_column(path, header, j, body)
+    for j in range(len(header) - 1):
+        values, kind = _feature_column(header, j, body)
         if kind == "number":
             columns.append(values[:, None])
             names.append(header[j])
@@ -230,24 +314,37 @@ def read_table(data_root: str | None) -> Table:
             categories[header[j]] = kind
             names += [f"{header[j]}={v}" for v in kind]
     x = np.concatenate(columns, axis=1)
-    classes = _class_order(sorted(set(labels)))
+    path = files[0]
+    classes = _class_order(sorted(set(labels[:n_train])))
     if len(classes) < 2:
         raise DataError(f"{path}: one class ({classes[0]!r}) in the last column ({header[-1]!r}); expected at least 2 classes")
     index = {c: i for i, c in enumerate(classes)}
+    for (test, n, _), label in list(zip(body, labels))[n_train:]:
+        if label not in index:
+            shown = ", ".join(map(repr, classes[:5])) + (", ..." if len(classes) > 5 else "")
+            raise DataError(f"{test}, line {n}, column {len(header)} ({header[-1]!r}): class {_shown(label)} is not among "
+                            f"{path}'s classes ({shown}); expected test examples of the classes a model is trained on")
     y = np.array([index[c] for c in labels], dtype=np.int64)
-    counts = np.bincount(y, minlength=len(classes))
+    counts = np.bincount(y[:n_train], minlength=len(classes))
     few = [f"{classes[i]!r}: {int(n)}" for i, n in enumerate(counts) if n < MIN_PER_CLASS]
-    if few and len(classes) > len(labels) // MIN_PER_CLASS:  # more classes than the rows can hold: not a class label
+    if few and len(classes) > n_train // MIN_PER_CLASS:  # more classes than the rows can hold: not a class label
         numeric = all(_number(c) is not None for c in classes)
-        raise DataError(f"{path}, column {len(header)} ({header[-1]!r}): {len(classes)} distinct labels in {len(labels)} rows; "
+        raise DataError(f"{path}, column {len(header)} ({header[-1]!r}): {len(classes)} distinct labels in {n_train} rows; "
                         f"expected a class label with at least {MIN_PER_CLASS} rows of each class"
                         + ("; task table is classification: a continuous target (regression) is not supported" if numeric else ""))
     if few:
         shown = ", ".join(few[:5]) + (f" and {len(few) - 5} more" if len(few) > 5 else "")
+        parts = "70/10/20 and 90/10" if not n_test else f"training/validation and 90/10 (of {os.path.basename(path)})"
         raise DataError(f"{path}: too few rows of class {shown}; expected at least {MIN_PER_CLASS} of each class "
-                        "(the stratified 70/10/20 and 90/10 splits need every class in every part)")
-    digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
-    return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest, categories=categories)
+                        f"(the stratified {parts} splits need every class in every part)")
+    if n_test:
+        folder = os.path.dirname(path)
+        digest = files_digest(folder, list(PAIR))
+        path = folder
+    else:
+        digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
+    return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest,
+                 categories=categories, n_test=n_test)
 
 
 def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -264,10 +361,15 @@ def load_table(data_root: str | None = None, data_seed: int = 0):
     standardised on the outer training part."""
     import torch
 
-    from . import TensorTask, outer_inner_splits
+    from . import TensorTask
+    from .splits import official_test_splits, outer_inner_splits
 
     t = read_table(data_root)
-    outer, inner = outer_inner_splits(t.y, seed=data_seed)
+    if t.n_test:  # a pair: test.csv is the outer test part
+        n_train = len(t.y) - t.n_test
+        outer, inner = official_test_splits(t.y[:n_train], t.n_test, VAL_FRACTION, data_seed)
+    else:
+        outer, inner = outer_inner_splits(t.y, seed=data_seed)
     x = standardise(t.x, outer.train)
     task = TensorTask(TASK, torch.from_numpy(x), torch.from_numpy(t.y), outer, inner, num_classes=len(t.classes))
     task.data_digest = t.digest

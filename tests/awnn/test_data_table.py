@@ -1,6 +1,6 @@
-"""Task `table`: a user's CSV file (awnn/data/table.py), read, checked, split and standardised; every class of bad
-file is one DataError line naming the file, the line and the column; the file's digest keys a comparison and is
-checked on each trial's node."""
+"""Task `table`: a user's CSV file, or a folder's train.csv/test.csv pair (awnn/data/table.py), read, checked, split
+and standardised; every class of bad file (or pair) is one DataError line naming the file, the line and the column; the
+data's digest keys a comparison and is checked on each trial's node."""
 from __future__ import annotations
 
 import csv
@@ -10,7 +10,7 @@ import pytest
 
 from awnn.config import TrainConfig
 from awnn.data import DataError, load_task, task_kind
-from awnn.data.table import MAX_CATEGORIES, MIN_PER_CLASS, read_table, standardise, table_path
+from awnn.data.table import MAX_CATEGORIES, MIN_PER_CLASS, read_table, standardise, table_files
 from awnn.fusable import check_fusable
 from search.trial_common import check_data_copy
 
@@ -56,7 +56,7 @@ def test_a_table_reads_splits_stratified_and_standardises_on_the_outer_training_
     (folder / "table.csv").write_bytes(path.read_bytes())
     again = load_task("table", str(folder), data_seed=0)
     assert again.data_digest == task.data_digest and np.array_equal(again.x.numpy(), x)
-    assert table_path(str(folder)) == str(folder / "table.csv")
+    assert table_files(str(folder)) == (str(folder / "table.csv"),)
 
 
 def test_class_names_are_numbered_in_sorted_order_numerically_where_every_label_is_a_number(tmp_path):
@@ -149,7 +149,7 @@ BAD = {
     "beyond float32": ("x,y,label\n1,1e39,a\n", ["line 2", "column 2 ('y')", "float32"]),
     "empty label": ("x,y,label\n1,2,a\n1,2, \n", ["line 3", "column 3 ('label')", "empty class label"]),
     "one class": ("x,y,label\n" + "1,2,a\n" * 30, ["one class ('a')", "at least 2 classes"]),
-    "a continuous target": ("x,price\n" + "".join(f"{i},{1.5 * i + 0.25}\n" for i in range(200)),
+    "a continuous target": ("x,price\n" + "".join(f"{i % 7},{1.5 * i + 0.25}\n" for i in range(200)),
                             ["column 2 ('price')", "200 distinct labels in 200 rows", "regression", "not supported"]),
     "many small classes": ("x,label\n" + "".join(f"1,c{i % 12}\n" for i in range(36 * MIN_PER_CLASS)) + "".join(f"1,rare{i}\n" for i in range(9)),
                            [f"too few rows of class 'rare0': 1, 'rare1': 1", "and 4 more", f"at least {MIN_PER_CLASS}"]),
@@ -215,6 +215,11 @@ def test_a_table_config_is_fusable_and_trains_in_the_trainer(tmp_path):
 
     result = train(TrainConfig(task="table", model="awnn", epochs=2, data_root=str(path), batch_size=16))
     assert result.status == "ok" and len(result.widths) == 1 and result.widths[0] > 0
+    rows = _blobs(n_per_class=40)
+    pair = _pair(tmp_path / "pair", rows[:90], rows[90:])
+    check_fusable(TrainConfig(task="table", model="fixed", data_root=str(pair)))
+    result = train(TrainConfig(task="table", model="fixed", epochs=2, data_root=str(pair), batch_size=16))
+    assert result.status == "ok" and 0.0 <= result.test_acc <= 1.0  # the outer split (the default): scored on test.csv's rows
 
 
 def test_a_trial_refuses_a_node_copy_of_the_file_that_differs_from_the_drivers(tmp_path):
@@ -254,3 +259,143 @@ def test_the_comparison_key_and_its_param_follow_the_file(tmp_path):
     assert cmp(a).key != first.key
     with pytest.raises(DataError, match="expected a CSV file at"):
         cmp(tmp_path / "missing.csv")  # before anything starts
+    # the same rows as a train.csv/test.csv pair: other data (another test part), another comparison
+    pair = _pair(tmp_path / "pair", rows[:40], rows[40:])
+    split = cmp(pair)
+    assert split.key not in (first.key, cmp(a).key) and split._search_options()[Param.DATA_DIGEST] == read_table(str(pair)).digest
+    assert split.data_summary.startswith("60 rows (40 in train.csv, 20 in test.csv: the test part as given)")
+
+
+def _pair(folder, train_rows, test_rows, header=HEADER, test_header=None):
+    folder.mkdir()
+    _write(folder / "train.csv", header, train_rows)
+    _write(folder / "test.csv", test_header or header, test_rows)
+    return folder
+
+
+def test_a_train_test_pair_keeps_its_test_part_and_splits_the_training_file_70_10(tmp_path):
+    """A folder with train.csv and test.csv (as many benchmarks ship): test.csv is the outer test part as given, train.csv
+    the outer training and validation parts (87.5/12.5: 70:10, as the 70/10/20 split's) and the inner 90/10."""
+    rows = _blobs(n_per_class=40)
+    pair = _pair(tmp_path / "Blobs v2", rows[:90], rows[90:])
+    assert table_files(str(pair)) == (str(pair / "train.csv"), str(pair / "test.csv"))
+    t = read_table(str(pair))
+    one = read_table(str(_write(tmp_path / "all.csv", HEADER, rows)))  # the same rows in one file
+    assert np.array_equal(t.x, one.x) and np.array_equal(t.y, one.y) and t.classes == one.classes
+    assert (t.n_test, t.name, t.path) == (30, "blobs_v2", str(pair))
+    counts = ", ".join(f"{c} ({int((t.y == k).sum())})" for k, c in enumerate(t.classes))
+    assert t.summary == f"120 rows (90 in train.csv, 30 in test.csv: the test part as given); 4 features from 4 columns (4 numeric); 3 classes: {counts}"
+    task = load_task("table", str(pair), data_seed=3)
+    assert task.outer.test.tolist() == list(range(90, 120))
+    assert sorted([*task.outer.train, *task.outer.val]) == list(range(90)) and len(task.outer.val) == round(0.125 * 90)
+    assert sorted([*task.inner.train, *task.inner.val]) == list(range(90)) and len(task.inner.val) == 9
+    y = task.label_array()
+    for part in (task.outer.train, task.outer.val, task.inner.train, task.inner.val):
+        assert set(y[part]) == {0, 1, 2}  # stratified within train.csv
+    x = task.x.numpy()
+    np.testing.assert_allclose(x[task.outer.train].mean(0), 0.0, atol=1e-5)  # standardised on the outer training part
+    assert not np.array_equal(load_task("table", str(pair), data_seed=4).outer.train, task.outer.train)
+    # train.csv named alone is one file, split 70/10/20
+    alone = load_task("table", str(pair / "train.csv"))
+    assert len(alone.y) == 90 and len(alone.outer.test) == 18
+
+
+def test_a_pairs_digest_covers_both_files_and_not_the_folder(tmp_path):
+    rows = _blobs(n_per_class=40)
+    a = read_table(str(_pair(tmp_path / "a", rows[:90], rows[90:])))
+    assert read_table(str(_pair(tmp_path / "b", rows[:90], rows[90:]))).digest == a.digest
+    rows[100][0] = repr(float(rows[100][0]) + 1e-3)  # a test row
+    edited = _pair(tmp_path / "c", rows[:90], rows[90:])
+    assert read_table(str(edited)).digest != a.digest
+    task = load_task("table", str(tmp_path / "a"))
+    with pytest.raises(DataError, match="SHA-256"):  # a node whose test.csv differs: the trial refuses it
+        check_data_copy(load_task("table", str(edited)), {"data_root": str(edited), "data_digest": task.data_digest})
+
+
+def test_a_category_only_the_test_file_holds_is_a_feature_zero_in_training(tmp_path):
+    train = [[f"{i % 5}", ["red", "blue"][i % 2], "yes" if i % 3 else "no"] for i in range(60)]
+    test = [["1", "green", "yes"], ["2", "red", "no"], ["3", "blue", "yes"]]
+    t = read_table(str(_pair(tmp_path / "p", train, test, header=["n", "colour", "bought"])))
+    assert t.features == ["n", "colour=blue", "colour=green", "colour=red"]
+    assert t.x[:60, 2].sum() == 0 and t.x[60:, 2].tolist() == [1.0, 0.0, 0.0]
+
+
+def _pair_rows():
+    rows = _blobs(n_per_class=40)
+    return rows[:90], rows[90:]
+
+
+BAD_PAIRS = {
+    # name: (train rows, test rows, test header, which file the line starts with, what it must say)
+    "a test file without labels (a competition's)": (
+        lambda tr, te: (tr, [r[:-1] for r in te], HEADER[:-1]), "test.csv", ["line 1", "no class column 'class'", "cannot be scored"]),
+    "a renamed column": (lambda tr, te: (tr, te, ["f1", "f2", "F3", "f4", "class"]), "test.csv",
+                         ["line 1, column 3: 'F3'; expected 'f3'", "the same columns in the same order"]),
+    "another column count": (lambda tr, te: (tr, [r + ["0"] for r in te], HEADER + ["extra"]), "test.csv", ["line 1", "6 columns; expected 5"]),
+    "a class train.csv lacks": (lambda tr, te: (tr, te[:5] + [te[5][:-1] + ["d"]] + te[6:], HEADER), "test.csv",
+                                ["line 7, column 5 ('class'): class 'd' is not among", "train.csv's classes ('a', 'b', 'c')"]),
+    "a bad cell in test.csv": (lambda tr, te: (tr, te[:2] + [["n/a"] + te[2][1:]] + te[3:], HEADER), "test.csv",
+                               ["line 4, column 1 ('f1'): 'n/a'; expected a finite number"]),
+    "too few of a class in train.csv": (lambda tr, te: ([r for r in tr if r[-1] != "c"][:60] + [r for r in tr if r[-1] == "c"][:4],
+                                                         te + [r for r in tr if r[-1] == "c"][4:], HEADER), "train.csv",
+                                        ["too few rows of class 'c': 4", "training/validation and 90/10 (of train.csv)"]),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_PAIRS))
+def test_every_bad_pair_is_one_line_naming_the_file_and_where(tmp_path, name):
+    make, file, says = BAD_PAIRS[name]
+    train, test, test_header = make(*_pair_rows())
+    pair = _pair(tmp_path / "p", train, test, test_header=test_header)
+    with pytest.raises(DataError) as e:
+        load_task("table", str(pair))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(str(pair / file)), msg
+    for part in says:
+        assert part in msg, msg
+
+
+@pytest.mark.parametrize("present, says", [
+    (["train.csv"], "expected test.csv beside train.csv in {d} (missing); a folder holds table.csv (split 70/10/20 here), or train.csv and test.csv"),
+    (["test.csv"], "expected train.csv beside test.csv in {d} (missing)"),
+    (["table.csv", "train.csv"], "{d} holds both table.csv and train.csv; expected one layout: --data-root {d}/table.csv reads table.csv alone"),
+])
+def test_half_a_pair_or_both_layouts_say_what_a_folder_holds(tmp_path, present, says):
+    for f in present:
+        _write(tmp_path / f, HEADER, _blobs())
+    with pytest.raises(DataError) as e:
+        read_table(str(tmp_path))
+    assert says.format(d=tmp_path) in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("ids, refused", [
+    ("1..n in row order", True), ("0..n-1 in row order, a text label", True), ("shuffled", False),
+    ("a step of 2", False), ("repeats", False), ("in order, fewer than 20 rows of test.csv", False)])
+def test_a_column_that_numbers_the_rows_is_refused_as_an_id(tmp_path, ids, refused):
+    """A `PassengerId` (each row's position in the file) is no feature, and where the rows are in class order it gives the
+    class away; the same integers in another order, or another sequence, are a feature like any."""
+    n = 40
+    values = {"1..n in row order": list(range(1, n + 1)), "0..n-1 in row order, a text label": list(range(n)),
+              "shuffled": list(np.random.default_rng(0).permutation(n) + 1), "a step of 2": list(range(0, 2 * n, 2)),
+              "repeats": [i // 2 for i in range(n)], "in order, fewer than 20 rows of test.csv": [7] * n}[ids]
+    rows = [[str(v), f"{(i * 7919) % 13 / 3:.3f}", "ab"[i >= n // 2]] for i, v in enumerate(values)]
+    if ids.endswith("test.csv"):
+        path = _pair(tmp_path / "p", rows, [[str(100 + i), "0.5", "ab"[i % 2]] for i in range(19)], header=["PassengerId", "x", "y"])
+    else:
+        path = _write(tmp_path / "t.csv", ["PassengerId", "x", "y"], rows)
+    if not refused:
+        assert read_table(str(path)).features == ["PassengerId", "x"]
+        return
+    with pytest.raises(DataError) as e:
+        read_table(str(path))
+    first = values[0]
+    assert str(e.value).startswith(f"{path}, column 1 ('PassengerId'): {first}, {first + 1}, ..., {first + n - 1}, the row's position")
+    assert "an id" in str(e.value) and "drop the column" in str(e.value)
+
+
+def test_ids_that_number_test_csvs_rows_are_refused_naming_test_csv(tmp_path):
+    train = [[str(v), f"{i % 5}", "ab"[i % 2]] for i, v in enumerate(np.random.default_rng(1).permutation(60) + 1)]
+    test = [[str(61 + i), f"{i % 5}", "ab"[i % 2]] for i in range(25)]  # Kaggle's test.csv goes on numbering in order
+    pair = _pair(tmp_path / "p", train, test, header=["PassengerId", "x", "y"])
+    with pytest.raises(DataError, match=r"^" + str(pair / "test.csv").replace("\\", "\\\\") + r", column 1 \('PassengerId'\): 61, 62, \.\.\., 85, "):
+        read_table(str(pair))

@@ -51,4 +51,4 @@ def test_compare_on_a_users_csv_file_runs_fused_records_its_digest_and_reports_i
     report = next((work / "awnn-results" / "reports").glob("table-*/report.md")).read_text()
     read = "178 rows; 13 features from 13 columns (13 numeric); 3 classes: barbera (48), barolo (59), grignolino (71)"
     assert root.data.params["data_summary"] == read and f"data: {path}: {read}" in p.stderr + p.stdout
-    assert f"Data: the CSV file of `--data-root {path}` (SHA-256 `{digest}`...): {read}; features standardised" in report
+    assert f"Data: the CSV data of `--data-root {path}` (SHA-256 `{digest}`...): {read}; features standardised" in report
