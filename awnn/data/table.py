@@ -262,10 +262,35 @@ def _read_rows(path: str) -> tuple[bytes, int, list[str], Rows]:
         raise DataError(f"{path}, line {line}, column {j + 1}: no column name; expected a name for every column"
                         + ("; this column numbers the rows 0, 1, 2, ..., as pandas' to_csv writes its index: drop it "
                            "(df.to_csv(path, index=False)), a row number is no feature" if index else ""))
+    seen: dict[str, int] = {}
+    for j, name in enumerate(header):
+        if name in seen:  # two features of one name (or a label named as a feature): which is which in a report?
+            raise DataError(f"{path}, line {line}, column {j + 1}: {name!r} again (column {seen[name] + 1} has that name); "
+                            "expected each column named once")
+        seen[name] = j
     for n, row in body:
         if len(row) != len(header):
             raise DataError(f"{path}, line {n}: {len(row)} columns; expected {len(header)}, as the header has")
+    fits = _reads_as_an_example(header, [row for _, row in body])
+    if fits:  # a file without a header (UCI's adult.data): its first example would be read as the column names
+        raise DataError(f"{path}, line {line}: reads as an example, not a header: its last cell {header[-1]!r} is a class "
+                        f"label of the rows below and {fits} of its {len(header) - 1} feature cells fit their columns' "
+                        "values; expected a header row of column names first (add one: the first example is read as names otherwise)")
     return raw, line, header, [(path, n, row) for n, row in body]
+
+
+def _reads_as_an_example(header: list[str], rows: list[list[str]]) -> int:
+    """How many of the header's feature cells fit their column like a value (a number over a numeric column, a value
+    the column holds over a text one), where the header's last cell is also a class label below and at least half fit;
+    else 0.  A real header names its label column otherwise than one of its classes."""
+    if header[-1] not in {r[-1].strip() for r in rows}:
+        return 0
+    fits = 0
+    for j, name in enumerate(header[:-1]):
+        cells = [r[j].strip() for r in rows]
+        numeric = sum(_number(c) is not None for c in cells) * 2 >= len(cells)
+        fits += (_number(name) is not None) if numeric else (name in set(cells))
+    return fits if fits * 2 >= len(header) - 1 else 0
 
 
 def _same_header(train: str, header: list[str], test: str, line: int, other: list[str]) -> None:

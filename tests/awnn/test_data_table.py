@@ -138,6 +138,11 @@ BAD = {
                        ["line 1, column 1: no column name", "pandas' to_csv", "index=False"]),
     "an unnamed column": ("x,,label\n1,2,a\n", ["line 1, column 2: no column name"]),
     "ragged row": ("x,y,label\n1,2,a\n1,2\n", ["line 3", "2 columns", "expected 3"]),
+    "a name twice": ("x,y,x,label\n1,2,3,a\n", ["line 1, column 3: 'x' again (column 1 has that name)", "each column named once"]),
+    "no header (UCI's adult.data)": ("39, State-gov, 77516, Bachelors, <=50K\n" + "".join(
+        f"{20 + i}, {['Private', 'State-gov'][i % 2]}, {1000 * i + 7}, {['Bachelors', 'HS-grad'][i % 3 == 0]}, {['<=50K', '>50K'][i % 2]}\n"
+        for i in range(30)), ["line 1: reads as an example, not a header", "'<=50K' is a class label", "4 of its 4 feature cells fit",
+                               "expected a header row of column names first"]),
     "text among numbers": ("x,y,label\n1,2,a\n1,two,b\n", ["line 3", "column 2 ('y')", "'two'", "finite number", "mixes numbers and text"]),
     "a number among text": ("x,c,label\n1,red,a\n1,blue,b\n1,3,a\n", ["line 4", "column 2 ('c')", "'3', a number in a text column"]),
     "empty text cell": ("x,c,label\n1,red,a\n1,blue,b\n1, ,a\n", ["line 4", "column 2 ('c')", "an empty cell", "or a category"]),
@@ -399,3 +404,18 @@ def test_ids_that_number_test_csvs_rows_are_refused_naming_test_csv(tmp_path):
     pair = _pair(tmp_path / "p", train, test, header=["PassengerId", "x", "y"])
     with pytest.raises(DataError, match=r"^" + str(pair / "test.csv").replace("\\", "\\\\") + r", column 1 \('PassengerId'\): 61, 62, \.\.\., 85, "):
         read_table(str(pair))
+
+
+@pytest.mark.parametrize("header", [["age", "workclass", "income"], ["0", "1", "target"], ["39", "State-gov", "income"],
+                                    ["age", "Private", "<=50K"]])
+def test_a_header_is_read_as_names_unless_it_reads_as_an_example(tmp_path, header):
+    """Only a first row whose last cell is a class below and whose feature cells mostly fit their columns is taken for an
+    example (a file without a header); pandas' default names 0, 1, ... and a label column named otherwise are names."""
+    rows = [[f"{20 + (7 * i) % 30}", ["Private", "State-gov"][i % 2], ["<=50K", ">50K"][i % 2]] for i in range(30)]
+    path = _write(tmp_path / "t.csv", header, rows)
+    if header[-1] == "<=50K" and header[1] == "Private":  # 1 of 2 feature cells fits: half, so an example
+        with pytest.raises(DataError, match="reads as an example, not a header: its last cell '<=50K'.* 1 of its 2 feature cells"):
+            read_table(str(path))
+        return
+    t = read_table(str(path))
+    assert t.features[0] == header[0] and len(t.y) == 30
