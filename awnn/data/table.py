@@ -205,6 +205,18 @@ def _class_order(names: list[str]) -> list[str]:
     return sorted(names)
 
 
+def _near_class(label: str, classes: list[str]) -> str:
+    """'; ... differs from 'x' only in case, spaces or punctuation' where one class is written so (UCI's adult.test
+    writes '>50K.' for adult.data's '>50K'); else ''."""
+    def bare(text: str) -> str:
+        return re.sub(r"[\W_]+", "", text).lower()
+
+    near = [c for c in classes if bare(c) == bare(label)] if bare(label) else []
+    if len(near) != 1:
+        return ""
+    return f"; it differs from {near[0]!r} only in case, spaces or punctuation: write the labels alike in both files"
+
+
 def _missing_file(path: str, problem: str, pair: bool) -> DataError:
     """What --data-root should name, and the CSV files the folder holds instead."""
     folder = os.path.dirname(path)
@@ -347,8 +359,9 @@ def read_table(data_root: str | None) -> Table:
     for (test, n, _), label in list(zip(body, labels))[n_train:]:
         if label not in index:
             shown = ", ".join(map(repr, classes[:5])) + (", ..." if len(classes) > 5 else "")
+            near = _near_class(label, classes)
             raise DataError(f"{test}, line {n}, column {len(header)} ({header[-1]!r}): class {_shown(label)} is not among "
-                            f"{path}'s classes ({shown}); expected test examples of the classes a model is trained on")
+                            f"{path}'s classes ({shown}){near}; expected test examples of the classes a model is trained on")
     y = np.array([index[c] for c in labels], dtype=np.int64)
     counts = np.bincount(y[:n_train], minlength=len(classes))
     few = [f"{classes[i]!r}: {int(n)}" for i, n in enumerate(counts) if n < MIN_PER_CLASS]

@@ -339,6 +339,9 @@ BAD_PAIRS = {
     "another column count": (lambda tr, te: (tr, [r + ["0"] for r in te], HEADER + ["extra"]), "test.csv", ["line 1", "6 columns; expected 5"]),
     "a class train.csv lacks": (lambda tr, te: (tr, te[:5] + [te[5][:-1] + ["d"]] + te[6:], HEADER), "test.csv",
                                 ["line 7, column 5 ('class'): class 'd' is not among", "train.csv's classes ('a', 'b', 'c')"]),
+    "a class written otherwise (adult.test's '>50K.')": (
+        lambda tr, te: (tr, te[:1] + [te[1][:-1] + [" B."]] + te[2:], HEADER), "test.csv",
+        ["line 3, column 5 ('class'): class 'B.' is not among", "differs from 'b' only in case, spaces or punctuation"]),
     "a bad cell in test.csv": (lambda tr, te: (tr, te[:2] + [["n/a"] + te[2][1:]] + te[3:], HEADER), "test.csv",
                                ["line 4, column 1 ('f1'): 'n/a'; expected a finite number"]),
     "too few of a class in train.csv": (lambda tr, te: ([r for r in tr if r[-1] != "c"][:60] + [r for r in tr if r[-1] == "c"][:4],
