@@ -70,6 +70,7 @@ VAL_FRACTION = 0.125  # of a pair's train.csv: outer training/validation 70:10, 
 MIN_PER_CLASS = 10
 MAX_CATEGORIES = 50  # distinct values of a text feature column
 _SHOWN_CLASSES = 10  # classes named in a table's summary
+_LAST = " (the last column is the class label: where yours is another, move it last)"  # (Titanic's Survived is the 2nd)
 
 
 @dataclass(frozen=True)
@@ -338,7 +339,7 @@ def read_table(data_root: str | None) -> Table:
     for path, n, row in body:
         label = row[-1].strip()
         if not label:
-            raise DataError(f"{path}, line {n}, column {len(header)} ({header[-1]!r}): an empty class label")
+            raise DataError(f"{path}, line {n}, column {len(header)} ({header[-1]!r}): an empty class label{_LAST}")
         labels.append(label)
     columns, names, categories = [], [], {}
     for j in range(len(header) - 1):
@@ -354,7 +355,7 @@ def read_table(data_root: str | None) -> Table:
     path = files[0]
     classes = _class_order(sorted(set(labels[:n_train])))
     if len(classes) < 2:
-        raise DataError(f"{path}: one class ({classes[0]!r}) in the last column ({header[-1]!r}); expected at least 2 classes")
+        raise DataError(f"{path}: one class ({classes[0]!r}) in the last column ({header[-1]!r}); expected at least 2 classes{_LAST}")
     index = {c: i for i, c in enumerate(classes)}
     for (test, n, _), label in list(zip(body, labels))[n_train:]:
         if label not in index:
@@ -368,7 +369,7 @@ def read_table(data_root: str | None) -> Table:
     if few and len(classes) > n_train // MIN_PER_CLASS:  # more classes than the rows can hold: not a class label
         numeric = all(_number(c) is not None for c in classes)
         raise DataError(f"{path}, column {len(header)} ({header[-1]!r}): {len(classes)} distinct labels in {n_train} rows; "
-                        f"expected a class label with at least {MIN_PER_CLASS} rows of each class"
+                        f"expected a class label with at least {MIN_PER_CLASS} rows of each class{_LAST}"
                         + ("; task table is classification: a continuous target (regression) is not supported" if numeric else ""))
     if few:
         shown = ", ".join(few[:5]) + (f" and {len(few) - 5} more" if len(few) > 5 else "")

@@ -153,9 +153,11 @@ BAD = {
     "inf": ("x,y,label\n-inf,1,a\n", ["line 2", "column 1 ('x')", "'-inf'"]),
     "beyond float32": ("x,y,label\n1,1e39,a\n", ["line 2", "column 2 ('y')", "float32"]),
     "empty label": ("x,y,label\n1,2,a\n1,2, \n", ["line 3", "column 3 ('label')", "empty class label"]),
+    "the label not last (Titanic's Survived)": ("Survived,Fare,Embarked\n" + "".join(f"{i % 2},{7.25 + i % 9},{'SCQ'[i % 3]}\n" for i in range(30))
+                                                + "1,80.0,\n", ["line 32, column 3 ('Embarked'): an empty class label", "the last column is the class label", "move it last"]),
     "one class": ("x,y,label\n" + "1,2,a\n" * 30, ["one class ('a')", "at least 2 classes"]),
     "a continuous target": ("x,price\n" + "".join(f"{i % 7},{1.5 * i + 0.25}\n" for i in range(200)),
-                            ["column 2 ('price')", "200 distinct labels in 200 rows", "regression", "not supported"]),
+                            ["column 2 ('price')", "200 distinct labels in 200 rows", "move it last", "regression", "not supported"]),
     "many small classes": ("x,label\n" + "".join(f"1,c{i % 12}\n" for i in range(36 * MIN_PER_CLASS)) + "".join(f"1,rare{i}\n" for i in range(9)),
                            [f"too few rows of class 'rare0': 1, 'rare1': 1", "and 4 more", f"at least {MIN_PER_CLASS}"]),
     "too few of a class": ("x,y,label\n" + "1,2,a\n" * 30 + "1,2,b\n" * 3, ["too few rows of class 'b': 3", f"at least {MIN_PER_CLASS}"]),
