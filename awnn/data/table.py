@@ -8,18 +8,22 @@ benchmarks ship: test.csv is the outer test part as given, train.csv is
 split 87.5/12.5 into outer training and validation parts, 70:10 as the
 protocol's, and 90/10 into the inner parts).  A file's format:
 
-* a header row (a name for every column; an unnamed first column that
+* a header row (each column named once; an unnamed first column that
   numbers the rows, as pandas' `to_csv` writes its index, is refused: a row
-  number is no feature), then one row per example, separated by commas;
-* every column but the last a feature, no cell empty: a numeric column (every
-  cell a finite number; not a column that numbers the rows, each row's value
-  its position in the file: an id), or a text column (no cell a number:
-  "red", "male", "S"), a category one-hot encoded into one feature per value
-  (values in sorted order, named `column=value`; at most `MAX_CATEGORIES`
-  values, so an id or free-text column is refused, not blown up into
-  thousands of features); a column that mixes numbers and text is refused at
-  its first cell of the kind it holds fewer of (numbers where they are half
-  or more);
+  number is no feature; a first row that reads as an example, as a file
+  without a header has, is refused), then one row per example, separated by
+  commas;
+* every column but the last a feature: a numeric column (every cell a finite
+  number or missing, written as one of `MISSING`: filled with the training
+  mean by `standardise`, with an indicator feature `name (missing)`; not a
+  column that numbers the rows, each row's value its position in the file:
+  an id), or a text column (no cell a number: "red", "male", "S"; an empty
+  cell the category `(missing)`), a category one-hot encoded into one
+  feature per value (values in sorted order, named `column=value`; at most
+  `MAX_CATEGORIES` values, so an id or free-text column is refused, not
+  blown up into thousands of features); a column that mixes numbers and
+  text is refused at its first cell of the kind it holds fewer of (numbers
+  where they are half or more of its written cells);
 * the last column the class label, any text ("cat", "3", "yes"): the classes
   are its distinct values, numbered in sorted order (numerically where every
   label is a number, so "2" < "10");
@@ -32,8 +36,8 @@ them) and only train.csv's classes; its category values join train.csv's
 (a value only test.csv holds is a feature that is 0 in training).
 
 Features are standardised with the mean and standard deviation of the outer
-training part (a constant feature is centred only); the test part plays no
-part in it.
+training part's cells (a constant feature is centred only; a missing cell is
+then 0, that mean); the test part plays no part in it.
 
 Every problem is a `DataError` of one line naming the file, the line and
 column where it applies, what was expected and what was found.  The data's
@@ -53,7 +57,7 @@ import io
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -70,6 +74,11 @@ VAL_FRACTION = 0.125  # of a pair's train.csv: outer training/validation 70:10, 
 MIN_PER_CLASS = 10
 MAX_CATEGORIES = 50  # distinct values of a text feature column
 _SHOWN_CLASSES = 10  # classes named in a table's summary
+# what a numeric column's missing cell is written as (pandas writes '', R 'NA', UCI '?', numpy 'nan'); a text
+# column's empty cell is the category MISSING_CATEGORY, its other cells (a '?', an 'NA') categories as written
+MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
+MISSING_CATEGORY = "(missing)"
+_MISSING_SHOWN = "'', 'NA', 'N/A', 'nan', 'null', 'None', '?'"
 _LAST = " (the last column is the class label: where yours is another, move it last)"  # (Titanic's Survived is the 2nd)
 
 
@@ -78,7 +87,8 @@ class Table:
     """A checked table: features (n, f) float32 as written (a text column one-hot), labels (n,) 0..C-1, the
     class names in label order, the feature names (`column=value` for a text column's) and the data's digest;
     `categories`: each text column's values in feature order; `n_test`: the last rows are a pair's test.csv
-    (0: one file).  `path`: the file, or a pair's folder."""
+    (0: one file).  `path`: the file, or a pair's folder.  `missing`: each numeric column with empty or missing cells
+    (NaN in `x`; `standardise` fills them) and how many, its indicator feature `name (missing)` beside it."""
 
     path: str
     x: np.ndarray
@@ -88,6 +98,7 @@ class Table:
     digest: str
     categories: dict[str, list[str]]
     n_test: int = 0
+    missing: dict[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -105,9 +116,9 @@ class Table:
         """What was read, in one line (the comparison's `data_summary` param, the driver's log, the report's Setup)."""
         counts = np.bincount(self.y, minlength=len(self.classes))
         text = sum(len(v) for v in self.categories.values())
-        columns = len(self.features) - text + len(self.categories)
-        kinds = f"{columns - len(self.categories)} numeric" + (
-            f", {len(self.categories)} text one-hot into {text}" if self.categories else "")
+        numeric = len(self.features) - text - len(self.missing)
+        columns = numeric + len(self.categories)
+        kinds = f"{numeric} numeric" + (f", {len(self.categories)} text one-hot into {text}" if self.categories else "")
         shown = ", ".join(f"{c if len(c) <= 30 else c[:27] + '...'} ({int(n)})" for c, n in list(zip(self.classes, counts))[:_SHOWN_CLASSES])
         more = f", and {len(self.classes) - _SHOWN_CLASSES} more" if len(self.classes) > _SHOWN_CLASSES else ""
         def n(k: int, word: str) -> str:
@@ -115,7 +126,13 @@ class Table:
 
         rows = n(len(self.y), 'row') + (f" ({len(self.y) - self.n_test} in {PAIR[0]}, {self.n_test} in {PAIR[1]}: the test part as given)"
                                         if self.n_test else "")
-        return f"{rows}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes: {shown}{more}"
+        gaps = ""
+        if self.missing:
+            listed = ", ".join(f"{c} {k}" for c, k in list(self.missing.items())[:5]) + (", ..." if len(self.missing) > 5 else "")
+            gaps = (f"; missing cells in {n(len(self.missing), 'numeric column')} ({listed}): the training mean, and an "
+                    "indicator feature each")
+        return (f"{rows}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes: "
+                f"{shown}{more}{gaps}")
 
 
 def table_files(data_root: str | None) -> tuple[str, ...]:
@@ -159,35 +176,40 @@ def _row_numbers(values: np.ndarray, body: Rows, min_rows: int) -> tuple[str, in
     return None
 
 
-def _feature_column(header: list[str], j: int, body: Rows) -> tuple[np.ndarray, str | list[str]]:
-    """Feature column `j` of the rows `body`: (values (n,) float64, "number") for a numeric column, (one-hot (n, k),
-    its k values in order) for a text column; a DataError naming the file, the line and the column for anything else."""
+def _feature_column(header: list[str], j: int, body: Rows) -> tuple[np.ndarray, str | list[str], int]:
+    """Feature column `j` of the rows `body`: (values (n,) float64, "number", missing cells: NaN) for a numeric column,
+    (one-hot (n, k), its k values in order, 0) for a text column; a DataError naming the file, the line and the column
+    for anything else."""
     where = f"column {j + 1} ({header[j]!r})"
     cells = [row[j].strip() for _, _, row in body]
-    numbers = [_number(c) for c in cells]
-    for (path, line, _), cell in zip(body, cells):
-        if not cell:
-            raise DataError(f"{path}, line {line}, {where}: an empty cell; expected a finite number or a category (a feature): "
-                            "fill it in or drop the row")
-    n_text = sum(v is None for v in numbers)
-    if n_text <= len(cells) - n_text:  # a numeric column (at most half its cells text: each an error)
-        for (path, line, _), cell, v in zip(body, cells, numbers):
-            if v is None or not math.isfinite(v):
-                mixed = "; the column mixes numbers and text" if v is None and n_text < len(cells) else ""
-                raise DataError(f"{path}, line {line}, {where}: {_shown(cell)}; expected a finite number (a feature){mixed}")
-        values = np.array(numbers, dtype=np.float64)
-        if np.abs(values).max(initial=0.0) > np.finfo(np.float32).max:
-            k = int(np.abs(values).argmax())
+    gone = [c.lower() in MISSING for c in cells]
+    numbers = [None if g else _number(c) for c, g in zip(cells, gone)]
+    n_gone = sum(gone)
+    if n_gone == len(cells):
+        shown = ", ".join(sorted({repr(c) for c in cells})[:3])
+        raise DataError(f"{' and '.join(dict.fromkeys(p for p, _, _ in body))}, {where}: every cell is empty or missing ({shown}); "
+                        "expected a feature: drop the column")
+    n_text = sum(v is None and not g for v, g in zip(numbers, gone))
+    if n_text <= len(cells) - n_gone - n_text:  # a numeric column (at most half its written cells text: each an error)
+        for (path, line, _), cell, v, g in zip(body, cells, numbers, gone):
+            if not g and (v is None or not math.isfinite(v)):
+                mixed = "; the column mixes numbers and text" if v is None else ""
+                raise DataError(f"{path}, line {line}, {where}: {_shown(cell)}; expected a finite number (a feature), or a "
+                                f"missing cell written as one of {_MISSING_SHOWN}{mixed}")
+        values = np.array([np.nan if v is None else v for v in numbers], dtype=np.float64)
+        if np.nanmax(np.abs(values), initial=0.0) > np.finfo(np.float32).max:
+            k = int(np.nanargmax(np.abs(values)))
             raise DataError(f"{body[k][0]}, line {body[k][1]}, {where}: {values[k]:g} is beyond float32's range; expected a feature a model can take")
         ids = _row_numbers(values, body, 2 * MIN_PER_CLASS)
         if ids:  # a PassengerId: no feature, and a leak where the rows are in class order
             raise DataError(f"{ids[0]}, {where}: {ids[1]}, {ids[1] + 1}, ..., {ids[2]}, the row's position in the file: an id "
                             "numbering the rows, not a feature (where the rows are in class order it gives the class away): drop the column")
-        return values, "number"
-    if n_text < len(cells):  # a text column with a number in it: "3" is no category among "red", "blue"
+        return values, "number", n_gone
+    if n_text < len(cells) - n_gone:  # a text column with a number in it: "3" is no category among "red", "blue"
         path, line, cell = next((p, line, c) for (p, line, _), c, v in zip(body, cells, numbers) if v is not None)
         raise DataError(f"{path}, line {line}, {where}: {_shown(cell)}, a number in a text column; expected a category "
                         "(a column is numbers, or categories none of which is a number)")
+    cells = [c or MISSING_CATEGORY for c in cells]
     values = sorted(set(cells))
     if len(values) > MAX_CATEGORIES:
         files = " and ".join(dict.fromkeys(p for p, _, _ in body))
@@ -196,7 +218,7 @@ def _feature_column(header: list[str], j: int, body: Rows) -> tuple[np.ndarray, 
     index = {v: i for i, v in enumerate(values)}
     onehot = np.zeros((len(cells), len(values)), dtype=np.float64)
     onehot[np.arange(len(cells)), [index[c] for c in cells]] = 1.0
-    return onehot, values
+    return onehot, values, 0
 
 
 def _class_order(names: list[str]) -> list[str]:
@@ -341,12 +363,16 @@ def read_table(data_root: str | None) -> Table:
         if not label:
             raise DataError(f"{path}, line {n}, column {len(header)} ({header[-1]!r}): an empty class label{_LAST}")
         labels.append(label)
-    columns, names, categories = [], [], {}
+    columns, names, categories, missing = [], [], {}, {}
     for j in range(len(header) - 1):
-        values, kind = _feature_column(header, j, body)
+        values, kind, gaps = _feature_column(header, j, body)
         if kind == "number":
             columns.append(values[:, None])
             names.append(header[j])
+            if gaps:  # NaN (filled by `standardise`) and an indicator, so a model can tell a filled cell
+                missing[header[j]] = gaps
+                columns.append(np.isnan(values)[:, None].astype(np.float64))
+                names.append(f"{header[j]} (missing)")
         else:
             columns.append(values)
             categories[header[j]] = kind
@@ -383,16 +409,19 @@ def read_table(data_root: str | None) -> Table:
     else:
         digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest,
-                 categories=categories, n_test=n_test)
+                 categories=categories, n_test=n_test, missing=missing)
 
 
 def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """x with every feature centred and scaled by the mean and standard deviation over `rows`
-    (a feature constant there is centred only)."""
-    mean = x[rows].astype(np.float64).mean(0)
-    std = x[rows].astype(np.float64).std(0)
+    """x with every feature centred and scaled by the mean and standard deviation over `rows` of its cells there
+    (a feature constant there is centred only); a missing cell (NaN) is then 0, the mean over `rows` (0 too where
+    the feature has no cell there)."""
+    part = x[rows].astype(np.float64)
+    seen = (~np.isnan(part)).sum(0)
+    mean = np.where(seen > 0, np.nansum(part, 0) / np.maximum(seen, 1), 0.0)
+    std = np.sqrt(np.where(seen > 0, np.nansum((part - mean) ** 2, 0) / np.maximum(seen, 1), 1.0))
     std[std == 0.0] = 1.0
-    return ((x - mean) / std).astype(np.float32)
+    return np.nan_to_num((x - mean) / std, nan=0.0).astype(np.float32)
 
 
 def load_table(data_root: str | None = None, data_seed: int = 0):

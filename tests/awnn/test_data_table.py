@@ -121,6 +121,16 @@ def test_standardise_centres_a_constant_feature_without_dividing_by_zero():
     np.testing.assert_allclose(out[:, 1], 0.0)
 
 
+def test_standardise_takes_the_stats_of_the_cells_there_and_fills_a_missing_cell_with_the_mean():
+    nan = np.nan
+    x = np.array([[1.0, nan, nan], [nan, 2.0, nan], [3.0, 4.0, nan], [nan, 100.0, 7.0]], dtype=np.float32)
+    out = standardise(x, np.array([0, 1, 2]))
+    np.testing.assert_allclose(out[:, 0], [-1.0, 0.0, 1.0, 0.0])  # mean 2, std 1 over the two cells; the gaps the mean
+    np.testing.assert_allclose(out[:, 1], [0.0, -1.0, 1.0, 97.0])  # row 0's gap: the mean of rows 1-2 (3), std 1
+    np.testing.assert_allclose(out[:, 2], [0.0, 0.0, 0.0, 7.0])  # no cell in the rows: neither centred nor scaled
+    assert not np.isnan(out).any()
+
+
 def _good():
     return [["1.0", "2.0", "a" if i % 2 else "b"] for i in range(2 * MIN_PER_CLASS)]
 
@@ -143,13 +153,11 @@ BAD = {
         f"{20 + i}, {['Private', 'State-gov'][i % 2]}, {1000 * i + 7}, {['Bachelors', 'HS-grad'][i % 3 == 0]}, {['<=50K', '>50K'][i % 2]}\n"
         for i in range(30)), ["line 1: reads as an example, not a header", "'<=50K' is a class label", "4 of its 4 feature cells fit",
                                "expected a header row of column names first"]),
-    "text among numbers": ("x,y,label\n1,2,a\n1,two,b\n", ["line 3", "column 2 ('y')", "'two'", "finite number", "mixes numbers and text"]),
+    "text among numbers": ("x,y,label\n1,2,a\n1,two,b\n", ["line 3", "column 2 ('y')", "'two'", "finite number", "or a missing cell written as one of '', 'NA'", "mixes numbers and text"]),
     "a number among text": ("x,c,label\n1,red,a\n1,blue,b\n1,3,a\n", ["line 4", "column 2 ('c')", "'3', a number in a text column"]),
-    "empty text cell": ("x,c,label\n1,red,a\n1,blue,b\n1, ,a\n", ["line 4", "column 2 ('c')", "an empty cell", "or a category"]),
     "too many categories": ("id,x,label\n" + "".join(f"user{i},1,{'ab'[i % 2]}\n" for i in range(MAX_CATEGORIES + 1)),
                             ["column 1 ('id')", f"{MAX_CATEGORIES + 1} distinct text values", f"at most {MAX_CATEGORIES}", "drop the column"]),
-    "empty cell": ("x,y,label\n1,2,a\n,2,b\n", ["line 3", "column 1 ('x')", "an empty cell"]),
-    "nan": ("x,y,label\n1,nan,a\n", ["line 2", "column 2 ('y')", "'nan'"]),
+    "a column of missing cells": ("x,y,label\n1,,a\n2,NA,b\n3,?,a\n", ["column 2 ('y'): every cell is empty or missing", "drop the column"]),
     "inf": ("x,y,label\n-inf,1,a\n", ["line 2", "column 1 ('x')", "'-inf'"]),
     "beyond float32": ("x,y,label\n1,1e39,a\n", ["line 2", "column 2 ('y')", "float32"]),
     "empty label": ("x,y,label\n1,2,a\n1,2, \n", ["line 3", "column 3 ('label')", "empty class label"]),
@@ -344,8 +352,8 @@ BAD_PAIRS = {
     "a class written otherwise (adult.test's '>50K.')": (
         lambda tr, te: (tr, te[:1] + [te[1][:-1] + [" B."]] + te[2:], HEADER), "test.csv",
         ["line 3, column 5 ('class'): class 'B.' is not among", "differs from 'b' only in case, spaces or punctuation"]),
-    "a bad cell in test.csv": (lambda tr, te: (tr, te[:2] + [["n/a"] + te[2][1:]] + te[3:], HEADER), "test.csv",
-                               ["line 4, column 1 ('f1'): 'n/a'; expected a finite number"]),
+    "a bad cell in test.csv": (lambda tr, te: (tr, te[:2] + [["twelve"] + te[2][1:]] + te[3:], HEADER), "test.csv",
+                               ["line 4, column 1 ('f1'): 'twelve'; expected a finite number"]),
     "too few of a class in train.csv": (lambda tr, te: ([r for r in tr if r[-1] != "c"][:60] + [r for r in tr if r[-1] == "c"][:4],
                                                          te + [r for r in tr if r[-1] == "c"][4:], HEADER), "train.csv",
                                         ["too few rows of class 'c': 4", "training/validation and 90/10 (of train.csv)"]),
@@ -424,3 +432,38 @@ def test_a_header_is_read_as_names_unless_it_reads_as_an_example(tmp_path, heade
         return
     t = read_table(str(path))
     assert t.features[0] == header[0] and len(t.y) == 30
+
+
+def test_missing_cells_in_a_numeric_column_are_the_training_mean_with_an_indicator_feature(tmp_path):
+    """Real tables have gaps (Titanic's Age: 177 of 891), written '' (pandas), 'NA' (R), '?' (UCI) or 'nan' (numpy):
+    a numeric column's gap is NaN in the table, the outer training part's mean once standardised, and a feature
+    `name (missing)` says which rows were filled; a text column's empty cell is the category '(missing)'."""
+    rows = []
+    for i in range(40):
+        age = ["", "NA", "?", "nan", "N/A"][i // 8] if i % 8 == 0 else f"{20 + (i * 7) % 31}"
+        rows.append([age, ["S", "C", "", "?"][i % 4], f"{(i * 13) % 17 / 4:.2f}", "ab"[i % 2]])
+    path = _write(tmp_path / "t.csv", ["age", "port", "fare", "survived"], rows)
+    t = read_table(str(path))
+    assert t.features == ["age", "age (missing)", "port=(missing)", "port=?", "port=C", "port=S", "fare"]
+    assert t.missing == {"age": 5}
+    gaps = np.array([i % 8 == 0 for i in range(40)])
+    assert np.isnan(t.x[:, 0]).tolist() == gaps.tolist() and t.x[:, 1].tolist() == gaps.astype(float).tolist()
+    assert t.x[2, 2] == 1.0 and t.x[3, 3] == 1.0  # '' is '(missing)', '?' a category as written
+    assert t.summary == ("40 rows; 7 features from 3 columns (2 numeric, 1 text one-hot into 4); 2 classes: a (20), b (20); "
+                         "missing cells in 1 numeric column (age 5): the training mean, and an indicator feature each")
+    task = load_task("table", str(path))
+    x, train = task.x.numpy(), task.outer.train
+    seen = train[~gaps[train]]
+    np.testing.assert_allclose(x[seen, 0].mean(), 0.0, atol=1e-5)  # the stats of the cells the training part has
+    np.testing.assert_allclose(x[seen, 0].std(), 1.0, atol=1e-4)
+    np.testing.assert_allclose(x[gaps, 0], 0.0)  # filled with that mean
+    assert not np.isnan(x).any()
+
+
+def test_a_gap_only_test_csv_has_is_a_feature_too(tmp_path):
+    rows = _blobs(n_per_class=40)
+    test = [r[:] for r in rows[90:]]
+    test[4][1] = ""
+    t = read_table(str(_pair(tmp_path / "p", rows[:90], test)))
+    assert t.features == ["f1", "f2", "f2 (missing)", "f3", "f4"] and t.missing == {"f2": 1}
+    assert t.x[:90, 2].sum() == 0 and t.x[94, 2] == 1.0
