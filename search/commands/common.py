@@ -35,7 +35,8 @@ def add_run_flags(p, task: bool = True) -> None:
                    help="let trials compute on float denormals (slow on x86 CPUs; by default they are flushed to zero: docs/data.md 'Real datasets')")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all); ignored with --address")
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files (default: the packaged search/grids)")
-    p.add_argument("--data-root", default=None, help="folder with the datasets of the image, graph and text tasks (docs/domains.md); "
+    p.add_argument("--data-root", default=None, help="folder with the datasets of the image, graph and text tasks (docs/domains.md); for --task table, "
+                   "your CSV file, or a folder with table.csv, or with train.csv and test.csv (docs/data.md); "
                    "a relative path is taken from the working directory and made absolute before any trial starts (default: ./data)")
     p.add_argument("--protocol", default=None, choices=None, metavar="{holdout,cv10}",
                    help="risk assessment: holdout (one outer split) or cv10 (the graph tasks' 10 outer folds, Errica et al. 2020: "

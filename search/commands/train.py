@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files whose settings are the defaults (default: the packaged search/grids)")
     p.add_argument("--seed", type=int, default=None, help="training seed (default 0)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="any TrainConfig key, repeatable, e.g. --set hidden_layers=2 --set activation=relu6")
-    p.add_argument("--data-root", default=None, help="folder with downloaded datasets (images, graphs, text)")
+    p.add_argument("--data-root", default=None, help="folder with downloaded datasets (images, graphs, text); for --task table, your CSV file, or a folder "
+                   "with table.csv, or with train.csv and test.csv (docs/data.md)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--keep-denormals", action="store_true", help="compute on float denormals (slow on x86 CPUs; by default flushed to zero, as in trials)")
     p.set_defaults(func=run)
