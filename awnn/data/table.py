@@ -99,6 +99,7 @@ class Table:
     categories: dict[str, list[str]]
     n_test: int = 0
     missing: dict[str, int] = field(default_factory=dict)
+    repeats: int = 0  # a pair's test.csv rows that repeat a train.csv row, cell for cell (a leak the summary names)
 
     @property
     def name(self) -> str:
@@ -131,8 +132,10 @@ class Table:
             listed = ", ".join(f"{c} {k}" for c, k in list(self.missing.items())[:5]) + (", ..." if len(self.missing) > 5 else "")
             gaps = (f"; missing cells in {n(len(self.missing), 'numeric column')} ({listed}): the training mean, and an "
                     "indicator feature each")
+        leak = (f"; {self.repeats} of {PAIR[1]}'s rows repeat a {PAIR[0]} row cell for cell: not unseen examples"
+                if self.repeats else "")
         return (f"{rows}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes: "
-                f"{shown}{more}{gaps}")
+                f"{shown}{more}{gaps}{leak}")
 
 
 def table_files(data_root: str | None) -> tuple[str, ...]:
@@ -402,14 +405,17 @@ def read_table(data_root: str | None) -> Table:
         parts = "70/10/20 and 90/10" if not n_test else f"training/validation and 90/10 (of {os.path.basename(path)})"
         raise DataError(f"{path}: too few rows of class {shown}; expected at least {MIN_PER_CLASS} of each class "
                         f"(the stratified {parts} splits need every class in every part)")
+    repeats = 0
     if n_test:
+        seen = {tuple(c.strip() for c in row) for _, _, row in body[:n_train]}
+        repeats = sum(tuple(c.strip() for c in row) in seen for _, _, row in body[n_train:])
         folder = os.path.dirname(path)
         digest = files_digest(folder, list(PAIR))
         path = folder
     else:
         digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest,
-                 categories=categories, n_test=n_test, missing=missing)
+                 categories=categories, n_test=n_test, missing=missing, repeats=repeats)
 
 
 def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:

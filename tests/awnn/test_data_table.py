@@ -467,3 +467,13 @@ def test_a_gap_only_test_csv_has_is_a_feature_too(tmp_path):
     t = read_table(str(_pair(tmp_path / "p", rows[:90], test)))
     assert t.features == ["f1", "f2", "f2 (missing)", "f3", "f4"] and t.missing == {"f2": 1}
     assert t.x[:90, 2].sum() == 0 and t.x[94, 2] == 1.0
+
+
+def test_test_csv_rows_that_repeat_a_train_csv_row_are_counted_in_the_summary(tmp_path):
+    """A pair whose test.csv repeats training rows scores them as if unseen: the summary says how many (not refused:
+    tables of a few discrete features repeat rows honestly)."""
+    rows = _blobs(n_per_class=40)
+    clean = read_table(str(_pair(tmp_path / "a", rows[:90], rows[90:])))
+    assert clean.repeats == 0 and "repeat" not in clean.summary
+    leaky = read_table(str(_pair(tmp_path / "b", rows[:90], rows[90:] + [r[:] for r in rows[5:8]] + [[" " + rows[9][0]] + rows[9][1:]])))
+    assert leaky.repeats == 4 and leaky.summary.endswith("; 4 of test.csv's rows repeat a train.csv row cell for cell: not unseen examples")
