@@ -169,17 +169,27 @@ def _shown(cell: str) -> str:
 Rows = list  # [(path, line, row)]: every example row with the file and line it came from (for error lines)
 
 
-def _row_numbers(values: np.ndarray, body: Rows, min_rows: int) -> tuple[str, int, int] | None:
-    """(path, first, last) where, in some file of `body` with at least `min_rows` rows, the column is the row's
+def _files(body: Rows) -> list[tuple[str, int, int]]:
+    """(path, start, end) of each file's rows in `body` (one file's rows are consecutive)."""
+    out: list[tuple[str, int, int]] = []
+    for i, (path, _, _) in enumerate(body):
+        if not out or out[-1][0] != path:
+            out.append((path, i, i))
+        out[-1] = (path, out[-1][1], i + 1)
+    return out
+
+
+def _row_numbers(values: np.ndarray, files: list[tuple[str, int, int]], min_rows: int) -> tuple[str, int, int] | None:
+    """(path, first, last) where, in some file (`_files`) with at least `min_rows` rows, the column is the row's
     position (first, first + 1, ..., in file order): an id numbering the rows; else None."""
-    for path in dict.fromkeys(p for p, _, _ in body):
-        v = values[[i for i, (p, _, _) in enumerate(body) if p == path]]
+    for path, start, end in files:
+        v = values[start:end]
         if len(v) >= min_rows and np.all(v == np.round(v)) and np.all(np.diff(v) == 1.0):
             return path, int(v[0]), int(v[-1])
     return None
 
 
-def _feature_column(header: list[str], j: int, body: Rows) -> tuple[np.ndarray, str | list[str], int]:
+def _feature_column(header: list[str], j: int, body: Rows, files: list[tuple[str, int, int]]) -> tuple[np.ndarray, str | list[str], int]:
     """Feature column `j` of the rows `body`: (values (n,) float64, "number", missing cells: NaN) for a numeric column,
     (one-hot (n, k), its k values in order, 0) for a text column; a DataError naming the file, the line and the column
     for anything else."""
@@ -190,7 +200,7 @@ def _feature_column(header: list[str], j: int, body: Rows) -> tuple[np.ndarray, 
     n_gone = sum(gone)
     if n_gone == len(cells):
         shown = ", ".join(sorted({repr(c) for c in cells})[:3])
-        raise DataError(f"{' and '.join(dict.fromkeys(p for p, _, _ in body))}, {where}: every cell is empty or missing ({shown}); "
+        raise DataError(f"{' and '.join(p for p, _, _ in files)}, {where}: every cell is empty or missing ({shown}); "
                         "expected a feature: drop the column")
     n_text = sum(v is None and not g for v, g in zip(numbers, gone))
     if n_text <= len(cells) - n_gone - n_text:  # a numeric column (at most half its written cells text: each an error)
@@ -203,7 +213,7 @@ def _feature_column(header: list[str], j: int, body: Rows) -> tuple[np.ndarray, 
         if np.nanmax(np.abs(values), initial=0.0) > np.finfo(np.float32).max:
             k = int(np.nanargmax(np.abs(values)))
             raise DataError(f"{body[k][0]}, line {body[k][1]}, {where}: {values[k]:g} is beyond float32's range; expected a feature a model can take")
-        ids = _row_numbers(values, body, 2 * MIN_PER_CLASS)
+        ids = _row_numbers(values, files, 2 * MIN_PER_CLASS)
         if ids:  # a PassengerId: no feature, and a leak where the rows are in class order
             raise DataError(f"{ids[0]}, {where}: {ids[1]}, {ids[1] + 1}, ..., {ids[2]}, the row's position in the file: an id "
                             "numbering the rows, not a feature (where the rows are in class order it gives the class away): drop the column")
@@ -215,8 +225,7 @@ def _feature_column(header: list[str], j: int, body: Rows) -> tuple[np.ndarray, 
     cells = [c or MISSING_CATEGORY for c in cells]
     values = sorted(set(cells))
     if len(values) > MAX_CATEGORIES:
-        files = " and ".join(dict.fromkeys(p for p, _, _ in body))
-        raise DataError(f"{files}, {where}: {len(values)} distinct text values in {len(cells)} rows; a text feature is "
+        raise DataError(f"{' and '.join(p for p, _, _ in files)}, {where}: {len(values)} distinct text values in {len(cells)} rows; a text feature is "
                         f"a category of at most {MAX_CATEGORIES} values, one-hot encoded (an id or free text is no feature: drop the column)")
     index = {v: i for i, v in enumerate(values)}
     onehot = np.zeros((len(cells), len(values)), dtype=np.float64)
@@ -367,8 +376,9 @@ def read_table(data_root: str | None) -> Table:
             raise DataError(f"{path}, line {n}, column {len(header)} ({header[-1]!r}): an empty class label{_LAST}")
         labels.append(label)
     columns, names, categories, missing = [], [], {}, {}
+    parts = _files(body)
     for j in range(len(header) - 1):
-        values, kind, gaps = _feature_column(header, j, body)
+        values, kind, gaps = _feature_column(header, j, body, parts)
         if kind == "number":
             columns.append(values[:, None])
             names.append(header[j])
