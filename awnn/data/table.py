@@ -195,21 +195,25 @@ def _feature_column(header: list[str], j: int, body: Rows, files: list[tuple[str
     for anything else."""
     where = f"column {j + 1} ({header[j]!r})"
     cells = [row[j].strip() for _, _, row in body]
-    gone = [c.lower() in MISSING for c in cells]
-    numbers = [None if g else _number(c) for c, g in zip(cells, gone)]
-    n_gone = sum(gone)
+    numbers = [_number(c) for c in cells]
+    odd = [i for i, v in enumerate(numbers) if v is None or v != v]  # not a number, or NaN: a missing cell or text
+    gone = {i for i in odd if cells[i].lower() in MISSING}
+    n_gone = len(gone)
     if n_gone == len(cells):
         shown = ", ".join(sorted({repr(c) for c in cells})[:3])
         raise DataError(f"{' and '.join(p for p, _, _ in files)}, {where}: every cell is empty or missing ({shown}); "
                         "expected a feature: drop the column")
-    n_text = sum(v is None and not g for v, g in zip(numbers, gone))
-    if n_text <= len(cells) - n_gone - n_text:  # a numeric column (at most half its written cells text: each an error)
-        for (path, line, _), cell, v, g in zip(body, cells, numbers, gone):
-            if not g and (v is None or not math.isfinite(v)):
-                mixed = "; the column mixes numbers and text" if v is None else ""
-                raise DataError(f"{path}, line {line}, {where}: {_shown(cell)}; expected a finite number (a feature), or a "
-                                f"missing cell written as one of {_MISSING_SHOWN}{mixed}")
-        values = np.array([np.nan if v is None else v for v in numbers], dtype=np.float64)
+    text = [i for i in odd if i not in gone]
+    if len(text) <= len(cells) - n_gone - len(text):  # a numeric column (at most half its written cells text: each an error)
+        values = np.array([math.nan if v is None else v for v in numbers], dtype=np.float64)
+        for i in gone:
+            values[i] = math.nan
+        bad = text + np.flatnonzero(np.isinf(values)).tolist()
+        if bad:
+            k = min(bad)
+            mixed = "; the column mixes numbers and text" if numbers[k] is None else ""
+            raise DataError(f"{body[k][0]}, line {body[k][1]}, {where}: {_shown(cells[k])}; expected a finite number (a feature), "
+                            f"or a missing cell written as one of {_MISSING_SHOWN}{mixed}")
         if np.nanmax(np.abs(values), initial=0.0) > np.finfo(np.float32).max:
             k = int(np.nanargmax(np.abs(values)))
             raise DataError(f"{body[k][0]}, line {body[k][1]}, {where}: {values[k]:g} is beyond float32's range; expected a feature a model can take")
@@ -218,8 +222,9 @@ def _feature_column(header: list[str], j: int, body: Rows, files: list[tuple[str
             raise DataError(f"{ids[0]}, {where}: {ids[1]}, {ids[1] + 1}, ..., {ids[2]}, the row's position in the file: an id "
                             "numbering the rows, not a feature (where the rows are in class order it gives the class away): drop the column")
         return values, "number", n_gone
-    if n_text < len(cells) - n_gone:  # a text column with a number in it: "3" is no category among "red", "blue"
-        path, line, cell = next((p, line, c) for (p, line, _), c, v in zip(body, cells, numbers) if v is not None)
+    if len(text) < len(cells) - n_gone:  # a text column with a number in it: "3" is no category among "red", "blue"
+        k = next(i for i, v in enumerate(numbers) if v is not None and i not in gone)
+        path, line, cell = body[k][0], body[k][1], cells[k]
         raise DataError(f"{path}, line {line}, {where}: {_shown(cell)}, a number in a text column; expected a category "
                         "(a column is numbers, or categories none of which is a number)")
     cells = [c or MISSING_CATEGORY for c in cells]

@@ -154,6 +154,7 @@ BAD = {
         for i in range(30)), ["line 1: reads as an example, not a header", "'<=50K' is a class label", "4 of its 4 feature cells fit",
                                "expected a header row of column names first"]),
     "text among numbers": ("x,y,label\n1,2,a\n1,two,b\n", ["line 3", "column 2 ('y')", "'two'", "finite number", "or a missing cell written as one of '', 'NA'", "mixes numbers and text"]),
+    "a number among text, after a 'nan'": ("x,c,label\n1,red,a\n1,nan,b\n1,blue,a\n1,3,b\n", ["line 5", "column 2 ('c')", "'3', a number in a text column"]),
     "a number among text": ("x,c,label\n1,red,a\n1,blue,b\n1,3,a\n", ["line 4", "column 2 ('c')", "'3', a number in a text column"]),
     "too many categories": ("id,x,label\n" + "".join(f"user{i},1,{'ab'[i % 2]}\n" for i in range(MAX_CATEGORIES + 1)),
                             ["column 1 ('id')", f"{MAX_CATEGORIES + 1} distinct text values", f"at most {MAX_CATEGORIES}", "drop the column"]),
