@@ -301,7 +301,7 @@ def _read_rows(path: str) -> tuple[bytes, int, list[str], Rows]:
         other = next((name for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")) if sep in header[0]), None)
         hint = f"; the file looks separated by {other}: save it as CSV with commas" if other else ""
         raise DataError(f"{path}, line {line}: {len(header)} column; expected at least 2 (one or more features, then the class label){hint}")
-    if all(_number(c) is not None for c in header):
+    if all(_number(c) is not None for c in header) and not _default_names(header):
         raise DataError(f"{path}, line {line}: every cell is a number ({', '.join(header[:4])}{', ...' if len(header) > 4 else ''}); "
                         "expected a header row of column names first")
     body = numbered[1:]
@@ -331,12 +331,19 @@ def _read_rows(path: str) -> tuple[bytes, int, list[str], Rows]:
     return raw, line, header, [(path, n, row) for n, row in body]
 
 
+def _default_names(header: list[str]) -> bool:
+    """pandas' names of a frame made from an array, 0, 1, ..., k (or R's and others' 1, ..., k): names, not an example."""
+    return header in ([str(j) for j in range(len(header))], [str(j + 1) for j in range(len(header))])
+
+
 def _reads_as_an_example(header: list[str], rows: list[list[str]]) -> int:
     """How many of the header's feature cells fit their column like a value (a number over a numeric column, a value
     the column holds over a text one), where the header's last cell is also a class label below and at least half fit;
     else 0.  A real header names its label column otherwise than one of its classes."""
     if header[-1] not in {r[-1].strip() for r in rows}:
         return 0
+    if _default_names(header):
+        return 0  # (a label column `2` among classes 0, 1, 2)
     fits = 0
     for j, name in enumerate(header[:-1]):
         cells = [r[j].strip() for r in rows]

@@ -478,3 +478,16 @@ def test_test_csv_rows_that_repeat_a_train_csv_row_are_counted_in_the_summary(tm
     assert clean.repeats == 0 and "repeat" not in clean.summary
     leaky = read_table(str(_pair(tmp_path / "b", rows[:90], rows[90:] + [r[:] for r in rows[5:8]] + [[" " + rows[9][0]] + rows[9][1:]])))
     assert leaky.repeats == 4 and leaky.summary.endswith("; 4 of test.csv's rows repeat a train.csv row cell for cell: not unseen examples")
+
+
+def test_pandas_default_column_names_are_names_even_where_the_last_is_a_class(tmp_path):
+    """`pd.DataFrame(np.c_[X, y]).to_csv(index=False)` names the columns 0, 1, ..., k: a header of numbers, and with 2
+    features and classes 0, 1, 2 the label column's name `2` is a class, yet the row is no example."""
+    rows = [[f"{(i * 7) % 11 / 3:.3f}", f"{(i * 5) % 13 / 7:.3f}", str(i % 3)] for i in range(60)]
+    t = read_table(str(_write(tmp_path / "t.csv", ["0", "1", "2"], rows)))
+    assert t.features == ["0", "1"] and t.classes == ["0", "1", "2"] and len(t.y) == 60
+    assert read_table(str(_write(tmp_path / "r.csv", ["1", "2", "3"], [r[:2] + ["abc"[int(r[2])]] for r in rows]))).features == ["1", "2"]
+    with pytest.raises(DataError, match="every cell is a number"):  # the same rows with a first example instead of the names
+        read_table(str(_write(tmp_path / "u.csv", ["0.5", "1.25", "2"], rows)))
+    with pytest.raises(DataError, match="reads as an example"):
+        read_table(str(_write(tmp_path / "v.csv", ["0.5", "1.25", "c"], [r[:2] + ["abc"[int(r[2])]] for r in rows])))
