@@ -123,7 +123,7 @@ COMMON_KEYS = ("task", "model", "hidden_layers", "activation", "optimizer", "lr"
                "epochs", "patience", "seed", "split", "data_seed", "data_root", "device", "threads", "select_metric",
                "init_distribution", "max_train_examples", "best_epoch_ties")
 DOMAIN_KEYS = {
-    "tabular": (),
+    "tabular": ("label",),
     "image": ("augment",),
     "graph": ("conv_layers", "pooling", "readout_norm", "embed_dim", "fold", "dropout"),
     "text": ("d_model", "heads", "encoder_layers", "decoder_layers", "max_len", "tokenizer", "dropout"),
@@ -159,6 +159,7 @@ class TrainConfig:
     split: str = "outer"  # inner: model selection (90/10); outer: risk assessment (70/10/20)
     data_seed: int = 0
     data_root: str = "data"
+    label: str = ""  # task table: the class label's column in the CSV file (--label); '' = the last column
     # AWNN (model=awnn)
     # every PROFILE_KEYS entry below defaults to None: its value comes from awnn_profile
     awnn_profile: str = "authors"  # authors | paper-text (see PROFILES)
@@ -263,7 +264,7 @@ class TrainConfig:
         schedule's keys when another is used, online compression's when it is
         off.  `to_dict` keeps every key (the checkpoint holds it)."""
         keys = [k for k in COMMON_KEYS]
-        keys += list(DOMAIN_KEYS.get(kind, ()))
+        keys += [k for k in DOMAIN_KEYS.get(kind, ()) if k != "label" or self.task == "table"]  # (the generated tasks have none)
         if self.model == "awnn":
             keys += list(AWNN_KEYS) + list(PROFILE_KEYS)
             if self.compress_start_epoch > 0:
@@ -312,6 +313,10 @@ class TrainConfig:
             if self.model != "fixed" or not all(p.strip().isdigit() and int(p) >= 1 for p in parts) or len(parts) != self.hidden_layers:
                 raise bad("layer_widths", f"with model=fixed, {self.hidden_layers} comma-separated integers >= 1 (one per hidden layer), "
                                           f"or empty")
+        if self.label and self.task != "table":
+            raise bad("label", "'' (a class label's column is named only for task table, a CSV file)")
+        if self.label != self.label.strip() or "\n" in self.label:
+            raise bad("label", "a column name as the CSV header writes it (no leading or trailing spaces, one line)")
         if not 0 <= self.fold <= 9:
             raise bad("fold", "an outer fold in 0..9")
         if self.max_len < 3:

@@ -94,8 +94,10 @@ class Comparison:
         data_root: str | None = None,
         protocol: str | None = None,
         train_seed: int | None = None,
+        label: str | None = None,
     ):
         self.task = task
+        self.label = (label or "").strip()  # task table: the class label's column (--label; '': the last)
         # where the trials read their data: an absolute path, resolved here on the driver (never against a trial's folder)
         self.data_root = str(Path(data_root or "data").expanduser().resolve())
         self.strategies = list(strategies)
@@ -230,10 +232,12 @@ class Comparison:
         check = getattr(TASKS.get(self.task), "check", None)
         if check is not None:  # a user's file (task `table`): checked without torch, its digest keys the comparison
             with said_if_slow(self.log, f"reading the {self.task} data at {self.data_root}"):
-                table = check(self.data_root)
+                table = check(self.data_root, self.label)
             self.data_digest, self.data_summary, self.data_name = table.digest, table.summary, table.name
             self.log(f"data: {table.path}: {table.summary}")
             return
+        if self.label:  # (a file's task only: search/commands/common.py refuses it before)
+            raise OptionError(f"--label {self.label}: task {self.task} has no CSV file; a class label's column is named only for --task table")
         if task_kind(self.task) == "tabular" and self.folds <= 1:
             return
 
@@ -302,7 +306,7 @@ class Comparison:
                 self.arms, self.budget, record, self.runs, prior=prior, stream=self.stream,
                 make_tpe=self._open_study, fuse=self.settings.fuse,
                 # where the data is belongs to the command, not to the configs (a selected config stays portable)
-                trial_settings={**trial_settings(self.settings), "data_root": self.data_root,
+                trial_settings={**trial_settings(self.settings), "data_root": self.data_root, **({"label": self.label} if self.label else {}),
                                 **({"folds_digest": self.folds_digest} if self.folds_digest else {}),
                                 **({"data_digest": self.data_digest} if self.data_digest else {})})
             self.results = searcher.results
@@ -310,7 +314,7 @@ class Comparison:
             self.tracker = TrialTracker(
                 self.writer, tags={Tag.COMPARISON: self.id, Tag.TASK: self.task},
                 cpus_per_trial=self.settings.cpus_per_trial, gpus_per_trial=self.settings.gpus_per_trial,
-                params={"data_root": self.data_root}, on_result=record.reported, on_finished=record.finished, on_fault=record.fault,
+                params={"data_root": self.data_root, **({"label": self.label} if self.label else {})}, on_result=record.reported, on_finished=record.finished, on_fault=record.fault,
             )
             if searcher.pending_trials():
                 attempt = self._attempt_number()
@@ -558,6 +562,8 @@ class Comparison:
             params[Param.FOLDS_DIGEST] = self.folds_digest
         if self.data_digest:  # (task `table`: already there, as part of the key)
             params[Param.DATA_DIGEST] = self.data_digest
+        if self.label:  # (its digest names it too: another label, another comparison)
+            params[Param.LABEL] = self.label
         if self.data_summary:
             params[Param.DATA_SUMMARY] = self.data_summary
         params.update(self._paper_budget())

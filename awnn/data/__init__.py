@@ -153,21 +153,22 @@ def _tabular(name: str) -> Callable[..., TensorTask]:
 
 
 def _file_table() -> Callable[..., Task]:
-    """Task `table`: a user's CSV file (awnn/data/table.py); `check(data_root)` reads and checks it without torch
+    """Task `table`: a user's CSV file (awnn/data/table.py); `check(data_root, label)` reads and checks it without torch
     (the Table: its `digest` and `summary`)."""
 
-    def load(data_root: str | None = None, data_seed: int = 0) -> Task:
+    def load(data_root: str | None = None, data_seed: int = 0, label: str = "") -> Task:
         from .table import load_table
 
-        return load_table(data_root, data_seed)
+        return load_table(data_root, data_seed, label)
 
-    def check(data_root: str | None):
+    def check(data_root: str | None, label: str = ""):
         from .table import read_table
 
-        return read_table(data_root)
+        return read_table(data_root, label)
 
     load.kind = "tabular"
     load.check = check
+    load.config_keys = ("label",)  # (TrainConfig.label: the class label's column)
     return load
 
 

@@ -24,9 +24,10 @@ protocol's, and 90/10 into the inner parts).  A file's format:
   blown up into thousands of features); a column that mixes numbers and
   text is refused at its first cell of the kind it holds fewer of (numbers
   where they are half or more of its written cells);
-* the last column the class label, any text ("cat", "3", "yes"): the classes
-  are its distinct values, numbered in sorted order (numerically where every
-  label is a number, so "2" < "10");
+* the last column the class label (or the column `--label NAME` names:
+  Titanic's `Survived` is its second), any text ("cat", "3", "yes"): the
+  classes are its distinct values, numbered in sorted order (numerically
+  where every label is a number, so "2" < "10");
 * at least two classes and `MIN_PER_CLASS` rows of each (so that the
   stratified splits give every part each class).
 
@@ -42,7 +43,8 @@ then 0, that mean); the test part plays no part in it.
 Every problem is a `DataError` of one line naming the file, the line and
 column where it applies, what was expected and what was found.  The data's
 SHA-256 (`data_digest`: the file's bytes, or the pair's as
-awnn/data/digest.py takes files) enters the comparison's --resume key and
+awnn/data/digest.py takes files, and the label column's name where it is
+not the last: the same file read with another label is another task) enters the comparison's --resume key and
 each trial checks its node's copy against the driver's, so another file, or
 the same path edited, is never mixed into one comparison.
 
@@ -52,6 +54,7 @@ torch.
 from __future__ import annotations
 
 import csv
+import difflib
 import hashlib
 import io
 import math
@@ -79,7 +82,7 @@ _SHOWN_CLASSES = 10  # classes named in a table's summary
 MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
 MISSING_CATEGORY = "(missing)"
 _MISSING_SHOWN = "'', 'NA', 'N/A', 'nan', 'null', 'None', '?'"
-_LAST = " (the last column is the class label: where yours is another, move it last)"  # (Titanic's Survived is the 2nd)
+_LAST = " (the last column is the class label: where yours is another, name it with --label)"  # (Titanic's Survived is the 2nd)
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Table:
     n_test: int = 0
     missing: dict[str, int] = field(default_factory=dict)
     repeats: int = 0  # a pair's test.csv rows that repeat a train.csv row, cell for cell (a leak the summary names)
+    label: str = ""  # the class label's column where --label named one other than the last ('' : the last)
 
     @property
     def name(self) -> str:
@@ -134,7 +138,8 @@ class Table:
                     "indicator feature each")
         leak = (f"; {self.repeats} of {PAIR[1]}'s rows repeat a {PAIR[0]} row cell for cell: not unseen examples"
                 if self.repeats else "")
-        return (f"{rows}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes: "
+        named = f" in column {self.label!r}" if self.label else ""
+        return (f"{rows}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes{named}: "
                 f"{shown}{more}{gaps}{leak}")
 
 
@@ -273,12 +278,13 @@ def _missing_file(path: str, problem: str, pair: bool) -> DataError:
             f"--data-root {os.path.join(folder, others[0])} reads {'it' if len(others) == 1 else 'the first'}") if others else ""
     return DataError(f"task {TASK}: expected a CSV file at {path} ({problem}){near}; --data-root must name the CSV file, "
                      f"or a folder that holds {FILE}, or {PAIR[0]} and {PAIR[1]} (header row, feature columns (numbers or "
-                     "categories), the class label last)")
+                     "categories), the class label last or named by --label)")
 
 
-def _read_rows(path: str) -> tuple[bytes, int, list[str], Rows]:
+def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], Rows]:
     """One CSV file: (its bytes, the header's line, the header, the example rows), each row as long as the header;
-    a DataError for a file that is no such table."""
+    a DataError for a file that is no such table.  `named`: --label names the class label's column (the file must
+    have a header holding it: a first row read as an example is not looked for)."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -323,12 +329,25 @@ def _read_rows(path: str) -> tuple[bytes, int, list[str], Rows]:
     for n, row in body:
         if len(row) != len(header):
             raise DataError(f"{path}, line {n}: {len(row)} columns; expected {len(header)}, as the header has")
-    fits = _reads_as_an_example(header, [row for _, row in body])
+    fits = 0 if named else _reads_as_an_example(header, [row for _, row in body])
     if fits:  # a file without a header (UCI's adult.data): its first example would be read as the column names
         raise DataError(f"{path}, line {line}: reads as an example, not a header: its last cell {header[-1]!r} is a class "
                         f"label of the rows below and {fits} of its {len(header) - 1} feature cells fit their columns' "
                         "values; expected a header row of column names first (add one: the first example is read as names otherwise)")
     return raw, line, header, [(path, n, row) for n, row in body]
+
+
+def _label_column(path: str, line: int, header: list[str], label: str) -> int:
+    """The index of the class label's column: the one named `label` (--label), else the last."""
+    if not label:
+        return len(header) - 1
+    if label in header:
+        return header.index(label)
+    near = [c for c in header if c.casefold() == label.casefold()] or difflib.get_close_matches(label, header, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    shown = ", ".join(map(repr, header[:12])) + (f", ... ({len(header)} columns)" if len(header) > 12 else "")
+    raise DataError(f"{path}, line {line}: no column named {label!r} (--label){hint}; expected the name of the class label's "
+                    f"column, as the header writes it: {shown}")
 
 
 def _default_names(header: list[str]) -> bool:
@@ -352,12 +371,14 @@ def _reads_as_an_example(header: list[str], rows: list[list[str]]) -> int:
     return fits if fits * 2 >= len(header) - 1 else 0
 
 
-def _same_header(train: str, header: list[str], test: str, line: int, other: list[str]) -> None:
-    """The test file's header is the training file's: else a DataError saying how it differs."""
+def _same_header(train: str, header: list[str], test: str, line: int, other: list[str], k: int) -> None:
+    """The test file's header is the training file's (the class label's column: index k): else a DataError saying how
+    it differs."""
     if other == header:
         return
-    if other == header[:-1]:  # a competition's test file: the labels are kept back
-        raise DataError(f"{test}, line {line}: no class column {header[-1]!r} (the header is {train}'s without its last column); "
+    if other == header[:k] + header[k + 1:]:  # a competition's test file: the labels are kept back
+        which = "last column" if k == len(header) - 1 else f"class column (column {k + 1})"
+        raise DataError(f"{test}, line {line}: no class column {header[k]!r} (the header is {train}'s without its {which}); "
                         "expected the test examples with their labels: a model cannot be scored without them")
     if len(other) != len(header):
         raise DataError(f"{test}, line {line}: {len(other)} columns; expected {len(header)}, as {train}'s header has")
@@ -366,30 +387,38 @@ def _same_header(train: str, header: list[str], test: str, line: int, other: lis
                     "(the same columns in the same order)")
 
 
-def read_table(data_root: str | None) -> Table:
-    """Read and check the task's CSV file(s) (see the module docstring)."""
+def read_table(data_root: str | None, label: str = "") -> Table:
+    """Read and check the task's CSV file(s) (see the module docstring); `label`: the class label's column (--label; '':
+    the last)."""
+    label = (label or "").strip()
     files = table_files(data_root)
     for path in files:
         problem = file_problem(path)
         if problem:
             raise _missing_file(path, problem, len(files) == 2)
-    raw, line, header, body = _read_rows(files[0])
+    raw, line, header, body = _read_rows(files[0], named=bool(label))
+    k = _label_column(files[0], line, header, label)
+    last = k == len(header) - 1
+    hint = _LAST if not label else f" (the class label's column, --label {label})"
+    where = f"column {k + 1} ({header[k]!r})"
     n_test = 0
     if len(files) == 2:
-        _, test_line, test_header, test_body = _read_rows(files[1])
-        _same_header(files[0], header, files[1], test_line, test_header)
+        _, test_line, test_header, test_body = _read_rows(files[1], named=bool(label))
+        _same_header(files[0], header, files[1], test_line, test_header, k)
         n_test = len(test_body)
         body = body + test_body
     n_train = len(body) - n_test
     labels: list[str] = []
     for path, n, row in body:
-        label = row[-1].strip()
-        if not label:
-            raise DataError(f"{path}, line {n}, column {len(header)} ({header[-1]!r}): an empty class label{_LAST}")
-        labels.append(label)
+        cell = row[k].strip()
+        if not cell:
+            raise DataError(f"{path}, line {n}, {where}: an empty class label{hint}")
+        labels.append(cell)
     columns, names, categories, missing = [], [], {}, {}
     parts = _files(body)
-    for j in range(len(header) - 1):
+    for j in range(len(header)):
+        if j == k:
+            continue
         values, kind, gaps = _feature_column(header, j, body, parts)
         if kind == "number":
             columns.append(values[:, None])
@@ -406,21 +435,22 @@ def read_table(data_root: str | None) -> Table:
     path = files[0]
     classes = _class_order(sorted(set(labels[:n_train])))
     if len(classes) < 2:
-        raise DataError(f"{path}: one class ({classes[0]!r}) in the last column ({header[-1]!r}); expected at least 2 classes{_LAST}")
+        column = "the last column" if not label else f"column {k + 1}"
+        raise DataError(f"{path}: one class ({classes[0]!r}) in {column} ({header[k]!r}); expected at least 2 classes{hint}")
     index = {c: i for i, c in enumerate(classes)}
-    for (test, n, _), label in list(zip(body, labels))[n_train:]:
-        if label not in index:
+    for (test, n, _), cell in list(zip(body, labels))[n_train:]:
+        if cell not in index:
             shown = ", ".join(map(repr, classes[:5])) + (", ..." if len(classes) > 5 else "")
-            near = _near_class(label, classes)
-            raise DataError(f"{test}, line {n}, column {len(header)} ({header[-1]!r}): class {_shown(label)} is not among "
+            near = _near_class(cell, classes)
+            raise DataError(f"{test}, line {n}, {where}: class {_shown(cell)} is not among "
                             f"{path}'s classes ({shown}){near}; expected test examples of the classes a model is trained on")
     y = np.array([index[c] for c in labels], dtype=np.int64)
     counts = np.bincount(y[:n_train], minlength=len(classes))
     few = [f"{classes[i]!r}: {int(n)}" for i, n in enumerate(counts) if n < MIN_PER_CLASS]
     if few and len(classes) > n_train // MIN_PER_CLASS:  # more classes than the rows can hold: not a class label
         numeric = all(_number(c) is not None for c in classes)
-        raise DataError(f"{path}, column {len(header)} ({header[-1]!r}): {len(classes)} distinct labels in {n_train} rows; "
-                        f"expected a class label with at least {MIN_PER_CLASS} rows of each class{_LAST}"
+        raise DataError(f"{path}, {where}: {len(classes)} distinct labels in {n_train} rows; "
+                        f"expected a class label with at least {MIN_PER_CLASS} rows of each class{hint}"
                         + ("; task table is classification: a continuous target (regression) is not supported" if numeric else ""))
     if few:
         shown = ", ".join(few[:5]) + (f" and {len(few) - 5} more" if len(few) > 5 else "")
@@ -436,8 +466,10 @@ def read_table(data_root: str | None) -> Table:
         path = folder
     else:
         digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
+    if not last:  # the same bytes read with another class column are another task: another digest (the last: as before)
+        digest = hashlib.sha256(f"{digest}\n--label {header[k]}".encode()).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest,
-                 categories=categories, n_test=n_test, missing=missing, repeats=repeats)
+                 categories=categories, n_test=n_test, missing=missing, repeats=repeats, label="" if last else header[k])
 
 
 def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -452,15 +484,15 @@ def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.nan_to_num((x - mean) / std, nan=0.0).astype(np.float32)
 
 
-def load_table(data_root: str | None = None, data_seed: int = 0):
-    """The task: the checked table, split 70/10/20 (inner 90/10) by `data_seed`,
-    standardised on the outer training part."""
+def load_table(data_root: str | None = None, data_seed: int = 0, label: str = ""):
+    """The task: the checked table (`label`: its class label's column, '': the last), split 70/10/20 (inner 90/10)
+    by `data_seed`, standardised on the outer training part."""
     import torch
 
     from . import TensorTask
     from .splits import official_test_splits, outer_inner_splits
 
-    t = read_table(data_root)
+    t = read_table(data_root, label)
     if t.n_test:  # a pair: test.csv is the outer test part
         n_train = len(t.y) - t.n_test
         outer, inner = official_test_splits(t.y[:n_train], t.n_test, VAL_FRACTION, data_seed)

@@ -38,6 +38,9 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--data-root", default=None, help="folder with the datasets of the image, graph and text tasks (docs/domains.md); for --task table, "
                    "your CSV file, or a folder with table.csv, or with train.csv and test.csv (docs/data.md); "
                    "a relative path is taken from the working directory and made absolute before any trial starts (default: ./data)")
+    p.add_argument("--label", default=None, metavar="COLUMN",
+                   help="for --task table: the name of the class label's column in the CSV header, where it is not the last "
+                        "(e.g. Survived); the other columns are the features (default: the last column; docs/data.md)")
     p.add_argument("--protocol", default=None, choices=None, metavar="{holdout,cv10}",
                    help="risk assessment: holdout (one outer split) or cv10 (the graph tasks' 10 outer folds, Errica et al. 2020: "
                         "selection and R re-trainings per fold); default: the budget's (paper: the grid's, cv10 for the graph "
@@ -153,7 +156,7 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
 
     check_run_flags(args)  # bad input raises one of search.errors.user_errors(): one line, exit code 2
     comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
-                            resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root,
+                            resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root, label=args.label,
                             protocol=args.protocol, train_seed=args.train_seed)
     try:
         results = comparison.run()

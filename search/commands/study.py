@@ -212,7 +212,7 @@ def run(args) -> int:
         directory, tasks = _study_grids(args.claim, profile, root, args.grid_dir)
         for task in tasks:
             comparison = Comparison(task, ["awnn"], args.budget, settings, tracking_uri=args.tracking_uri, resume=args.resume,
-                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root,
+                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root, label=getattr(args, 'label', None),
                                     protocol=args.protocol, train_seed=args.train_seed)
             result = comparison.run()[0]
             comparisons.append(comparison)

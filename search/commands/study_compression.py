@@ -254,7 +254,7 @@ def run_compression(args, profiles: list[str], settings, root: Path) -> int:
         for variant in VARIANTS:
             directory = write_grid(root, profile, variant, *schedule)
             comparison = Comparison(TASK, ["awnn"], args.budget, settings, tracking_uri=args.tracking_uri, resume=args.resume,
-                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root,
+                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root, label=getattr(args, 'label', None),
                                     protocol=args.protocol, train_seed=args.train_seed)
             results = comparison.run()
             comparisons.append(comparison)

@@ -34,6 +34,8 @@ def add_parser(sub) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="any TrainConfig key, repeatable, e.g. --set hidden_layers=2 --set activation=relu6")
     p.add_argument("--data-root", default=None, help="folder with downloaded datasets (images, graphs, text); for --task table, your CSV file, or a folder "
                    "with table.csv, or with train.csv and test.csv (docs/data.md)")
+    p.add_argument("--label", default=None, metavar="COLUMN",
+                   help="for --task table: the class label's column in the CSV header, where it is not the last (default: the last)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--keep-denormals", action="store_true", help="compute on float denormals (slow on x86 CPUs; by default flushed to zero, as in trials)")
     p.set_defaults(func=run)
@@ -113,6 +115,8 @@ def run(args) -> int:
         values["seed"] = args.seed
     if args.data_root is not None:
         values["data_root"] = args.data_root
+    if args.label is not None:
+        values["label"] = args.label
     values, source = resolve_defaults(args, values)
     config = TrainConfig.from_dict(values, source="command line")
     if config.device == "cuda":

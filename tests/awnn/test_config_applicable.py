@@ -21,7 +21,8 @@ def test_applicable_keys_by_model_and_domain(task, model):
     kind = task_kind(task)
     cfg = TrainConfig.from_dict({"task": task, "model": model})
     p = cfg.applicable(kind)
-    assert set(COMMON_KEYS) <= set(p) and set(DOMAIN_KEYS[kind]) <= set(p)
+    own = set(DOMAIN_KEYS[kind]) - ({"label"} if task != "table" else set())  # (a CSV file's class column: task table only)
+    assert set(COMMON_KEYS) <= set(p) and own <= set(p) and ("label" in p) == (task == "table")
     others = {k for k2, keys in DOMAIN_KEYS.items() if k2 != kind for k in keys} - set(DOMAIN_KEYS[kind])
     assert not others & set(p)
     if model == "awnn":

@@ -4,6 +4,7 @@ data's digest keys a comparison and is checked on each trial's node."""
 from __future__ import annotations
 
 import csv
+import hashlib
 
 import numpy as np
 import pytest
@@ -163,10 +164,10 @@ BAD = {
     "beyond float32": ("x,y,label\n1,1e39,a\n", ["line 2", "column 2 ('y')", "float32"]),
     "empty label": ("x,y,label\n1,2,a\n1,2, \n", ["line 3", "column 3 ('label')", "empty class label"]),
     "the label not last (Titanic's Survived)": ("Survived,Fare,Embarked\n" + "".join(f"{i % 2},{7.25 + i % 9},{'SCQ'[i % 3]}\n" for i in range(30))
-                                                + "1,80.0,\n", ["line 32, column 3 ('Embarked'): an empty class label", "the last column is the class label", "move it last"]),
+                                                + "1,80.0,\n", ["line 32, column 3 ('Embarked'): an empty class label", "the last column is the class label", "name it with --label"]),
     "one class": ("x,y,label\n" + "1,2,a\n" * 30, ["one class ('a')", "at least 2 classes"]),
     "a continuous target": ("x,price\n" + "".join(f"{i % 7},{1.5 * i + 0.25}\n" for i in range(200)),
-                            ["column 2 ('price')", "200 distinct labels in 200 rows", "move it last", "regression", "not supported"]),
+                            ["column 2 ('price')", "200 distinct labels in 200 rows", "name it with --label", "regression", "not supported"]),
     "many small classes": ("x,label\n" + "".join(f"1,c{i % 12}\n" for i in range(36 * MIN_PER_CLASS)) + "".join(f"1,rare{i}\n" for i in range(9)),
                            [f"too few rows of class 'rare0': 1, 'rare1': 1", "and 4 more", f"at least {MIN_PER_CLASS}"]),
     "too few of a class": ("x,y,label\n" + "1,2,a\n" * 30 + "1,2,b\n" * 3, ["too few rows of class 'b': 3", f"at least {MIN_PER_CLASS}"]),
@@ -491,3 +492,128 @@ def test_pandas_default_column_names_are_names_even_where_the_last_is_a_class(tm
         read_table(str(_write(tmp_path / "u.csv", ["0.5", "1.25", "2"], rows)))
     with pytest.raises(DataError, match="reads as an example"):
         read_table(str(_write(tmp_path / "v.csv", ["0.5", "1.25", "c"], [r[:2] + ["abc"[int(r[2])]] for r in rows])))
+
+
+def _label_first(rows):
+    """The rows with their class label moved from the last column to the first (Titanic's `Survived` is its 2nd)."""
+    return [[r[-1], *r[:-1]] for r in rows]
+
+
+LABEL_FIRST = ["class", "f1", "f2", "f3", "f4"]
+
+
+def test_label_names_the_class_column_anywhere_and_reads_the_table_the_last_column_would(tmp_path):
+    """--label NAME: the class label is the named column, the others are the features in their order; the same data with
+    the label last reads alike.  Its digest names the column (the same bytes with another label are another task); naming
+    the last column is the default, digest included."""
+    rows = _blobs()
+    last = read_table(str(_write(tmp_path / "last.csv", HEADER, rows)))
+    path = _write(tmp_path / "first.csv", LABEL_FIRST, _label_first(rows))
+    t = read_table(str(path), "class")
+    assert np.array_equal(t.x, last.x) and np.array_equal(t.y, last.y) and t.classes == last.classes == ["a", "b", "c"]
+    assert t.features == ["f1", "f2", "f3", "f4"] and t.label == "class"
+    assert "3 classes in column 'class': a (20), b (20), c (20)" in t.summary
+    assert t.digest != hashlib.sha256(path.read_bytes()).hexdigest()[:16]  # (the file's bytes and the label's name)
+    # in the middle: the features keep their order around it
+    mid = _write(tmp_path / "mid.csv", ["f1", "f2", "class", "f3", "f4"], [[*r[:2], r[-1], *r[2:4]] for r in rows])
+    m = read_table(str(mid), "class")
+    assert np.array_equal(m.x, last.x) and np.array_equal(m.y, last.y) and m.features == ["f1", "f2", "f3", "f4"]
+    # the last column named: the default, the same digest and summary
+    named = read_table(str(tmp_path / "last.csv"), "class")
+    assert (named.digest, named.summary, named.label) == (last.digest, last.summary, "")
+    # the task, through a trial's config (TrainConfig.label), and the config's params show it for task table only
+    task = load_task("table", str(path), config=TrainConfig(task="table", data_root=str(path), label="class"))
+    assert (task.in_features, task.num_classes, task.data_digest) == (4, 3, t.digest)
+    assert TrainConfig(task="table", label="class").applicable("tabular")["label"] == "class"
+    assert "label" not in TrainConfig(task="spiralhard").applicable("tabular")
+
+
+def test_label_with_another_column_is_another_digest_and_a_trial_without_it_is_refused(tmp_path):
+    """The same file read with another class column is another task: its digest differs, so a node that read it
+    without the driver's --label fails the trial's data check instead of training on the wrong class."""
+    rows = [[*r[:-1], r[-1], "x" if i % 2 else "y"] for i, r in enumerate(_blobs())]
+    path = _write(tmp_path / "two.csv", [*HEADER, "other"], rows)
+    by_class, by_other = read_table(str(path), "class"), read_table(str(path))
+    assert by_class.digest != by_other.digest and by_other.classes == ["x", "y"] and by_class.classes == ["a", "b", "c"]
+    task = load_task("table", str(path))  # no label: the last column, `other`
+    with pytest.raises(DataError, match="is not the comparison's"):
+        check_data_copy(task, {"data_root": str(path), "data_digest": by_class.digest})
+
+
+@pytest.mark.parametrize("label, says", [
+    ("Class", "no column named 'Class' (--label) (did you mean 'class'?)"),
+    ("clas", "no column named 'clas' (--label) (did you mean 'class'?)"),
+    ("target", "no column named 'target' (--label); expected the name of the class label's column, as the header writes it: "
+               "'class', 'f1', 'f2', 'f3', 'f4'"),
+])
+def test_a_label_the_header_lacks_is_one_line_naming_the_columns(tmp_path, label, says):
+    path = _write(tmp_path / "first.csv", LABEL_FIRST, _label_first(_blobs()))
+    with pytest.raises(DataError) as e:
+        read_table(str(path), label)
+    assert str(e.value).startswith(f"{path}, line 1: ") and says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_errors_about_a_named_label_name_its_column_in_the_file(tmp_path):
+    rows = _label_first(_blobs())
+    rows[5][0] = ""
+    path = _write(tmp_path / "first.csv", LABEL_FIRST, rows)
+    with pytest.raises(DataError) as e:
+        read_table(str(path), "class")
+    assert str(e.value) == f"{path}, line 7, column 1 ('class'): an empty class label (the class label's column, --label class)"
+    rows = _label_first(_blobs())
+    rows[3][2] = "oops"  # f2, the file's 3rd column
+    path = _write(tmp_path / "first.csv", LABEL_FIRST, rows)
+    with pytest.raises(DataError, match=r"line 5, column 3 \('f2'\): 'oops'; expected a finite number"):
+        read_table(str(path), "class")
+    one = _write(tmp_path / "one.csv", LABEL_FIRST, [["a", *r[1:]] for r in _label_first(_blobs())])
+    with pytest.raises(DataError, match=r"one class \('a'\) in column 1 \('class'\); expected at least 2 classes \(the class label's column, --label class\)"):
+        read_table(str(one), "class")
+
+
+def test_a_pair_with_a_named_label_and_a_test_file_without_it(tmp_path):
+    rows = _label_first(_blobs(n_per_class=40))
+    pair = _pair(tmp_path / "pair", rows[:90], rows[90:], header=LABEL_FIRST)
+    t = read_table(str(pair), "class")
+    assert (len(t.y), t.n_test, t.label, t.features) == (120, 30, "class", ["f1", "f2", "f3", "f4"])
+    assert t.digest != files_digest_of(pair)  # (the pair's bytes and the label's name)
+    (pair / "test.csv").unlink()
+    _write(pair / "test.csv", LABEL_FIRST[1:], [r[1:] for r in rows[90:]])  # a competition's: the labels kept back
+    with pytest.raises(DataError) as e:
+        read_table(str(pair), "class")
+    assert str(e.value) == (f"{pair / 'test.csv'}, line 1: no class column 'class' (the header is {pair / 'train.csv'}'s without its "
+                            "class column (column 1)); expected the test examples with their labels: a model cannot be scored without them")
+
+
+def files_digest_of(folder):
+    from awnn.data.digest import files_digest
+
+    return files_digest(str(folder), ["train.csv", "test.csv"])
+
+
+def test_label_is_a_key_of_task_table_only(tmp_path):
+    from awnn.config import ConfigError
+
+    with pytest.raises(ConfigError, match="key 'label': expected '' \\(a class label's column is named only for task table"):
+        TrainConfig.from_dict({"task": "spiralhard", "label": "class"})
+    with pytest.raises(ConfigError, match="key 'label': expected a column name as the CSV header writes it"):
+        TrainConfig.from_dict({"task": "table", "label": " class"})
+    assert TrainConfig.from_dict({"task": "table", "label": "class"}).label == "class"
+
+
+def test_another_label_is_another_comparison_and_naming_the_last_is_the_default(tmp_path):
+    """The --resume key follows the label: the same file with another class column never resumes the other's trials."""
+    from search.sweep import Comparison
+    from search.tune import RunSettings
+    from tracking.contract import Param
+
+    rows = [[*r[:-1], r[-1], "x" if i % 2 else "y"] for i, r in enumerate(_blobs())]
+    path = _write(tmp_path / "two.csv", [*HEADER, "other"], rows)
+
+    def cmp(label):
+        return Comparison("table", ["fixed", "awnn"], "smoke", RunSettings(storage=str(tmp_path / "results")),
+                          tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", data_root=str(path), label=label)
+
+    default, last, named = cmp(None), cmp("other"), cmp("class")
+    assert default.key == last.key != named.key
+    assert named._search_options()[Param.DATA_DIGEST] == read_table(str(path), "class").digest
+    assert named.data_summary.endswith("3 classes in column 'class': a (20), b (20), c (20)")
