@@ -104,6 +104,8 @@ class Table:
     missing: dict[str, int] = field(default_factory=dict)
     repeats: int = 0  # a pair's test.csv rows that repeat a train.csv row, cell for cell (a leak the summary names)
     label: str = ""  # the class label's column where --label named one other than the last ('' : the last)
+    empty_columns: int = 0  # trailing columns with no name and no cell left out (a comma ending every line)
+    alike: list[list[str]] = field(default_factory=list)  # classes written alike but for case, spaces or punctuation
 
     @property
     def name(self) -> str:
@@ -138,6 +140,11 @@ class Table:
                     "indicator feature each")
         leak = (f"; {self.repeats} of {PAIR[1]}'s rows repeat a {PAIR[0]} row cell for cell: not unseen examples"
                 if self.repeats else "")
+        if self.alike:  # 'Yes' and 'yes': one class written two ways, or two classes (EMNIST's 'a' and 'A')?
+            groups = "; ".join(" and ".join(map(repr, g)) for g in self.alike[:3]) + ("; ..." if len(self.alike) > 3 else "")
+            leak += f"; classes {groups} differ only in case, spaces or punctuation: one class written two ways?"
+        if self.empty_columns:
+            leak += f"; {n(self.empty_columns, 'trailing column')} with no name and no cell left out"
         named = f" in column {self.label!r}" if self.label else ""
         return (f"{rows}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes{named}: "
                 f"{shown}{more}{gaps}{leak}")
@@ -165,6 +172,22 @@ def _number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+# a number as spreadsheets format it: a currency sign, thousands separated by commas, a percent sign ('$1,234.50', '12%')
+_FORMATTED = re.compile(r"[+-]?[$\u20ac\u00a3\u00a5]?[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?%?[$\u20ac\u00a3\u00a5]?")
+_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?Z?)?|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}")
+
+
+def _formatting(cells: list[str]) -> str:
+    """What makes these cells, every one a number as a spreadsheet formats it and one at least not a plain number, no
+    numbers ('thousands separators, a percent sign'); '' where they are not all such numbers."""
+    if not cells or not all(_FORMATTED.fullmatch(c) for c in cells):
+        return ""
+    text = "".join(cells)
+    kinds = [what for what, chars in (("thousands separators", ","), ("a currency sign", "$\u20ac\u00a3\u00a5"), ("a percent sign", "%"))
+             if any(ch in text for ch in chars)]
+    return ", ".join(kinds)
 
 
 def _shown(cell: str) -> str:
@@ -209,6 +232,12 @@ def _feature_column(header: list[str], j: int, body: Rows, files: list[tuple[str
         raise DataError(f"{' and '.join(p for p, _, _ in files)}, {where}: every cell is empty or missing ({shown}); "
                         "expected a feature: drop the column")
     text = [i for i in odd if i not in gone]
+    formatting = _formatting([cells[i] for i in text]) if text else ""
+    if formatting:  # '1,234', '$5.00', '12%': numbers the reader does not take as such (a category each, or an error)
+        k = text[0]
+        raise DataError(f"{body[k][0]}, line {body[k][1]}, {where}: {_shown(cells[k])}, a number written with {formatting}; "
+                        "expected plain numbers (1234.5; a missing cell as one of "
+                        f"{_MISSING_SHOWN}): save the column without that formatting (a percentage as 12 or 0.12)")
     if len(text) <= len(cells) - n_gone - len(text):  # a numeric column (at most half its written cells text: each an error)
         values = np.array([math.nan if v is None else v for v in numbers], dtype=np.float64)
         for i in gone:
@@ -235,8 +264,11 @@ def _feature_column(header: list[str], j: int, body: Rows, files: list[tuple[str
     cells = [c or MISSING_CATEGORY for c in cells]
     values = sorted(set(cells))
     if len(values) > MAX_CATEGORIES:
+        dates = all(_DATE.fullmatch(v) for v in values if v != MISSING_CATEGORY)
+        advice = ("these are dates: a day is no category; write them as numbers (days since a start, or year, month and day "
+                  "columns)" if dates else "an id or free text is no feature: drop the column")
         raise DataError(f"{' and '.join(p for p, _, _ in files)}, {where}: {len(values)} distinct text values in {len(cells)} rows; a text feature is "
-                        f"a category of at most {MAX_CATEGORIES} values, one-hot encoded (an id or free text is no feature: drop the column)")
+                        f"a category of at most {MAX_CATEGORIES} values, one-hot encoded ({advice})")
     index = {v: i for i, v in enumerate(values)}
     onehot = np.zeros((len(cells), len(values)), dtype=np.float64)
     onehot[np.arange(len(cells)), [index[c] for c in cells]] = 1.0
@@ -250,13 +282,24 @@ def _class_order(names: list[str]) -> list[str]:
     return sorted(names)
 
 
+def _bare(text: str) -> str:
+    """A label without case, spaces or punctuation (how two writings of one class are told apart)."""
+    return re.sub(r"[\W_]+", "", text).lower()
+
+
+def _alike(classes: list[str]) -> list[list[str]]:
+    """Groups of classes that differ only in case, spaces or punctuation ('Yes' and 'yes')."""
+    groups: dict[str, list[str]] = {}
+    for c in classes:
+        if _bare(c):
+            groups.setdefault(_bare(c), []).append(c)
+    return [g for g in groups.values() if len(g) > 1]
+
+
 def _near_class(label: str, classes: list[str]) -> str:
     """'; ... differs from 'x' only in case, spaces or punctuation' where one class is written so (UCI's adult.test
     writes '>50K.' for adult.data's '>50K'); else ''."""
-    def bare(text: str) -> str:
-        return re.sub(r"[\W_]+", "", text).lower()
-
-    near = [c for c in classes if bare(c) == bare(label)] if bare(label) else []
+    near = [c for c in classes if _bare(c) == _bare(label)] if _bare(label) else []
     if len(near) != 1:
         return ""
     return f"; it differs from {near[0]!r} only in case, spaces or punctuation: write the labels alike in both files"
@@ -281,10 +324,11 @@ def _missing_file(path: str, problem: str, pair: bool) -> DataError:
                      "categories), the class label last or named by --label)")
 
 
-def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], Rows]:
-    """One CSV file: (its bytes, the header's line, the header, the example rows), each row as long as the header;
-    a DataError for a file that is no such table.  `named`: --label names the class label's column (the file must
-    have a header holding it: a first row read as an example is not looked for)."""
+def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], Rows, int]:
+    """One CSV file: (its bytes, the header's line, the header, the example rows, the empty columns left out), each
+    row as long as the header; a DataError for a file that is no such table.  `named`: --label names the class label's
+    column (the file must have a header holding it: a first row read as an example is not looked for).  Trailing
+    columns with no name and no cell (a comma ending every line, as spreadsheets export) hold nothing: left out."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -313,6 +357,13 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
     body = numbered[1:]
     if not body:
         raise DataError(f"{path}: a header row and no example; expected one row per example after it")
+    empty = 0
+    while len(header) - empty > 2 and not header[len(header) - 1 - empty] and all(
+            len(r) < len(header) - empty or not r[len(header) - 1 - empty].strip() for _, r in body):
+        empty += 1
+    if empty:  # (a row without the trailing commas is as long as the header left)
+        header = header[:-empty]
+        body = [(n, r[:len(header)] if len(r) == len(header) + empty else r) for n, r in body]
     unnamed = [j for j, c in enumerate(header) if not c]
     if unnamed:  # pandas' to_csv writes its index so: row numbers as a feature, a leak where rows are in class order
         j = unnamed[0]
@@ -334,7 +385,7 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
         raise DataError(f"{path}, line {line}: reads as an example, not a header: its last cell {header[-1]!r} is a class "
                         f"label of the rows below and {fits} of its {len(header) - 1} feature cells fit their columns' "
                         "values; expected a header row of column names first (add one: the first example is read as names otherwise)")
-    return raw, line, header, [(path, n, row) for n, row in body]
+    return raw, line, header, [(path, n, row) for n, row in body], empty
 
 
 def _label_column(path: str, line: int, header: list[str], label: str) -> int:
@@ -396,14 +447,14 @@ def read_table(data_root: str | None, label: str = "") -> Table:
         problem = file_problem(path)
         if problem:
             raise _missing_file(path, problem, len(files) == 2)
-    raw, line, header, body = _read_rows(files[0], named=bool(label))
+    raw, line, header, body, empty = _read_rows(files[0], named=bool(label))
     k = _label_column(files[0], line, header, label)
     last = k == len(header) - 1
     hint = _LAST if not label else f" (the class label's column, --label {label})"
     where = f"column {k + 1} ({header[k]!r})"
     n_test = 0
     if len(files) == 2:
-        _, test_line, test_header, test_body = _read_rows(files[1], named=bool(label))
+        _, test_line, test_header, test_body, _ = _read_rows(files[1], named=bool(label))
         _same_header(files[0], header, files[1], test_line, test_header, k)
         n_test = len(test_body)
         body = body + test_body
@@ -469,7 +520,8 @@ def read_table(data_root: str | None, label: str = "") -> Table:
     if not last:  # the same bytes read with another class column are another task: another digest (the last: as before)
         digest = hashlib.sha256(f"{digest}\n--label {header[k]}".encode()).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest,
-                 categories=categories, n_test=n_test, missing=missing, repeats=repeats, label="" if last else header[k])
+                 categories=categories, n_test=n_test, missing=missing, repeats=repeats, label="" if last else header[k],
+                 empty_columns=empty, alike=_alike(classes))
 
 
 def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:

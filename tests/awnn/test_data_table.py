@@ -159,6 +159,16 @@ BAD = {
     "a number among text": ("x,c,label\n1,red,a\n1,blue,b\n1,3,a\n", ["line 4", "column 2 ('c')", "'3', a number in a text column"]),
     "too many categories": ("id,x,label\n" + "".join(f"user{i},1,{'ab'[i % 2]}\n" for i in range(MAX_CATEGORIES + 1)),
                             ["column 1 ('id')", f"{MAX_CATEGORIES + 1} distinct text values", f"at most {MAX_CATEGORIES}", "drop the column"]),
+    # numbers as a spreadsheet formats them: refused with what to write, not read as categories or "free text: drop it"
+    "thousands separators": ("income,x,label\n" + "".join(f'"{1000 * i + 999:,}",1,{"ab"[i % 2]}\n' if i else "999,1,a\n" for i in range(60)),
+                             ["line 3, column 1 ('income'): '1,999', a number written with thousands separators", "expected plain numbers"]),
+    "a currency sign": ("price,x,label\n" + "".join(f"${i}.50,1,{'ab'[i % 2]}\n" for i in range(30)),
+                        ["line 2, column 1 ('price'): '$0.50', a number written with a currency sign", "save the column without"]),
+    "a percent sign": ("x,rate,label\n" + "".join(f"1,{i % 5}%,{'ab'[i % 2]}\n" for i in range(30)),
+                       ["line 2, column 2 ('rate'): '0%', a number written with a percent sign", "a percentage as 12 or 0.12"]),
+    "dates": ("day,x,label\n" + "".join(f"2020-{1 + i % 12:02d}-{1 + i // 12:02d},1,{'ab'[i % 2]}\n" for i in range(60)),
+              ["column 1 ('day'): 60 distinct text values", "these are dates", "write them as numbers"]),
+    "a trailing unnamed column with cells": ("x,y,label,\n1,2,a,z\n", ["line 1, column 4: no column name"]),
     "a column of missing cells": ("x,y,label\n1,,a\n2,NA,b\n3,?,a\n", ["column 2 ('y'): every cell is empty or missing", "drop the column"]),
     "inf": ("x,y,label\n-inf,1,a\n", ["line 2", "column 1 ('x')", "'-inf'"]),
     "beyond float32": ("x,y,label\n1,1e39,a\n", ["line 2", "column 2 ('y')", "float32"]),
@@ -617,3 +627,24 @@ def test_another_label_is_another_comparison_and_naming_the_last_is_the_default(
     assert default.key == last.key != named.key
     assert named._search_options()[Param.DATA_DIGEST] == read_table(str(path), "class").digest
     assert named.data_summary.endswith("3 classes in column 'class': a (20), b (20), c (20)")
+
+
+def test_trailing_empty_columns_are_left_out_and_classes_written_alike_are_named(tmp_path):
+    """A comma ending every line (spreadsheets' export) makes columns with no name and no cell: they hold nothing and are
+    left out, said in the summary; classes that differ only in case, spaces or punctuation ('Yes', 'yes') are kept
+    apart (EMNIST's 'a' and 'A' are two) but named in the summary."""
+    rows = _blobs()
+    plain = read_table(str(_write(tmp_path / "plain.csv", HEADER, rows)))
+    path = tmp_path / "export.csv"
+    path.write_text(",".join(HEADER) + ",,\n" + "".join(",".join(r) + ",,\n" for r in rows))
+    t = read_table(str(path))
+    assert np.array_equal(t.x, plain.x) and np.array_equal(t.y, plain.y) and t.features == plain.features
+    assert t.summary == plain.summary + "; 2 trailing columns with no name and no cell left out"
+    pair = _pair(tmp_path / "pair", rows[:40], rows[40:])
+    (pair / "train.csv").write_text(",".join(HEADER) + ",\n" + "".join(",".join(r) + ",\n" for r in rows[:40]))
+    assert read_table(str(pair)).n_test == 20  # (test.csv without the trailing comma: the same header)
+    mixed = [[*r[:-1], {"a": "Yes", "b": "yes"}.get(r[-1], r[-1])] for r in rows]
+    t = read_table(str(_write(tmp_path / "case.csv", HEADER, mixed)))
+    assert t.classes == ["Yes", "c", "yes"] and t.alike == [["Yes", "yes"]]
+    assert t.summary.endswith("; classes 'Yes' and 'yes' differ only in case, spaces or punctuation: one class written two ways?")
+    assert not plain.alike
