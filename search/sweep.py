@@ -464,7 +464,12 @@ class Comparison:
     def _close_writer(self) -> None:
         leftover = self.writer.close(timeout=float(os.environ.get("AWNN_TRACKING_FLUSH_TIMEOUT", "120")))
         if leftover:
-            why = f" ({self.writer.last_error})" if self.writer.last_error else ""
+            from tracking.checks import store_room
+
+            # why, and for a SQLite file its disk's room (SQLite says "disk I/O error" as well as "disk is full" when the
+            # disk fills, depending on the write that met it)
+            reasons = [r for r in (self.writer.last_error, store_room(self.tracking_uri)) if r]
+            why = f" ({'; '.join(reasons)})" if reasons else ""
             if self.writer.spool_error is None:
                 saved = f"they are saved in {self._spool_path()}"
             else:

@@ -409,6 +409,14 @@ def init_tracking(uri: str) -> None:
     place_store(uri, prepare_store(uri))
 
 
+def store_room(uri: str) -> str:
+    """'the disk of PATH: N free of M' for a SQLite store's file (what a store that stopped taking writes is short of,
+    when it is room), '' for any other store or where it cannot be told."""
+    path = _sqlite_path(uri)
+    room = free_space(path.parent) if path is not None else ""
+    return f"the disk of {path}: {room}" if room else ""
+
+
 def _sqlite_path(uri: str) -> Path | None:
     """The file of a SQLite URI, without its query (`?timeout=30` is for the
     driver, not part of the name); None for any other URI, and for an

@@ -127,21 +127,6 @@ def test_cpu_trial_device_hours_ignore_a_busy_neighbour(local_ray):
     m = {k: r.data.metrics for k, r in by_key.items()}
     q, b = m[quiet.key], m[busy.key]
     seen = {k: (v[Metric.CPU_SECONDS], v[Metric.COMPUTE_SECONDS]) for k, v in m.items()}  # (CPU, wall) seconds, for a failure's message
-    # the neighbours really took the core: the busy trial got a clearly smaller share of it than the quiet one (its
-    # wall-based figure grew); shares, not walls: on a loaded machine (the suite's other worker) the quiet trial's wall
-    # grows too (a CI run: quiet 0.66 s CPU in 1.04 s, busy 0.66 s in 1.43 s)
-    share = lambda v: v[Metric.CPU_SECONDS] / v[Metric.COMPUTE_SECONDS]  # noqa: E731
-    assert share(b) < 0.8 * share(q) and b[Metric.WALL_DEVICE_HOURS] > q[Metric.WALL_DEVICE_HOURS], seen
-    assert b[Metric.CPU_SECONDS] < 0.75 * b[Metric.COMPUTE_SECONDS], seen
-    # ... and its device-hours (CPU time) hardly did: time-slicing with the neighbours costs the trial cache refills, so
-    # its CPU time may grow some (a CI run: 0.82 -> 1.08 CPU-s, 1.32x, while the wall grew 0.82 -> 2.14 s, 2.62x; a
-    # fresh clone on 2026-12-02: 0.88 -> 1.33 CPU-s, 1.52x, while the wall grew 0.87 -> 2.63 s, 3.0x), but far less
-    # than the wall-based figure: at most half the wall's growth (the measure: what a wall-based count would have
-    # charged), and never twice the quiet trial's (a count that followed the wall would: one neighbour at the same
-    # niceness halves the trial's share of the core)
-    cpu_growth = b[Metric.DEVICE_HOURS] / q[Metric.DEVICE_HOURS]
-    wall_growth = b[Metric.WALL_DEVICE_HOURS] / q[Metric.WALL_DEVICE_HOURS]
-    assert 0.8 < cpu_growth < 2.0 and cpu_growth - 1 < 0.5 * (wall_growth - 1), seen
     for v in m.values():  # CPU time, capped at wall x 1 CPU; the wall-based figure kept beside it
         assert v[Metric.CPU_SECONDS] > 0 and v[Metric.WALL_DEVICE_HOURS] == pytest.approx(v[Metric.COMPUTE_SECONDS] / 3600)
         assert v[Metric.DEVICE_HOURS] == pytest.approx(min(v[Metric.CPU_SECONDS], v[Metric.COMPUTE_SECONDS]) / 3600)
@@ -156,4 +141,24 @@ def test_cpu_trial_device_hours_ignore_a_busy_neighbour(local_ray):
     lines = caveats("quick", [0.9], runs=frame)
     assert len(lines) == (1 if low else 0) and all(x.startswith(f"{low} of 4 CPU trials used less than 50%") for x in lines), (low, lines)
     assert np.isfinite(frame["cpu_seconds"]).all() and (frame["wall_device_hours"] >= frame["device_hours"]).all()
-
+    # the rest needs a baseline that had at least about half its core (one busy loop beside it then takes a third of it
+    # or more from the trial: 0.5 -> 0.33, below the 0.8x asked).  On a machine loaded from outside (a CI host at half
+    # speed: quiet 0.68 CPU-s in 2.05 s, 33% of its core, the busy one 29%) the neighbour's share cannot be told from the
+    # load's, and the measure is not taken: said (skipped, with the figures), not passed
+    share = lambda v: v[Metric.CPU_SECONDS] / v[Metric.COMPUTE_SECONDS]  # noqa: E731
+    if share(q) < 0.45:
+        pytest.skip(f"no quiet baseline: the quiet trial had {share(q):.0%} of its core (the machine was loaded from outside): {seen}")
+    # the neighbours really took the core: the busy trial got a clearly smaller share of it than the quiet one (its
+    # wall-based figure grew); shares, not walls: on a loaded machine (the suite's other worker) the quiet trial's wall
+    # grows too (a CI run: quiet 0.66 s CPU in 1.04 s, busy 0.66 s in 1.43 s)
+    assert share(b) < 0.8 * share(q) and b[Metric.WALL_DEVICE_HOURS] > q[Metric.WALL_DEVICE_HOURS], seen
+    assert b[Metric.CPU_SECONDS] < 0.75 * b[Metric.COMPUTE_SECONDS], seen
+    # ... and its device-hours (CPU time) hardly did: time-slicing with the neighbours costs the trial cache refills, so
+    # its CPU time may grow some (a CI run: 0.82 -> 1.08 CPU-s, 1.32x, while the wall grew 0.82 -> 2.14 s, 2.62x; a
+    # fresh clone on 2026-12-02: 0.88 -> 1.33 CPU-s, 1.52x, while the wall grew 0.87 -> 2.63 s, 3.0x), but far less
+    # than the wall-based figure: at most half the wall's growth (the measure: what a wall-based count would have
+    # charged), and never twice the quiet trial's (a count that followed the wall would: one neighbour at the same
+    # niceness halves the trial's share of the core)
+    cpu_growth = b[Metric.DEVICE_HOURS] / q[Metric.DEVICE_HOURS]
+    wall_growth = b[Metric.WALL_DEVICE_HOURS] / q[Metric.WALL_DEVICE_HOURS]
+    assert 0.8 < cpu_growth < 2.0 and cpu_growth - 1 < 0.5 * (wall_growth - 1), seen
