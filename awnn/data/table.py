@@ -334,10 +334,15 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
             raw = f.read()
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # Excel's "Unicode Text"
+        raise DataError(f"{path}: UTF-16 text (as Excel's 'Unicode Text' saves); expected a CSV file in UTF-8: save it as 'CSV UTF-8'")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text (at byte offset {e.start}: {raw[e.start:e.start + 1]!r}); a CSV file was expected") from None
+        at = raw[:e.start].count(b"\n") + 1
+        raise DataError(f"{path}, line {at}: not UTF-8 text (at byte offset {e.start}: "
+                        f"{raw[e.start:e.start + 1]!r}, as Latin-1 or Windows-1252 write an accented letter; Excel's plain 'CSV' "
+                        "saves so on Windows); expected a CSV file in UTF-8: save it as 'CSV UTF-8'") from None
     try:
         rows = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as e:
@@ -345,6 +350,15 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
     numbered = [(i + 1, r) for i, r in enumerate(rows) if r and any(c.strip() for c in r)]  # blank lines skipped
     if not numbered:
         raise DataError(f"{path}: empty; expected a header row, then one row per example (features, then the class label)")
+    first = [c.strip() for c in numbered[0][1]]
+    if len(first) == 1 and re.fullmatch(r"sep=.?", first[0].lower()) or first == ["sep=", ""]:  # Excel's separator line
+        sep = numbered[0][1][0].lstrip()[4:5] or ","  # ('sep=,' reads as the cells 'sep=' and '')
+        if sep != ",":
+            raise DataError(f"{path}, line {numbered[0][0]}: {numbered[0][1][0]!r}, Excel's line naming the separator {sep!r}; expected "
+                            "a CSV file separated by commas: save it as CSV with commas")
+        numbered = numbered[1:]  # ('sep=,': the separator this reader takes; the header follows)
+        if not numbered:
+            raise DataError(f"{path}: empty; expected a header row, then one row per example (features, then the class label)")
     line, header = numbered[0]
     header = [c.strip() for c in header]
     if len(header) < 2:

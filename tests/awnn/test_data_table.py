@@ -143,6 +143,10 @@ BAD = {
     "header only": ("x,y,label\n", ["a header row and no example"]),
     "no header": ("1,2,0\n" * 30, ["line 1", "every cell is a number", "header row"]),
     "one column": ("label\n" + "a\n" * 30, ["line 1", "1 column", "at least 2"]),
+    "Excel's separator line for semicolons": ("sep=;\nx;y;label\n1;2;a\n", ["line 1: 'sep=;', Excel's line naming the separator ';'",
+                                                                        "separated by commas"]),
+    "Excel's separator line for tabs": ("sep=\t\nx\ty\tlabel\n1\t2\ta\n", ["line 1: 'sep=\\t', Excel's line naming the separator '\\t'"]),
+    "Excel's separator line alone": ("sep=,\n", ["empty", "header row"]),
     "semicolons": ("x;y;label\n1;2;a\n", ["line 1", "1 column", "separated by semicolons", "with commas"]),
     "tabs": ("x\ty\tlabel\n1\t2\ta\n", ["line 1", "separated by tabs"]),
     "a pandas index": (",x,label\n" + "".join(f"{i},{i % 3},{'ab'[i % 2]}\n" for i in range(30)),
@@ -199,9 +203,24 @@ def test_every_bad_file_is_one_line_naming_the_file_and_where(tmp_path, name):
 
 def test_a_file_that_is_not_utf8_is_named(tmp_path):
     path = tmp_path / "latin.csv"
-    path.write_bytes(b"x,caf\xe9,label\n1,2,a\n")
-    with pytest.raises(DataError, match=r"latin.csv: not UTF-8 text \(at byte offset 5"):
+    path.write_bytes(b"x,y,label\n1,2,a\n1,3,caf\xe9\n")
+    with pytest.raises(DataError) as e:
         read_table(str(path))
+    assert str(e.value) == (f"{path}, line 3: not UTF-8 text (at byte offset 23: b'\\xe9', as Latin-1 or Windows-1252 write an "
+                            "accented letter; Excel's plain 'CSV' saves so on Windows); expected a CSV file in UTF-8: save it as 'CSV UTF-8'")
+    path.write_bytes("x,y,label\n1,2,a\n".encode("utf-16"))  # Excel's "Unicode Text"
+    with pytest.raises(DataError, match=r"UTF-16 text \(as Excel's 'Unicode Text' saves\); expected a CSV file in UTF-8"):
+        read_table(str(path))
+
+
+@pytest.mark.parametrize("sep", ["sep=,", '"sep=,"', "sep=,\r"])
+def test_excels_separator_line_is_read_where_it_names_commas(tmp_path, sep):
+    rows = _blobs()
+    plain = read_table(str(_write(tmp_path / "plain.csv", HEADER, rows)))
+    path = tmp_path / "excel.csv"
+    path.write_text(sep + "\n" + (tmp_path / "plain.csv").read_text())
+    t = read_table(str(path))
+    assert np.array_equal(t.x, plain.x) and np.array_equal(t.y, plain.y) and t.summary == plain.summary
 
 
 @pytest.mark.parametrize("where", ["missing file", "missing folder", "folder without table.csv", "a folder named .csv"])
