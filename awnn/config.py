@@ -122,8 +122,11 @@ NUMBER_MIN, NUMBER_MAX = 1e-18, 1e18
 COMMON_KEYS = ("task", "model", "hidden_layers", "activation", "optimizer", "lr", "weight_decay", "lr_schedule", "batch_size",
                "epochs", "patience", "seed", "split", "data_seed", "data_root", "device", "threads", "select_metric",
                "init_distribution", "max_train_examples", "best_epoch_ties")
+# task table's keys (awnn/data/table.py): which column of a CSV file is the class, which are left out; set by the command
+# for every trial (--label, --drop-columns), shown and allowed for task table only
+TABLE_KEYS = ("label", "drop_columns")
 DOMAIN_KEYS = {
-    "tabular": ("label",),
+    "tabular": TABLE_KEYS,
     "image": ("augment",),
     "graph": ("conv_layers", "pooling", "readout_norm", "embed_dim", "fold", "dropout"),
     "text": ("d_model", "heads", "encoder_layers", "decoder_layers", "max_len", "tokenizer", "dropout"),
@@ -160,6 +163,7 @@ class TrainConfig:
     data_seed: int = 0
     data_root: str = "data"
     label: str = ""  # task table: the class label's column in the CSV file (--label); '' = the last column
+    drop_columns: str = ""  # task table: columns of the CSV file left out, comma-separated (--drop-columns); '' = none
     # AWNN (model=awnn)
     # every PROFILE_KEYS entry below defaults to None: its value comes from awnn_profile
     awnn_profile: str = "authors"  # authors | paper-text (see PROFILES)
@@ -264,7 +268,7 @@ class TrainConfig:
         schedule's keys when another is used, online compression's when it is
         off.  `to_dict` keeps every key (the checkpoint holds it)."""
         keys = [k for k in COMMON_KEYS]
-        keys += [k for k in DOMAIN_KEYS.get(kind, ()) if k != "label" or self.task == "table"]  # (the generated tasks have none)
+        keys += [k for k in DOMAIN_KEYS.get(kind, ()) if k not in TABLE_KEYS or self.task == "table"]  # (the generated tasks have no file)
         if self.model == "awnn":
             keys += list(AWNN_KEYS) + list(PROFILE_KEYS)
             if self.compress_start_epoch > 0:
@@ -313,10 +317,13 @@ class TrainConfig:
             if self.model != "fixed" or not all(p.strip().isdigit() and int(p) >= 1 for p in parts) or len(parts) != self.hidden_layers:
                 raise bad("layer_widths", f"with model=fixed, {self.hidden_layers} comma-separated integers >= 1 (one per hidden layer), "
                                           f"or empty")
-        if self.label and self.task != "table":
-            raise bad("label", "'' (a class label's column is named only for task table, a CSV file)")
+        for key in TABLE_KEYS:
+            if getattr(self, key) and self.task != "table":
+                raise bad(key, "'' (a CSV file's columns are named only for task table)")
         if self.label != self.label.strip() or "\n" in self.label:
             raise bad("label", "a column name as the CSV header writes it (no leading or trailing spaces, one line)")
+        if "\n" in self.drop_columns or any(not n.strip() for n in self.drop_columns.split(",")) and self.drop_columns.strip():
+            raise bad("drop_columns", "column names as the CSV header writes them, separated by commas, or ''")
         if not 0 <= self.fold <= 9:
             raise bad("fold", "an outer fold in 0..9")
         if self.max_len < 3:

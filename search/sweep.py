@@ -94,10 +94,11 @@ class Comparison:
         data_root: str | None = None,
         protocol: str | None = None,
         train_seed: int | None = None,
-        label: str | None = None,
+        table_options: dict[str, str | None] | None = None,
     ):
         self.task = task
-        self.label = (label or "").strip()  # task table: the class label's column (--label; '': the last)
+        # task table: how its file is read (awnn/config.py TABLE_KEYS: --label, --drop-columns), for every trial too
+        self.table_options = {k: str(v).strip() for k, v in (table_options or {}).items() if v is not None and str(v).strip()}
         # where the trials read their data: an absolute path, resolved here on the driver (never against a trial's folder)
         self.data_root = str(Path(data_root or "data").expanduser().resolve())
         self.strategies = list(strategies)
@@ -232,12 +233,13 @@ class Comparison:
         check = getattr(TASKS.get(self.task), "check", None)
         if check is not None:  # a user's file (task `table`): checked without torch, its digest keys the comparison
             with said_if_slow(self.log, f"reading the {self.task} data at {self.data_root}"):
-                table = check(self.data_root, self.label)
+                table = check(self.data_root, **self.table_options)
             self.data_digest, self.data_summary, self.data_name = table.digest, table.summary, table.name
             self.log(f"data: {table.path}: {table.summary}")
             return
-        if self.label:  # (a file's task only: search/commands/common.py refuses it before)
-            raise OptionError(f"--label {self.label}: task {self.task} has no CSV file; a class label's column is named only for --task table")
+        for key, value in self.table_options.items():  # (a file's task only)
+            raise OptionError(f"--{key.replace('_', '-')} {value}: task {self.task} has no CSV file; a CSV file's columns are named only "
+                              "for --task table")
         if task_kind(self.task) == "tabular" and self.folds <= 1:
             return
 
@@ -306,7 +308,7 @@ class Comparison:
                 self.arms, self.budget, record, self.runs, prior=prior, stream=self.stream,
                 make_tpe=self._open_study, fuse=self.settings.fuse,
                 # where the data is belongs to the command, not to the configs (a selected config stays portable)
-                trial_settings={**trial_settings(self.settings), "data_root": self.data_root, **({"label": self.label} if self.label else {}),
+                trial_settings={**trial_settings(self.settings), "data_root": self.data_root, **self.table_options,
                                 **({"folds_digest": self.folds_digest} if self.folds_digest else {}),
                                 **({"data_digest": self.data_digest} if self.data_digest else {})})
             self.results = searcher.results
@@ -314,7 +316,7 @@ class Comparison:
             self.tracker = TrialTracker(
                 self.writer, tags={Tag.COMPARISON: self.id, Tag.TASK: self.task},
                 cpus_per_trial=self.settings.cpus_per_trial, gpus_per_trial=self.settings.gpus_per_trial,
-                params={"data_root": self.data_root, **({"label": self.label} if self.label else {})}, on_result=record.reported, on_finished=record.finished, on_fault=record.fault,
+                params={"data_root": self.data_root, **self.table_options}, on_result=record.reported, on_finished=record.finished, on_fault=record.fault,
             )
             if searcher.pending_trials():
                 attempt = self._attempt_number()
@@ -567,8 +569,8 @@ class Comparison:
             params[Param.FOLDS_DIGEST] = self.folds_digest
         if self.data_digest:  # (task `table`: already there, as part of the key)
             params[Param.DATA_DIGEST] = self.data_digest
-        if self.label:  # (its digest names it too: another label, another comparison)
-            params[Param.LABEL] = self.label
+        for key, value in self.table_options.items():  # (the digest names them too: another label, another comparison)
+            params[{"label": Param.LABEL, "drop_columns": Param.DROP_COLUMNS}[key]] = value
         if self.data_summary:
             params[Param.DATA_SUMMARY] = self.data_summary
         params.update(self._paper_budget())

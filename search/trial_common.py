@@ -136,14 +136,15 @@ def _named_path(error: OSError) -> str:
 
 def trial_config(spec: dict[str, Any], settings: dict[str, Any]):
     """A trial's TrainConfig: its spec's config, where the command says the
-    data is (--data-root, absolute: search/sweep.py; --label), on the CPU without a GPU share."""
-    from awnn.config import TrainConfig
+    data is (--data-root, absolute: search/sweep.py; --label, --drop-columns), on the CPU without a GPU share."""
+    from awnn.config import TABLE_KEYS, TrainConfig
 
     values = dict(spec["config"])
     if settings.get("data_root"):
         values["data_root"] = settings["data_root"]
-    if settings.get("label"):  # task table: the class label's column the command named (--label)
-        values["label"] = settings["label"]
+    for key in TABLE_KEYS:  # task table: which column is the class, which are left out (--label, --drop-columns)
+        if settings.get(key):
+            values[key] = settings[key]
     if settings["gpus_per_trial"] <= 0:
         values["device"] = "cpu"
     return TrainConfig.from_dict(values, source=f"trial {spec['key']}")

@@ -437,7 +437,8 @@ class Param:
     DATA_SUMMARY = "data_summary"  # task `table`: what the driver read, one line (rows; features from columns, numeric and text; classes with counts)
     DATA_DIGEST = "data_digest"  # SHA-256 (16 hex) of the data's files on the driver (awnn/data/digest.py; none for data made from a seed); task `table`: part of the --resume key
     FOLDS_DIGEST = "folds_digest"  # digest of the drawn fold of every example (cv<k> only)
-    LABEL = "label"  # task `table`: the class label's column --label named (only where it is not the last: the digest names it too)
+    LABEL = "label"  # task `table`: the class label's column --label named, as given (the digest names it where it is not the last)
+    DROP_COLUMNS = "drop_columns"  # task `table`: the columns --drop-columns left out, as given (the digest names them too)
     CPU = "cpu"  # the config values a CPU budget changed, JSON (sweep runs: that grid's; comparison: per grid file)
     # comparison run: what the `paper` budget would run, per family, JSON (trials, epochs, epochs_by_hidden_layers,
     # retrain_runs, folds, patience), and the Ray cluster's CPUs and GPUs: the report's paper-budget projection

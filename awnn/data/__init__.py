@@ -153,22 +153,24 @@ def _tabular(name: str) -> Callable[..., TensorTask]:
 
 
 def _file_table() -> Callable[..., Task]:
-    """Task `table`: a user's CSV file (awnn/data/table.py); `check(data_root, label)` reads and checks it without torch
+    """Task `table`: a user's CSV file (awnn/data/table.py); `check(data_root, **options)` reads and checks it without torch
     (the Table: its `digest` and `summary`)."""
 
-    def load(data_root: str | None = None, data_seed: int = 0, label: str = "") -> Task:
+    from ..config import TABLE_KEYS
+
+    def load(data_root: str | None = None, data_seed: int = 0, **options) -> Task:
         from .table import load_table
 
-        return load_table(data_root, data_seed, label)
+        return load_table(data_root, data_seed, **options)
 
-    def check(data_root: str | None, label: str = ""):
+    def check(data_root: str | None, **options):
         from .table import read_table
 
-        return read_table(data_root, label)
+        return read_table(data_root, **options)
 
     load.kind = "tabular"
     load.check = check
-    load.config_keys = ("label",)  # (TrainConfig.label: the class label's column)
+    load.config_keys = TABLE_KEYS  # (TrainConfig's label and drop_columns: which column is the class, which are left out)
     return load
 
 

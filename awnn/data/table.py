@@ -31,6 +31,10 @@ protocol's, and 90/10 into the inner parts).  A file's format:
 * at least two classes and `MIN_PER_CLASS` rows of each (so that the
   stratified splits give every part each class).
 
+The columns `--drop-columns` names (comma-separated) are left out of every
+file; the columns that are no features (an id, free text, no cell at all:
+`NoFeature`) are named together in one line that gives that flag.
+
 A pair's test.csv has train.csv's header (a test file without the label
 column, as a competition's, is refused: a model cannot be scored without
 them) and only train.csv's classes; its category values join train.csv's
@@ -64,11 +68,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config import TABLE_KEYS
 from . import DataError
 from .checks import file_problem
 from .digest import DIGEST_CHARS, files_digest
 
-__all__ = ["TASK", "FILE", "PAIR", "MIN_PER_CLASS", "Table", "table_files", "read_table", "load_table"]
+__all__ = ["TASK", "FILE", "PAIR", "MIN_PER_CLASS", "OPTIONS", "Table", "NoFeature", "table_files", "read_table", "load_table", "column_names"]
 
 TASK = "table"
 FILE = "table.csv"
@@ -82,6 +87,7 @@ _SHOWN_CLASSES = 10  # classes named in a table's summary
 MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
 MISSING_CATEGORY = "(missing)"
 _MISSING_SHOWN = "'', 'NA', 'N/A', 'nan', 'null', 'None', '?'"
+OPTIONS = TABLE_KEYS  # read_table's and load_table's keyword options, TrainConfig's keys of the same names
 _LAST = " (the last column is the class label: where yours is another, name it with --label)"  # (Titanic's Survived is the 2nd)
 
 
@@ -106,6 +112,7 @@ class Table:
     label: str = ""  # the class label's column where --label named one other than the last ('' : the last)
     empty_columns: int = 0  # trailing columns with no name and no cell left out (a comma ending every line)
     alike: list[list[str]] = field(default_factory=list)  # classes written alike but for case, spaces or punctuation
+    dropped: list[str] = field(default_factory=list)  # the columns --drop-columns left out, in file order
 
     @property
     def name(self) -> str:
@@ -143,6 +150,8 @@ class Table:
         if self.alike:  # 'Yes' and 'yes': one class written two ways, or two classes (EMNIST's 'a' and 'A')?
             groups = "; ".join(" and ".join(map(repr, g)) for g in self.alike[:3]) + ("; ..." if len(self.alike) > 3 else "")
             leak += f"; classes {groups} differ only in case, spaces or punctuation: one class written two ways?"
+        if self.dropped:
+            leak += f"; {n(len(self.dropped), 'column')} left out (--drop-columns): {', '.join(self.dropped)}"
         if self.empty_columns:
             leak += f"; {n(self.empty_columns, 'trailing column')} with no name and no cell left out"
         named = f" in column {self.label!r}" if self.label else ""
@@ -229,8 +238,8 @@ def _feature_column(header: list[str], j: int, body: Rows, files: list[tuple[str
     n_gone = len(gone)
     if n_gone == len(cells):
         shown = ", ".join(sorted({repr(c) for c in cells})[:3])
-        raise DataError(f"{' and '.join(p for p, _, _ in files)}, {where}: every cell is empty or missing ({shown}); "
-                        "expected a feature: drop the column")
+        raise NoFeature(f"{' and '.join(p for p, _, _ in files)}, {where}: every cell is empty or missing ({shown}); "
+                        "expected a feature: drop the column", header[j], "every cell empty or missing")
     text = [i for i in odd if i not in gone]
     formatting = _formatting([cells[i] for i in text]) if text else ""
     if formatting:  # '1,234', '$5.00', '12%': numbers the reader does not take as such (a category each, or an error)
@@ -253,8 +262,9 @@ def _feature_column(header: list[str], j: int, body: Rows, files: list[tuple[str
             raise DataError(f"{body[k][0]}, line {body[k][1]}, {where}: {values[k]:g} is beyond float32's range; expected a feature a model can take")
         ids = _row_numbers(values, files, 2 * MIN_PER_CLASS)
         if ids:  # a PassengerId: no feature, and a leak where the rows are in class order
-            raise DataError(f"{ids[0]}, {where}: {ids[1]}, {ids[1] + 1}, ..., {ids[2]}, the row's position in the file: an id "
-                            "numbering the rows, not a feature (where the rows are in class order it gives the class away): drop the column")
+            raise NoFeature(f"{ids[0]}, {where}: {ids[1]}, {ids[1] + 1}, ..., {ids[2]}, the row's position in the file: an id "
+                            "numbering the rows, not a feature (where the rows are in class order it gives the class away): drop the column",
+                            header[j], f"an id numbering the rows {ids[1]}, {ids[1] + 1}, ..., {ids[2]}")
         return values, "number", n_gone
     if len(text) < len(cells) - n_gone:  # a text column with a number in it: "3" is no category among "red", "blue"
         k = next(i for i, v in enumerate(numbers) if v is not None and i not in gone)
@@ -267,12 +277,22 @@ def _feature_column(header: list[str], j: int, body: Rows, files: list[tuple[str
         dates = all(_DATE.fullmatch(v) for v in values if v != MISSING_CATEGORY)
         advice = ("these are dates: a day is no category; write them as numbers (days since a start, or year, month and day "
                   "columns)" if dates else "an id or free text is no feature: drop the column")
-        raise DataError(f"{' and '.join(p for p, _, _ in files)}, {where}: {len(values)} distinct text values in {len(cells)} rows; a text feature is "
-                        f"a category of at most {MAX_CATEGORIES} values, one-hot encoded ({advice})")
+        raise NoFeature(f"{' and '.join(p for p, _, _ in files)}, {where}: {len(values)} distinct text values in {len(cells)} rows; a text feature is "
+                        f"a category of at most {MAX_CATEGORIES} values, one-hot encoded ({advice})", header[j],
+                        f"{len(values)} distinct {'dates' if dates else 'text values'}")
     index = {v: i for i, v in enumerate(values)}
     onehot = np.zeros((len(cells), len(values)), dtype=np.float64)
     onehot[np.arange(len(cells)), [index[c] for c in cells]] = 1.0
     return onehot, values, 0
+
+
+class NoFeature(DataError):
+    """A column that is no feature (an id, free text, no cell at all): dropped by --drop-columns; read_table names
+    every such column of a file in one line."""
+
+    def __init__(self, message: str, column: str, why: str):
+        super().__init__(message)
+        self.column, self.why = column, why
 
 
 def _class_order(names: list[str]) -> list[str]:
@@ -402,17 +422,43 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
     return raw, line, header, [(path, n, row) for n, row in body], empty
 
 
-def _label_column(path: str, line: int, header: list[str], label: str) -> int:
-    """The index of the class label's column: the one named `label` (--label), else the last."""
-    if not label:
-        return len(header) - 1
-    if label in header:
-        return header.index(label)
-    near = [c for c in header if c.casefold() == label.casefold()] or difflib.get_close_matches(label, header, n=1)
+def _column_named(path: str, line: int, header: list[str], name: str, flag: str) -> int:
+    """The index of the column `name` (given by `flag`); a DataError naming the header's columns where it has none."""
+    if name in header:
+        return header.index(name)
+    near = [c for c in header if c.casefold() == name.casefold()] or difflib.get_close_matches(name, header, n=1)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     shown = ", ".join(map(repr, header[:12])) + (f", ... ({len(header)} columns)" if len(header) > 12 else "")
-    raise DataError(f"{path}, line {line}: no column named {label!r} (--label){hint}; expected the name of the class label's "
-                    f"column, as the header writes it: {shown}")
+    what = "the class label's column" if flag == "--label" else "a column to leave out"
+    raise DataError(f"{path}, line {line}: no column named {name!r} ({flag}){hint}; expected the name of {what}, as the "
+                    f"header writes it: {shown}")
+
+
+def column_names(text: str) -> list[str]:
+    """The column names of --drop-columns (comma-separated, each stripped); a DataError for an empty one."""
+    names = [n.strip() for n in (text or "").split(",")] if (text or "").strip() else []
+    if any(not n for n in names):
+        raise DataError(f"--drop-columns {text!r}: an empty column name; expected the names of columns, separated by commas")
+    return names
+
+
+def _label_column(path: str, line: int, header: list[str], label: str) -> int:
+    """The index of the class label's column: the one named `label` (--label), else the last."""
+    return _column_named(path, line, header, label, "--label") if label else len(header) - 1
+
+
+def _dropped_columns(path: str, line: int, header: list[str], k: int, names: list[str]) -> set[int]:
+    """The indices of the columns --drop-columns names: each in the header, not the class label's, a feature left."""
+    out: set[int] = set()
+    for name in names:
+        j = _column_named(path, line, header, name, "--drop-columns")
+        if j == k:
+            raise DataError(f"--drop-columns {name}: {path}'s column {j + 1} ({name!r}) is the class label's column; expected "
+                            "feature columns to leave out")
+        out.add(j)
+    if len(out) == len(header) - 1:
+        raise DataError(f"--drop-columns {','.join(names)}: leaves {path} no feature column; expected at least one to keep")
+    return out
 
 
 def _default_names(header: list[str]) -> bool:
@@ -452,10 +498,11 @@ def _same_header(train: str, header: list[str], test: str, line: int, other: lis
                     "(the same columns in the same order)")
 
 
-def read_table(data_root: str | None, label: str = "") -> Table:
+def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -> Table:
     """Read and check the task's CSV file(s) (see the module docstring); `label`: the class label's column (--label; '':
-    the last)."""
+    the last); `drop_columns`: columns left out, comma-separated (--drop-columns; '': none)."""
     label = (label or "").strip()
+    drop = column_names(drop_columns)
     files = table_files(data_root)
     for path in files:
         problem = file_problem(path)
@@ -463,6 +510,7 @@ def read_table(data_root: str | None, label: str = "") -> Table:
             raise _missing_file(path, problem, len(files) == 2)
     raw, line, header, body, empty = _read_rows(files[0], named=bool(label))
     k = _label_column(files[0], line, header, label)
+    dropped = _dropped_columns(files[0], line, header, k, drop)
     last = k == len(header) - 1
     hint = _LAST if not label else f" (the class label's column, --label {label})"
     where = f"column {k + 1} ({header[k]!r})"
@@ -481,10 +529,15 @@ def read_table(data_root: str | None, label: str = "") -> Table:
         labels.append(cell)
     columns, names, categories, missing = [], [], {}, {}
     parts = _files(body)
+    no_features: list[NoFeature] = []
     for j in range(len(header)):
-        if j == k:
+        if j == k or j in dropped:
             continue
-        values, kind, gaps = _feature_column(header, j, body, parts)
+        try:
+            values, kind, gaps = _feature_column(header, j, body, parts)
+        except NoFeature as e:  # (every such column said at once: a Titanic file has four)
+            no_features.append(e)
+            continue
         if kind == "number":
             columns.append(values[:, None])
             names.append(header[j])
@@ -496,6 +549,8 @@ def read_table(data_root: str | None, label: str = "") -> Table:
             columns.append(values)
             categories[header[j]] = kind
             names += [f"{header[j]}={v}" for v in kind]
+    if no_features:
+        _no_features(files[0], no_features, drop)
     x = np.concatenate(columns, axis=1)
     path = files[0]
     classes = _class_order(sorted(set(labels[:n_train])))
@@ -531,11 +586,25 @@ def read_table(data_root: str | None, label: str = "") -> Table:
         path = folder
     else:
         digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
-    if not last:  # the same bytes read with another class column are another task: another digest (the last: as before)
-        digest = hashlib.sha256(f"{digest}\n--label {header[k]}".encode()).hexdigest()[:DIGEST_CHARS]
+    # the same bytes read with another class column, or other columns left out, are another task: another digest (the
+    # label last and nothing dropped: as before)
+    read_as = ([f"--label {header[k]}"] if not last else []) + ([f"--drop-columns {','.join(sorted(header[j] for j in dropped))}"] if dropped else [])
+    if read_as:
+        digest = hashlib.sha256("\n".join([digest, *read_as]).encode()).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest,
                  categories=categories, n_test=n_test, missing=missing, repeats=repeats, label="" if last else header[k],
-                 empty_columns=empty, alike=_alike(classes))
+                 empty_columns=empty, alike=_alike(classes), dropped=[header[j] for j in sorted(dropped)])
+
+
+def _no_features(path: str, found: list[NoFeature], drop: list[str]) -> None:
+    """One DataError for the columns that are no features: one's own line, or every one named, each with why; both say
+    how --drop-columns leaves them out."""
+    names = ",".join([*drop, *(e.column for e in found)])
+    flag = f"--drop-columns {names}" if "," not in "".join(e.column for e in found) else "--drop-columns"
+    if len(found) == 1:
+        raise DataError(f"{found[0]}, or pass {flag}")
+    listed = "; ".join(f"{e.column!r} ({e.why})" for e in found)
+    raise DataError(f"{path}: {len(found)} columns are no features: {listed}; drop them from the file, or pass {flag}")
 
 
 def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -550,15 +619,15 @@ def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.nan_to_num((x - mean) / std, nan=0.0).astype(np.float32)
 
 
-def load_table(data_root: str | None = None, data_seed: int = 0, label: str = ""):
-    """The task: the checked table (`label`: its class label's column, '': the last), split 70/10/20 (inner 90/10)
-    by `data_seed`, standardised on the outer training part."""
+def load_table(data_root: str | None = None, data_seed: int = 0, label: str = "", drop_columns: str = ""):
+    """The task: the checked table (`label`: its class label's column, '': the last; `drop_columns`: columns left out),
+    split 70/10/20 (inner 90/10) by `data_seed`, standardised on the outer training part."""
     import torch
 
     from . import TensorTask
     from .splits import official_test_splits, outer_inner_splits
 
-    t = read_table(data_root, label)
+    t = read_table(data_root, label, drop_columns)
     if t.n_test:  # a pair: test.csv is the outer test part
         n_train = len(t.y) - t.n_test
         outer, inner = official_test_splits(t.y[:n_train], t.n_test, VAL_FRACTION, data_seed)

@@ -41,6 +41,9 @@ def add_run_flags(p, task: bool = True) -> None:
     p.add_argument("--label", default=None, metavar="COLUMN",
                    help="for --task table: the name of the class label's column in the CSV header, where it is not the last "
                         "(e.g. Survived); the other columns are the features (default: the last column; docs/data.md)")
+    p.add_argument("--drop-columns", default=None, metavar="NAMES",
+                   help="for --task table: columns of the CSV file to leave out, comma-separated (an id, a name, free text: "
+                        "e.g. PassengerId,Name,Ticket; default: none)")
     p.add_argument("--protocol", default=None, choices=None, metavar="{holdout,cv10}",
                    help="risk assessment: holdout (one outer split) or cv10 (the graph tasks' 10 outer folds, Errica et al. 2020: "
                         "selection and R re-trainings per fold); default: the budget's (paper: the grid's, cv10 for the graph "
@@ -142,6 +145,11 @@ def settings_from(args):
     )
 
 
+def table_options(args) -> dict[str, str | None]:
+    """How task table reads its file (awnn/config.py TABLE_KEYS), from --label and --drop-columns."""
+    return {"label": getattr(args, "label", None), "drop_columns": getattr(args, "drop_columns", None)}
+
+
 def options_from(args):
     from ..strategies import StrategyOptions
 
@@ -156,7 +164,7 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
 
     check_run_flags(args)  # bad input raises one of search.errors.user_errors(): one line, exit code 2
     comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
-                            resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root, label=args.label,
+                            resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root, table_options=table_options(args),
                             protocol=args.protocol, train_seed=args.train_seed)
     try:
         results = comparison.run()

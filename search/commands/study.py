@@ -55,7 +55,7 @@ from tracking.contract import SELECTABLE
 from tracking.files import write_atomic
 from tracking.fmt import json_text
 
-from .common import add_run_flags, check_run_flags, options_from, settings_from, unwritten_line
+from .common import add_run_flags, check_run_flags, options_from, settings_from, table_options, unwritten_line
 
 CLAIMS = ("table1", "fig3", "fig4", "profiles", "compression")
 TASKS = ("doublemoon", "spiral", "spiralhard")
@@ -212,7 +212,7 @@ def run(args) -> int:
         directory, tasks = _study_grids(args.claim, profile, root, args.grid_dir)
         for task in tasks:
             comparison = Comparison(task, ["awnn"], args.budget, settings, tracking_uri=args.tracking_uri, resume=args.resume,
-                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root, label=getattr(args, 'label', None),
+                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root, table_options=table_options(args),
                                     protocol=args.protocol, train_seed=args.train_seed)
             result = comparison.run()[0]
             comparisons.append(comparison)

@@ -243,7 +243,7 @@ def run_compression(args, profiles: list[str], settings, root: Path) -> int:
     """Both variants' sweeps for each profile; the table, then one JSON line.  1 when a sweep has no usable run."""
     from ..budget import resolve_budget
     from ..sweep import Comparison
-    from .common import options_from, unwritten_line
+    from .common import options_from, table_options, unwritten_line
 
     epochs = budget_epochs(resolve_budget(args.budget))
     schedule = scaled_schedule(epochs)
@@ -254,7 +254,7 @@ def run_compression(args, profiles: list[str], settings, root: Path) -> int:
         for variant in VARIANTS:
             directory = write_grid(root, profile, variant, *schedule)
             comparison = Comparison(TASK, ["awnn"], args.budget, settings, tracking_uri=args.tracking_uri, resume=args.resume,
-                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root, label=getattr(args, 'label', None),
+                                    grid_dir=str(directory), kind="sweep", options=options_from(args), data_root=args.data_root, table_options=table_options(args),
                                     protocol=args.protocol, train_seed=args.train_seed)
             results = comparison.run()
             comparisons.append(comparison)

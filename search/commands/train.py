@@ -36,6 +36,8 @@ def add_parser(sub) -> None:
                    "with table.csv, or with train.csv and test.csv (docs/data.md)")
     p.add_argument("--label", default=None, metavar="COLUMN",
                    help="for --task table: the class label's column in the CSV header, where it is not the last (default: the last)")
+    p.add_argument("--drop-columns", default=None, metavar="NAMES",
+                   help="for --task table: columns of the CSV file to leave out, comma-separated (default: none)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--keep-denormals", action="store_true", help="compute on float denormals (slow on x86 CPUs; by default flushed to zero, as in trials)")
     p.set_defaults(func=run)
@@ -117,6 +119,8 @@ def run(args) -> int:
         values["data_root"] = args.data_root
     if args.label is not None:
         values["label"] = args.label
+    if args.drop_columns is not None:
+        values["drop_columns"] = args.drop_columns
     values, source = resolve_defaults(args, values)
     config = TrainConfig.from_dict(values, source="command line")
     if config.device == "cuda":

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from awnn.config import AWNN_KEYS, COMMON_KEYS, COMPRESSION_KEYS, DOMAIN_KEYS, OPTIMISER_KEYS, PROFILE_KEYS, TrainConfig
+from awnn.config import AWNN_KEYS, COMMON_KEYS, COMPRESSION_KEYS, DOMAIN_KEYS, OPTIMISER_KEYS, PROFILE_KEYS, TABLE_KEYS, TrainConfig
 from awnn.data import TASKS, task_kind
 
 
@@ -21,8 +21,8 @@ def test_applicable_keys_by_model_and_domain(task, model):
     kind = task_kind(task)
     cfg = TrainConfig.from_dict({"task": task, "model": model})
     p = cfg.applicable(kind)
-    own = set(DOMAIN_KEYS[kind]) - ({"label"} if task != "table" else set())  # (a CSV file's class column: task table only)
-    assert set(COMMON_KEYS) <= set(p) and own <= set(p) and ("label" in p) == (task == "table")
+    own = set(DOMAIN_KEYS[kind]) - (set(TABLE_KEYS) if task != "table" else set())  # (a CSV file's columns: task table only)
+    assert set(COMMON_KEYS) <= set(p) and own <= set(p) and all((k in p) == (task == "table") for k in TABLE_KEYS)
     others = {k for k2, keys in DOMAIN_KEYS.items() if k2 != kind for k in keys} - set(DOMAIN_KEYS[kind])
     assert not others & set(p)
     if model == "awnn":

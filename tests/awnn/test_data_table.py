@@ -622,8 +622,11 @@ def files_digest_of(folder):
 def test_label_is_a_key_of_task_table_only(tmp_path):
     from awnn.config import ConfigError
 
-    with pytest.raises(ConfigError, match="key 'label': expected '' \\(a class label's column is named only for task table"):
-        TrainConfig.from_dict({"task": "spiralhard", "label": "class"})
+    for key in ("label", "drop_columns"):
+        with pytest.raises(ConfigError, match=f"key '{key}': expected '' \\(a CSV file's columns are named only for task table"):
+            TrainConfig.from_dict({"task": "spiralhard", key: "class"})
+    with pytest.raises(ConfigError, match="key 'drop_columns': expected column names as the CSV header writes them, separated by commas"):
+        TrainConfig.from_dict({"task": "table", "drop_columns": "a,,b"})
     with pytest.raises(ConfigError, match="key 'label': expected a column name as the CSV header writes it"):
         TrainConfig.from_dict({"task": "table", "label": " class"})
     assert TrainConfig.from_dict({"task": "table", "label": "class"}).label == "class"
@@ -640,7 +643,7 @@ def test_another_label_is_another_comparison_and_naming_the_last_is_the_default(
 
     def cmp(label):
         return Comparison("table", ["fixed", "awnn"], "smoke", RunSettings(storage=str(tmp_path / "results")),
-                          tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", data_root=str(path), label=label)
+                          tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", data_root=str(path), table_options={"label": label})
 
     default, last, named = cmp(None), cmp("other"), cmp("class")
     assert default.key == last.key != named.key
@@ -667,3 +670,92 @@ def test_trailing_empty_columns_are_left_out_and_classes_written_alike_are_named
     assert t.classes == ["Yes", "c", "yes"] and t.alike == [["Yes", "yes"]]
     assert t.summary.endswith("; classes 'Yes' and 'yes' differ only in case, spaces or punctuation: one class written two ways?")
     assert not plain.alike
+
+
+def _titanic(n=120, seed=0):
+    """Rows shaped as Kaggle's Titanic train.csv: an id, the class label second, a name and a ticket (free text), a cabin
+    (sparse free text), numbers with gaps and categories."""
+    rng = np.random.default_rng(seed)
+    header = ["PassengerId", "Survived", "Pclass", "Name", "Sex", "Age", "Ticket", "Fare", "Cabin", "Embarked"]
+    rows = []
+    for i in range(n):
+        s = int(rng.integers(0, 2))
+        rows.append([str(i + 1), str(s), str(int(rng.integers(1, 4))), f"Passenger, Mr. No{i}", ["male", "female"][(s + i) % 2],
+                     "" if i % 7 == 0 else f"{rng.uniform(1, 70):.0f}", f"A/{1000 + i}", f"{rng.uniform(5, 200):.2f}",
+                     "" if i % 2 else f"C{i}", "SCQ"[i % 3]])
+    return header, rows
+
+
+def test_every_column_that_is_no_feature_is_named_at_once_and_drop_columns_leaves_them_out(tmp_path):
+    """A Titanic file has four columns that are no features (an id, a name, a ticket, a cabin): one line names them all,
+    with why, and the --drop-columns that leaves them out; with it the file reads, the summary says what was left out,
+    and the digest names the columns (in any order given), so another choice is another comparison."""
+    header, rows = _titanic()
+    path = _write(tmp_path / "titanic.csv", header, rows)
+    with pytest.raises(DataError) as e:
+        read_table(str(path), "Survived")
+    assert str(e.value) == (f"{path}: 4 columns are no features: 'PassengerId' (an id numbering the rows 1, 2, ..., 120); 'Name' "
+                            "(120 distinct text values); 'Ticket' (120 distinct text values); 'Cabin' (61 distinct text values); drop them "
+                            "from the file, or pass --drop-columns PassengerId,Name,Ticket,Cabin")
+    t = read_table(str(path), "Survived", "PassengerId,Name,Ticket,Cabin")
+    assert t.dropped == ["PassengerId", "Name", "Ticket", "Cabin"] and t.label == "Survived"
+    assert t.features == ["Pclass", "Sex=female", "Sex=male", "Age", "Age (missing)", "Fare", "Embarked=C", "Embarked=Q", "Embarked=S"]
+    assert "; 4 columns left out (--drop-columns): PassengerId, Name, Ticket, Cabin" in t.summary
+    again = read_table(str(path), "Survived", " Cabin, Ticket,Name ,PassengerId")
+    assert again.digest == t.digest and np.array_equal(again.x, t.x, equal_nan=True)
+    # one left: its own line, and the flag with what was already given
+    with pytest.raises(DataError) as e:
+        read_table(str(path), "Survived", "Name,Ticket,Cabin")
+    assert str(e.value).startswith(f"{path}, column 1 ('PassengerId'): 1, 2, ..., 120, the row's position in the file")
+    assert str(e.value).endswith("drop the column, or pass --drop-columns Name,Ticket,Cabin,PassengerId")
+    # a column that is a feature may be left out too: another task, another digest
+    fewer = read_table(str(path), "Survived", "PassengerId,Name,Ticket,Cabin,Fare")
+    assert "Fare" not in fewer.features and fewer.digest != t.digest
+    # through a trial's config
+    task = load_task("table", str(path), config=TrainConfig(task="table", data_root=str(path), label="Survived",
+                                                             drop_columns="PassengerId,Name,Ticket,Cabin"))
+    assert (task.in_features, task.num_classes, task.data_digest) == (9, 2, t.digest)
+
+
+@pytest.mark.parametrize("drop, says", [
+    ("Nme", "line 1: no column named 'Nme' (--drop-columns) (did you mean 'Name'?); expected the name of a column to leave out"),
+    ("Name,Survived", "--drop-columns Survived: "),
+    ("Pclass,Name,Sex,Age,Ticket,Fare,Cabin,Embarked,PassengerId", "leaves"),
+    ("Name,,Ticket", "--drop-columns 'Name,,Ticket': an empty column name"),
+])
+def test_bad_drop_columns_are_one_line(tmp_path, drop, says):
+    header, rows = _titanic()
+    path = _write(tmp_path / "titanic.csv", header, rows)
+    with pytest.raises(DataError) as e:
+        read_table(str(path), "Survived", drop)
+    msg = str(e.value)
+    assert says in msg and "\n" not in msg, msg
+    if "Survived" in drop:
+        assert msg == (f"--drop-columns Survived: {path}'s column 2 ('Survived') is the class label's column; expected feature "
+                       "columns to leave out")
+    if says == "leaves":
+        assert msg == f"--drop-columns {drop}: leaves {path} no feature column; expected at least one to keep"
+
+
+def test_drop_columns_in_a_pair_leaves_them_out_of_both_files_and_keys_the_comparison(tmp_path):
+    from search.sweep import Comparison
+    from search.tune import RunSettings
+    from tracking.contract import Param
+
+    header, rows = _titanic(n=160)
+    pair = tmp_path / "pair"
+    pair.mkdir()
+    _write(pair / "train.csv", header, rows[:120])
+    _write(pair / "test.csv", header, rows[120:])
+    t = read_table(str(pair), "Survived", "PassengerId,Name,Ticket,Cabin")
+    assert (t.n_test, len(t.y), t.features[0]) == (40, 160, "Pclass")
+
+    def cmp(**options):
+        return Comparison("table", ["fixed", "awnn"], "smoke", RunSettings(storage=str(tmp_path / "results")),
+                          tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", data_root=str(pair), table_options=options)
+
+    a = cmp(label="Survived", drop_columns="PassengerId,Name,Ticket,Cabin")
+    b = cmp(label="Survived", drop_columns="PassengerId,Name,Ticket,Cabin,Fare")
+    assert a.key != b.key and a._search_options()[Param.DATA_DIGEST] == t.digest
+    assert a.table_options == {"label": "Survived", "drop_columns": "PassengerId,Name,Ticket,Cabin"}
+    assert cmp(label="Survived", drop_columns="Cabin,Ticket,Name,PassengerId").key == a.key

@@ -54,34 +54,38 @@ def test_compare_on_a_users_csv_file_runs_fused_records_its_digest_and_reports_i
     assert f"Data: the CSV data of `--data-root {path}` (SHA-256 `{digest}`...): {read}; features standardised" in report
 
 
-def test_label_names_the_class_column_through_every_trial_and_the_report(tmp_path):
-    """`--label cultivar` on the wine data with its class first: the driver, every Ray trial (whose node reads the file
-    with the label the command named, or fails its data check: the digest names the column), MLflow and the report
-    read the same table; `awnn train` takes it too; --label on a task without a file is one line, exit 2."""
+def test_label_and_drop_columns_reach_every_trial_and_the_report(tmp_path):
+    """`--label cultivar --drop-columns sample` on the wine data with its class first and a sample number (an id): the
+    driver, every Ray trial (whose node reads the file as the command said, or fails its data check: the digest names
+    the columns), MLflow and the report read the same table; `awnn train` takes both too; --label on a task without a
+    file is one line, exit 2."""
     d = sklearn_datasets.load_wine()
     path = tmp_path / "wine.csv"
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["cultivar", *d.feature_names])
-        for x, y in zip(d.data, d.target):
-            w.writerow([["barolo", "grignolino", "barbera"][y], *x.tolist()])
-    p = run_awnn(["compare", "--task", "table", "--data-root", str(path), "--label", "cultivar", "--budget", "smoke",
-                  "--strategies", "awnn", "--num-cpus", "2"], cwd=tmp_path, check=True)
-    read = "178 rows; 13 features from 13 columns (13 numeric); 3 classes in column 'cultivar': barbera (48), barolo (59), grignolino (71)"
+        w.writerow(["cultivar", "sample", *d.feature_names])
+        for i, (x, y) in enumerate(zip(d.data, d.target)):
+            w.writerow([["barolo", "grignolino", "barbera"][y], i + 1, *x.tolist()])
+    p = run_awnn(["compare", "--task", "table", "--data-root", str(path), "--label", "cultivar", "--drop-columns", "sample",
+                  "--budget", "smoke", "--strategies", "awnn", "--num-cpus", "2"], cwd=tmp_path, check=True)
+    read = ("178 rows; 13 features from 13 columns (13 numeric); 3 classes in column 'cultivar': barbera (48), barolo (59), "
+            "grignolino (71); 1 column left out (--drop-columns): sample")
     assert f"data: {path}: {read}" in p.stderr + p.stdout
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("awnn-table").experiment_id], max_results=1000)
     (root,) = [r for r in runs if r.data.tags.get("awnn.kind") == "comparison"]
-    assert root.data.params["label"] == "cultivar" and root.data.params["data_summary"] == read
+    assert root.data.params["label"] == "cultivar" and root.data.params["drop_columns"] == "sample"
+    assert root.data.params["data_summary"] == read
     assert root.data.params["data_digest"] != hashlib.sha256(path.read_bytes()).hexdigest()[:16]  # (the column is in it)
     trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
-    assert len(trials) == 8 and all(t.data.tags["awnn.status"] == "ok" and t.data.params["label"] == "cultivar" for t in trials)
+    assert len(trials) == 8 and all(t.data.tags["awnn.status"] == "ok" and t.data.params["label"] == "cultivar"
+                                    and t.data.params["drop_columns"] == "sample" for t in trials)
     report = next((tmp_path / "awnn-results" / "reports").glob("table-*/report.md")).read_text()
     assert f"Data: the CSV data of `--data-root {path}` (SHA-256 `{root.data.params['data_digest']}`...): {read}" in report
-    t = run_awnn(["train", "--task", "table", "--model", "fixed", "--data-root", str(path), "--label", "cultivar", "--epochs", "2",
-                  "--quiet"], cwd=tmp_path, check=True)
+    t = run_awnn(["train", "--task", "table", "--model", "fixed", "--data-root", str(path), "--label", "cultivar",
+                  "--drop-columns", "sample", "--epochs", "2", "--quiet"], cwd=tmp_path, check=True)
     assert "Traceback" not in t.stderr
     bad = run_awnn(["compare", "--task", "doublemoon", "--label", "cultivar", "--budget", "smoke", "--strategies", "awnn",
                     "--num-cpus", "2"], cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
-        "awnn compare: error: --label cultivar: task doublemoon has no CSV file; a class label's column is named only for --task table")
+        "awnn compare: error: --label cultivar: task doublemoon has no CSV file; a CSV file's columns are named only for --task table")
