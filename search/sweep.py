@@ -135,6 +135,7 @@ class Comparison:
             _check_optuna_storage(self.optuna_storage)
         grids = list({g.path: g for g in self.grids.values()}.values())
         self.key = comparison_key(task, self.strategies, self.budget, grids, self._search_options())
+        self._grid_list = grids
         self.id = None
         self.results: list[StrategyResult] = []
         self.already_finished = False  # --resume found the comparison finished once its saved writes were applied
@@ -620,6 +621,37 @@ class Comparison:
             self.log(f"note: comparison {roots[0].data.tags.get(Tag.COMPARISON)} with these arguments is unfinished ({state}); "
                      f"this starts a new one - run the same command with --resume to continue it instead")
 
+    def _read_otherwise(self, client, exp: str) -> str:
+        """For a --resume of task table that found nothing: ' (comparison X, unfinished, is this command on this file with
+        --label ... --drop-columns ...: ...)' where one is (a flag forgotten, or given, on the resume), else ''."""
+        from awnn.config import TABLE_KEYS
+        from awnn.data import TASKS, DataError
+
+        if not self._data_is_a_file():
+            return ""
+        try:
+            roots = client.search_runs([exp], filter_string=tag_equals((Tag.KIND, "comparison")) + f" and params.{Param.DATA_ROOT} = "
+                                       f"'{self.data_root}'", order_by=["attributes.start_time DESC"], max_results=10)
+        except Exception:  # noqa: BLE001 - a hint, never a reason to stop (a path MLflow's filter cannot quote)
+            return ""
+        params = {"label": Param.LABEL, "drop_columns": Param.DROP_COLUMNS}
+        for root in roots:
+            if root.data.tags.get(Tag.STATE) == "finished":
+                continue
+            options = {k: root.data.params[params[k]] for k in TABLE_KEYS if root.data.params.get(params[k])}
+            if options == self.table_options:
+                continue
+            try:
+                digest = TASKS[self.task].check(self.data_root, **options).digest
+            except DataError:
+                continue
+            key = comparison_key(self.task, self.strategies, self.budget, self._grid_list, {**self._search_options(), Param.DATA_DIGEST: digest})
+            if key == root.data.tags.get(Tag.COMPARISON_KEY):
+                flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items()) or "no --label or --drop-columns"
+                return (f" (comparison {root.data.tags.get(Tag.COMPARISON)}, unfinished, is this command on this file with {flags}: "
+                        "run it so with --resume to continue that one instead)")
+        return ""
+
     def _resume_state(self) -> PriorAttempts:
         """Adopt the newest unfinished comparison with the same key and read
         back what its earlier drivers did (search/resume.py)."""
@@ -640,7 +672,7 @@ class Comparison:
             self.log(f"resume: comparison {self.id} is complete in MLflow; nothing to run (run without --resume to repeat it)")
             return PriorAttempts()
         if root is None:
-            self.log("resume: no unfinished comparison with these arguments; starting a new one")
+            self.log("resume: no unfinished comparison with these arguments; starting a new one" + self._read_otherwise(client, exp))
             return PriorAttempts()
         self._check_saved_data(root)  # (again: the run may have come from the spool just applied)
         from .errors import SearchError

@@ -759,3 +759,39 @@ def test_drop_columns_in_a_pair_leaves_them_out_of_both_files_and_keys_the_compa
     assert a.key != b.key and a._search_options()[Param.DATA_DIGEST] == t.digest
     assert a.table_options == {"label": "Survived", "drop_columns": "PassengerId,Name,Ticket,Cabin"}
     assert cmp(label="Survived", drop_columns="Cabin,Ticket,Name,PassengerId").key == a.key
+
+
+def test_a_resume_that_forgot_the_table_flags_names_the_unfinished_comparison_they_would_continue(tmp_path):
+    """`--resume` finds no comparison with its arguments, but one on this file is unfinished under other --label /
+    --drop-columns (otherwise the same command): the line that says a new one starts names it and its flags."""
+    from mlflow.tracking import MlflowClient
+
+    from search.sweep import Comparison
+    from search.tune import RunSettings
+    from tracking.contract import Param, Tag, experiment_name
+    from tracking.store import init_tracking
+
+    header, rows = _titanic()
+    path = _write(tmp_path / "titanic.csv", header, rows)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    init_tracking(uri)
+
+    def cmp(strategies=("fixed", "awnn"), **options):
+        return Comparison("table", list(strategies), "smoke", RunSettings(storage=str(tmp_path / "results")), tracking_uri=uri,
+                          data_root=str(path), table_options=options)
+
+    first = cmp(label="Survived", drop_columns="PassengerId,Name,Ticket,Cabin")
+    client = MlflowClient(uri)
+    exp = client.create_experiment(experiment_name("table"))
+    run = client.create_run(exp, tags={Tag.KIND: "comparison", Tag.STATE: "interrupted", Tag.COMPARISON_KEY: first.key,
+                                       Tag.COMPARISON: "table-titanic-1"})
+    for k, v in {Param.DATA_ROOT: first.data_root, Param.LABEL: "Survived", Param.DROP_COLUMNS: "PassengerId,Name,Ticket,Cabin"}.items():
+        client.log_param(run.info.run_id, k, v)
+    other = cmp(label="Survived", drop_columns="PassengerId,Name,Ticket,Cabin,Fare")  # another choice of columns
+    assert other._read_otherwise(client, exp) == (
+        " (comparison table-titanic-1, unfinished, is this command on this file with --label Survived --drop-columns "
+        "PassengerId,Name,Ticket,Cabin: run it so with --resume to continue that one instead)")
+    assert first._read_otherwise(client, exp) == ""  # (its own flags: found by its key, not here)
+    assert cmp(strategies=("fixed",), label="Survived", drop_columns="Name,Ticket,Cabin,PassengerId,Fare")._read_otherwise(client, exp) == ""
+    client.set_tag(run.info.run_id, Tag.STATE, "finished")
+    assert other._read_otherwise(client, exp) == ""
