@@ -156,7 +156,7 @@ def _file_table() -> Callable[..., Task]:
     """Task `table`: a user's CSV file (awnn/data/table.py); `check(data_root, **options)` reads and checks it without torch
     (the Table: its `digest` and `summary`)."""
 
-    from ..config import TABLE_KEYS
+    from .table import OPTIONS
 
     def load(data_root: str | None = None, data_seed: int = 0, **options) -> Task:
         from .table import load_table
@@ -170,7 +170,7 @@ def _file_table() -> Callable[..., Task]:
 
     load.kind = "tabular"
     load.check = check
-    load.config_keys = TABLE_KEYS  # (TrainConfig's label and drop_columns: which column is the class, which are left out)
+    load.config_keys = OPTIONS  # (TrainConfig's label and drop_columns: which column is the class, which are left out)
     return load
 
 

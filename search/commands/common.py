@@ -124,6 +124,10 @@ def check_run_flags(args) -> None:
         ok = math.isfinite(value) and (value >= low if inclusive else value > low)
         if not ok:
             raise OptionError(f"--{name.replace('_', '-')}: expected {expected}, found {value}")
+    if getattr(args, "drop_columns", None) is not None:  # (an empty item: a stray comma, or an unset variable)
+        from . import comma_list
+
+        comma_list("--drop-columns", args.drop_columns)
 
 
 def settings_from(args):

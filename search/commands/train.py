@@ -120,7 +120,9 @@ def run(args) -> int:
     if args.label is not None:
         values["label"] = args.label
     if args.drop_columns is not None:
-        values["drop_columns"] = args.drop_columns
+        from . import comma_list
+
+        values["drop_columns"] = ",".join(comma_list("--drop-columns", args.drop_columns))
     values, source = resolve_defaults(args, values)
     config = TrainConfig.from_dict(values, source="command line")
     if config.device == "cuda":
