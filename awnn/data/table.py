@@ -316,9 +316,23 @@ def _alike(classes: list[str]) -> list[list[str]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
+def _one_number(classes: list[str]) -> list[str]:
+    """The first group of classes that are one finite number written two or more ways ('1', '1.0'); else []."""
+    seen: dict[float, list[str]] = {}
+    for c in classes:
+        v = _number(c)
+        if v is not None and math.isfinite(v):
+            seen.setdefault(v, []).append(c)
+    return next((g for g in seen.values() if len(g) > 1), [])
+
+
 def _near_class(label: str, classes: list[str]) -> str:
     """'; ... differs from 'x' only in case, spaces or punctuation' where one class is written so (UCI's adult.test
-    writes '>50K.' for adult.data's '>50K'); else ''."""
+    writes '>50K.' for adult.data's '>50K'), or is the same number ('1.0' for '1'); else ''."""
+    same = _one_number([label, *classes])
+    if label in same:
+        other = next(c for c in same if c != label)
+        return f"; it is the number {other!r} written otherwise: write the labels alike in both files"
     near = [c for c in classes if _bare(c) == _bare(label)] if _bare(label) else []
     if len(near) != 1:
         return ""
@@ -557,6 +571,12 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
     if len(classes) < 2:
         column = "the last column" if not label else f"column {k + 1}"
         raise DataError(f"{path}: one class ({classes[0]!r}) in {column} ({header[k]!r}); expected at least 2 classes{hint}")
+    twice = _one_number(classes)
+    if twice:  # '1' and '1.0' (pandas writes an integer column with gaps as floats): one class split in two
+        first = {c: next(body[i][1] for i in range(n_train) if labels[i] == c) for c in twice}
+        shown = " and ".join(f"{c!r} (line {first[c]} first)" for c in twice)
+        raise DataError(f"{path}, {where}: classes {shown} are one number written two ways; expected each class written "
+                        "one way (or they would be two classes)")
     index = {c: i for i, c in enumerate(classes)}
     for (test, n, _), cell in list(zip(body, labels))[n_train:]:
         if cell not in index:

@@ -179,6 +179,10 @@ BAD = {
     "empty label": ("x,y,label\n1,2,a\n1,2, \n", ["line 3", "column 3 ('label')", "empty class label"]),
     "the label not last (Titanic's Survived)": ("Survived,Fare,Embarked\n" + "".join(f"{i % 2},{7.25 + i % 9},{'SCQ'[i % 3]}\n" for i in range(30))
                                                 + "1,80.0,\n", ["line 32, column 3 ('Embarked'): an empty class label", "the last column is the class label", "name it with --label"]),
+    "one number written two ways": ("x,label\n" + "".join(f"{i % 5},{['0', '1'][i % 2]}\n" for i in range(30))
+                                    + "".join(f"{i % 5},1.0\n" for i in range(10)),
+                                    ["column 2 ('label'): classes '1' (line 3 first) and '1.0' (line 32 first) are one number "
+                                     "written two ways", "expected each class written one way"]),
     "one class": ("x,y,label\n" + "1,2,a\n" * 30, ["one class ('a')", "at least 2 classes"]),
     "a continuous target": ("x,price\n" + "".join(f"{i % 7},{1.5 * i + 0.25}\n" for i in range(200)),
                             ["column 2 ('price')", "200 distinct labels in 200 rows", "name it with --label", "regression", "not supported"]),
@@ -383,6 +387,10 @@ BAD_PAIRS = {
     "a class written otherwise (adult.test's '>50K.')": (
         lambda tr, te: (tr, te[:1] + [te[1][:-1] + [" B."]] + te[2:], HEADER), "test.csv",
         ["line 3, column 5 ('class'): class 'B.' is not among", "differs from 'b' only in case, spaces or punctuation"]),
+    "a class as another number (pandas' '1.0' for '1')": (
+        lambda tr, te: ([[*r[:-1], {"a": "1", "b": "2", "c": "3"}[r[-1]]] for r in tr],
+                        [[*r[:-1], {"a": "1.0", "b": "2", "c": "3"}[r[-1]]] for r in te], HEADER), "test.csv",
+        ["column 5 ('class'): class '1.0' is not among", "it is the number '1' written otherwise"]),
     "a bad cell in test.csv": (lambda tr, te: (tr, te[:2] + [["twelve"] + te[2][1:]] + te[3:], HEADER), "test.csv",
                                ["line 4, column 1 ('f1'): 'twelve'; expected a finite number"]),
     "too few of a class in train.csv": (lambda tr, te: ([r for r in tr if r[-1] != "c"][:60] + [r for r in tr if r[-1] == "c"][:4],
