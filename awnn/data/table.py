@@ -147,6 +147,10 @@ class Table:
                     "indicator feature each")
         leak = (f"; {self.repeats} of {PAIR[1]}'s rows repeat a {PAIR[0]} row cell for cell: not unseen examples"
                 if self.repeats else "")
+        unknown = [c for c in self.classes if c.lower() in MISSING]
+        if unknown:  # UCI writes an unknown value '?': rows without a label, trained on as a class of their own?
+            leak += (f"; class {' and '.join(map(repr, unknown))} is written as missing cells are: rows without a label? "
+                     "(kept as a class)")
         if self.alike:  # 'Yes' and 'yes': one class written two ways, or two classes (EMNIST's 'a' and 'A')?
             groups = "; ".join(" and ".join(map(repr, g)) for g in self.alike[:3]) + ("; ..." if len(self.alike) > 3 else "")
             leak += f"; classes {groups} differ only in case, spaces or punctuation: one class written two ways?"
@@ -535,12 +539,13 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
         n_test = len(test_body)
         body = body + test_body
     n_train = len(body) - n_test
-    labels: list[str] = []
-    for path, n, row in body:
-        cell = row[k].strip()
-        if not cell:
-            raise DataError(f"{path}, line {n}, {where}: an empty class label{hint}")
-        labels.append(cell)
+    labels: list[str] = [row[k].strip() for _, _, row in body]
+    if not all(labels):
+        empty = [i for i, c in enumerate(labels) if not c]
+        path, n = body[empty[0]][0], body[empty[0]][1]
+        more = f" (and {len(empty) - 1} more rows without one: drop them, a row without a class cannot be trained on or scored)" \
+            if len(empty) > 1 else ""
+        raise DataError(f"{path}, line {n}, {where}: an empty class label{more}{hint}")
     columns, names, categories, missing = [], [], {}, {}
     parts = _files(body)
     no_features: list[NoFeature] = []

@@ -177,6 +177,8 @@ BAD = {
     "inf": ("x,y,label\n-inf,1,a\n", ["line 2", "column 1 ('x')", "'-inf'"]),
     "beyond float32": ("x,y,label\n1,1e39,a\n", ["line 2", "column 2 ('y')", "float32"]),
     "empty label": ("x,y,label\n1,2,a\n1,2, \n", ["line 3", "column 3 ('label')", "empty class label"]),
+    "empty labels": ("x,y,label\n1,2,a\n1,2, \n3,4,\n5,6,b\n1,1,\n", ["line 3, column 3 ('label'): an empty class label (and 2 more rows "
+                                                                    "without one: drop them"]),
     "the label not last (Titanic's Survived)": ("Survived,Fare,Embarked\n" + "".join(f"{i % 2},{7.25 + i % 9},{'SCQ'[i % 3]}\n" for i in range(30))
                                                 + "1,80.0,\n", ["line 32, column 3 ('Embarked'): an empty class label", "the last column is the class label", "name it with --label"]),
     "one number written two ways": ("x,label\n" + "".join(f"{i % 5},{['0', '1'][i % 2]}\n" for i in range(30))
@@ -803,3 +805,12 @@ def test_a_resume_that_forgot_the_table_flags_names_the_unfinished_comparison_th
     assert cmp(strategies=("fixed",), label="Survived", drop_columns="Name,Ticket,Cabin,PassengerId,Fare")._read_otherwise(client, exp) == ""
     client.set_tag(run.info.run_id, Tag.STATE, "finished")
     assert other._read_otherwise(client, exp) == ""
+
+
+def test_a_class_written_as_a_missing_cell_is_named_in_the_summary(tmp_path):
+    """UCI writes an unknown value '?': in the label column that is rows without a label, trained on as a class of their
+    own unless dropped; kept (a class may be called 'None'), and said."""
+    rows = [[*r[:-1], {"c": "?"}.get(r[-1], r[-1])] for r in _blobs()]
+    t = read_table(str(_write(tmp_path / "q.csv", HEADER, rows)))
+    assert t.classes == ["?", "a", "b"]
+    assert "; class '?' is written as missing cells are: rows without a label? (kept as a class)" in t.summary
