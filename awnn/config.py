@@ -125,6 +125,42 @@ COMMON_KEYS = ("task", "model", "hidden_layers", "activation", "optimizer", "lr"
 # task table's keys (awnn/data/table.py): which column of a CSV file is the class, which are left out; set by the command
 # for every trial (--label, --drop-columns), shown and allowed for task table only
 TABLE_KEYS = ("label", "drop_columns")
+
+# how `drop_columns` (--drop-columns) writes its column names: as a CSV row writes cells, so that a name with a comma
+# is one name in double quotes, 'id,"Name, full"' (a header cell is written so too)
+COLUMNS_FORMAT = "column names separated by commas (a name with a comma in double quotes: 'id,\"Name, full\"')"
+
+
+def column_list(text: str) -> list[str]:
+    """The column names a `drop_columns` value writes (COLUMNS_FORMAT), each stripped; '' (or spaces): none.  A
+    ValueError says what is wrong with it: an empty name (a stray comma), a quote left open, text after a closing quote,
+    more than one line."""
+    import csv
+
+    if not (text or "").strip():
+        return []
+    if "\n" in text or "\r" in text:
+        raise ValueError("more than one line")
+    try:
+        rows = list(csv.reader([text], skipinitialspace=True, strict=True))
+    except csv.Error as e:
+        raise ValueError(f"a double quote that does not enclose a whole name ({e})") from None
+    names = [n.strip() for n in rows[0]] if rows else []
+    for i, name in enumerate(names):
+        if not name:
+            raise ValueError(f"an empty column name (item {i + 1} of {len(names)}: a stray comma, or an unset shell variable?)")
+    return names
+
+
+def column_text(names: "list[str] | tuple[str, ...]") -> str:
+    """The `drop_columns` value that `column_list` reads back as `names`: joined by commas, a name with a comma or a
+    double quote in double quotes (plain names as they are: 'sample,note')."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow(names)
+    return out.getvalue()
 DOMAIN_KEYS = {
     "tabular": TABLE_KEYS,
     "image": ("augment",),
@@ -322,8 +358,10 @@ class TrainConfig:
                 raise bad(key, "'' (a CSV file's columns are named only for task table)")
         if self.label != self.label.strip() or "\n" in self.label:
             raise bad("label", "a column name as the CSV header writes it (no leading or trailing spaces, one line)")
-        if "\n" in self.drop_columns or any(not n.strip() for n in self.drop_columns.split(",")) and self.drop_columns.strip():
-            raise bad("drop_columns", "column names as the CSV header writes them, separated by commas, or ''")
+        try:
+            column_list(self.drop_columns)
+        except ValueError as e:
+            raise bad("drop_columns", f"{COLUMNS_FORMAT}, as the CSV header writes them, or '' (this one has {e})") from None
         if not 0 <= self.fold <= 9:
             raise bad("fold", "an outer fold in 0..9")
         if self.max_len < 3:

@@ -624,6 +624,8 @@ class Comparison:
     def _read_otherwise(self, client, exp: str) -> str:
         """For a --resume of task table that found nothing: ' (comparison X, unfinished, is this command on this file with
         --label ... --drop-columns ...: ...)' where one is (a flag forgotten, or given, on the resume), else ''."""
+        from shlex import quote
+
         from awnn.config import TABLE_KEYS
         from awnn.data import TASKS, DataError
 
@@ -647,7 +649,7 @@ class Comparison:
                 continue
             key = comparison_key(self.task, self.strategies, self.budget, self._grid_list, {**self._search_options(), Param.DATA_DIGEST: digest})
             if key == root.data.tags.get(Tag.COMPARISON_KEY):
-                flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items()) or "no --label or --drop-columns"
+                flags = " ".join(f"--{k.replace('_', '-')} {quote(v)}" for k, v in options.items()) or "no --label or --drop-columns"
                 return (f" (comparison {root.data.tags.get(Tag.COMPARISON)}, unfinished, is this command on this file with {flags}: "
                         "run it so with --resume to continue that one instead)")
         return ""

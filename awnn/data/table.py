@@ -31,7 +31,8 @@ protocol's, and 90/10 into the inner parts).  A file's format:
 * at least two classes and `MIN_PER_CLASS` rows of each (so that the
   stratified splits give every part each class).
 
-The columns `--drop-columns` names (comma-separated) are left out of every
+The columns `--drop-columns` names (comma-separated; a name with a comma in
+double quotes, as a CSV row writes it: `'id,"Name, full"'`) are left out of every
 file; the columns that are no features (an id, free text, no cell at all:
 `NoFeature`) are named together in one line that gives that flag.
 
@@ -64,16 +65,17 @@ import io
 import math
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import TABLE_KEYS
+from ..config import COLUMNS_FORMAT, TABLE_KEYS, column_list, column_text
 from . import DataError
 from .checks import file_problem
 from .digest import DIGEST_CHARS, files_digest
 
-__all__ = ["TASK", "FILE", "PAIR", "MIN_PER_CLASS", "OPTIONS", "Table", "NoFeature", "table_files", "read_table", "load_table", "column_names"]
+__all__ = ["TASK", "FILE", "PAIR", "MIN_PER_CLASS", "OPTIONS", "Table", "NoFeature", "table_files", "read_table", "load_table", "column_names", "drop_flag"]
 
 TASK = "table"
 FILE = "table.csv"
@@ -155,7 +157,7 @@ class Table:
             groups = "; ".join(" and ".join(map(repr, g)) for g in self.alike[:3]) + ("; ..." if len(self.alike) > 3 else "")
             leak += f"; classes {groups} differ only in case, spaces or punctuation: one class written two ways?"
         if self.dropped:
-            leak += f"; {n(len(self.dropped), 'column')} left out (--drop-columns): {', '.join(self.dropped)}"
+            leak += f"; {n(len(self.dropped), 'column')} left out (--drop-columns): {', '.join(repr(c) if ',' in c else c for c in self.dropped)}"
         if self.empty_columns:
             leak += f"; {n(self.empty_columns, 'trailing column')} with no name and no cell left out"
         named = f" in column {self.label!r}" if self.label else ""
@@ -453,11 +455,18 @@ def _column_named(path: str, line: int, header: list[str], name: str, flag: str)
 
 
 def column_names(text: str) -> list[str]:
-    """The column names of --drop-columns (comma-separated, each stripped); a DataError for an empty one."""
-    names = [n.strip() for n in (text or "").split(",")] if (text or "").strip() else []
-    if any(not n for n in names):
-        raise DataError(f"--drop-columns {text!r}: an empty column name; expected the names of columns, separated by commas")
-    return names
+    """The column names of --drop-columns (awnn/config.py's COLUMNS_FORMAT: comma-separated, each stripped, a name with
+    a comma in double quotes); a DataError saying what is wrong (an empty name, a quote left open)."""
+    try:
+        return column_list(text)
+    except ValueError as e:
+        raise DataError(f"--drop-columns {text!r}: {e}; expected {COLUMNS_FORMAT}") from None
+
+
+def drop_flag(names: list[str]) -> str:
+    """The --drop-columns flag that leaves out `names`, as a shell reads it back: '--drop-columns sample,note',
+    "--drop-columns 'id,\"Name, full\"'" (a name with a comma quoted for the flag, the whole quoted for the shell)."""
+    return f"--drop-columns {shlex.quote(column_text(names))}"
 
 
 def _label_column(path: str, line: int, header: list[str], label: str) -> int:
@@ -471,11 +480,11 @@ def _dropped_columns(path: str, line: int, header: list[str], k: int, names: lis
     for name in names:
         j = _column_named(path, line, header, name, "--drop-columns")
         if j == k:
-            raise DataError(f"--drop-columns {name}: {path}'s column {j + 1} ({name!r}) is the class label's column; expected "
+            raise DataError(f"{drop_flag([name])}: {path}'s column {j + 1} ({name!r}) is the class label's column; expected "
                             "feature columns to leave out")
         out.add(j)
     if len(out) == len(header) - 1:
-        raise DataError(f"--drop-columns {','.join(names)}: leaves {path} no feature column; expected at least one to keep")
+        raise DataError(f"{drop_flag(names)}: leaves {path} no feature column; expected at least one to keep")
     return out
 
 
@@ -549,6 +558,7 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
     columns, names, categories, missing = [], [], {}, {}
     parts = _files(body)
     no_features: list[NoFeature] = []
+    unread: list[DataError] = []
     for j in range(len(header)):
         if j == k or j in dropped:
             continue
@@ -556,6 +566,9 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
             values, kind, gaps = _feature_column(header, j, body, parts)
         except NoFeature as e:  # (every such column said at once: a Titanic file has four)
             no_features.append(e)
+            continue
+        except DataError as e:  # a cell a column cannot hold: said with every other column's problem, one read for all
+            unread.append(e)
             continue
         if kind == "number":
             columns.append(values[:, None])
@@ -568,6 +581,8 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
             columns.append(values)
             categories[header[j]] = kind
             names += [f"{header[j]}={v}" for v in kind]
+    if unread:
+        _unread_columns(files[0], unread, no_features, drop)
     if no_features:
         _no_features(files[0], no_features, drop)
     x = np.concatenate(columns, axis=1)
@@ -613,7 +628,7 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
         digest = hashlib.sha256(raw).hexdigest()[:DIGEST_CHARS]
     # the same bytes read with another class column, or other columns left out, are another task: another digest (the
     # label last and nothing dropped: as before)
-    read_as = ([f"--label {header[k]}"] if not last else []) + ([f"--drop-columns {','.join(sorted(header[j] for j in dropped))}"] if dropped else [])
+    read_as = ([f"--label {header[k]}"] if not last else []) + ([f"--drop-columns {column_text(sorted(header[j] for j in dropped))}"] if dropped else [])
     if read_as:
         digest = hashlib.sha256("\n".join([digest, *read_as]).encode()).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest,
@@ -624,12 +639,26 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
 def _no_features(path: str, found: list[NoFeature], drop: list[str]) -> None:
     """One DataError for the columns that are no features: one's own line, or every one named, each with why; both say
     how --drop-columns leaves them out."""
-    names = ",".join([*drop, *(e.column for e in found)])
-    flag = f"--drop-columns {names}" if "," not in "".join(e.column for e in found) else "--drop-columns"
+    flag = drop_flag([*drop, *(e.column for e in found)])
     if len(found) == 1:
         raise DataError(f"{found[0]}, or pass {flag}")
     listed = "; ".join(f"{e.column!r} ({e.why})" for e in found)
     raise DataError(f"{path}: {len(found)} columns are no features: {listed}; drop them from the file, or pass {flag}")
+
+
+def _unread_columns(path: str, unread: list[DataError], found: list[NoFeature], drop: list[str]) -> None:
+    """One DataError for the columns with a cell they cannot hold (`unread`: each column's first such cell) and those that
+    are no features: one column's error as it is, else every one numbered in one line (a file exported from a
+    spreadsheet often has several: until now each took a run to find)."""
+    if len(unread) == 1 and not found:
+        raise unread[0]
+    parts = [str(e) for e in unread]
+    if found:
+        listed = "; ".join(f"{e.column!r} ({e.why})" for e in found)
+        parts.append(f"{len(found)} column{'s are' if len(found) > 1 else ' is'} no feature: {listed}; drop "
+                     f"{'them' if len(found) > 1 else 'it'} from the file, or pass {drop_flag([*drop, *(e.column for e in found)])}")
+    n = len(unread) + len(found)
+    raise DataError(f"{path}: {n} columns to fix: " + " ".join(f"({i}) {p}" + ("" if i == len(parts) else ";") for i, p in enumerate(parts, 1)))
 
 
 def standardise(x: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -67,6 +67,21 @@ def comma_list(flag: str, text: str) -> list[str]:
     return items
 
 
+def column_option(flag: str, text: str) -> list[str]:
+    """The column names of a column-list option (`--drop-columns id,"Name, full"`: awnn/config.py's COLUMNS_FORMAT);
+    what is wrong with it (an empty item, a quote left open) is refused, naming the flag."""
+    from awnn.config import COLUMNS_FORMAT, column_list
+
+    from ..errors import OptionError
+
+    try:
+        return column_list(text)
+    except ValueError as e:
+        empty = str(e).startswith("an empty column name")
+        raise OptionError(f"{flag}: expected comma-separated names, found an empty item {str(e)[len('an empty column name '):]} in {text!r}"
+                          if empty else f"{flag}: {e} in {text!r}; expected {COLUMNS_FORMAT}") from None
+
+
 def command_parser(sub, name: str, help: str, description: str, examples: list[str]):
     """A subcommand's parser with its one-line help (in `awnn --help`), a
     description and examples (in `awnn NAME --help`); no flag abbreviations."""

@@ -43,7 +43,8 @@ def add_run_flags(p, task: bool = True) -> None:
                         "(e.g. Survived); the other columns are the features (default: the last column; docs/data.md)")
     p.add_argument("--drop-columns", default=None, metavar="NAMES",
                    help="for --task table: columns of the CSV file to leave out, comma-separated (an id, a name, free text: "
-                        "e.g. PassengerId,Name,Ticket; default: none)")
+                        "e.g. PassengerId,Name,Ticket; a name with a comma in double quotes, as a CSV row writes it: "
+                        "'id,\"Name, full\"'; default: none)")
     p.add_argument("--protocol", default=None, choices=None, metavar="{holdout,cv10}",
                    help="risk assessment: holdout (one outer split) or cv10 (the graph tasks' 10 outer folds, Errica et al. 2020: "
                         "selection and R re-trainings per fold); default: the budget's (paper: the grid's, cv10 for the graph "
@@ -125,9 +126,9 @@ def check_run_flags(args) -> None:
         if not ok:
             raise OptionError(f"--{name.replace('_', '-')}: expected {expected}, found {value}")
     if getattr(args, "drop_columns", None) is not None:  # (an empty item: a stray comma, or an unset variable)
-        from . import comma_list
+        from . import column_option
 
-        comma_list("--drop-columns", args.drop_columns)
+        column_option("--drop-columns", args.drop_columns)
 
 
 def settings_from(args):

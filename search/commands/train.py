@@ -37,7 +37,8 @@ def add_parser(sub) -> None:
     p.add_argument("--label", default=None, metavar="COLUMN",
                    help="for --task table: the class label's column in the CSV header, where it is not the last (default: the last)")
     p.add_argument("--drop-columns", default=None, metavar="NAMES",
-                   help="for --task table: columns of the CSV file to leave out, comma-separated (default: none)")
+                   help="for --task table: columns of the CSV file to leave out, comma-separated (a name with a comma in "
+                        "double quotes: 'id,\"Name, full\"'; default: none)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--keep-denormals", action="store_true", help="compute on float denormals (slow on x86 CPUs; by default flushed to zero, as in trials)")
     p.set_defaults(func=run)
@@ -120,9 +121,11 @@ def run(args) -> int:
     if args.label is not None:
         values["label"] = args.label
     if args.drop_columns is not None:
-        from . import comma_list
+        from awnn.config import column_text
 
-        values["drop_columns"] = ",".join(comma_list("--drop-columns", args.drop_columns))
+        from . import column_option
+
+        values["drop_columns"] = column_text(column_option("--drop-columns", args.drop_columns))
     values, source = resolve_defaults(args, values)
     config = TrainConfig.from_dict(values, source="command line")
     if config.device == "cuda":

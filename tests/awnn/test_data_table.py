@@ -9,7 +9,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from awnn.config import TrainConfig
+from awnn.config import TrainConfig, column_list, column_text
 from awnn.data import DataError, load_task, task_kind
 from awnn.data.table import MAX_CATEGORIES, MIN_PER_CLASS, read_table, standardise, table_files
 from awnn.fusable import check_fusable
@@ -635,7 +635,8 @@ def test_label_is_a_key_of_task_table_only(tmp_path):
     for key in ("label", "drop_columns"):
         with pytest.raises(ConfigError, match=f"key '{key}': expected '' \\(a CSV file's columns are named only for task table"):
             TrainConfig.from_dict({"task": "spiralhard", key: "class"})
-    with pytest.raises(ConfigError, match="key 'drop_columns': expected column names as the CSV header writes them, separated by commas"):
+    with pytest.raises(ConfigError, match="key 'drop_columns': expected column names separated by commas \\(a name with a comma in double quotes.*"
+                       "this one has an empty column name \\(item 2 of 3"):
         TrainConfig.from_dict({"task": "table", "drop_columns": "a,,b"})
     with pytest.raises(ConfigError, match="key 'label': expected a column name as the CSV header writes it"):
         TrainConfig.from_dict({"task": "table", "label": " class"})
@@ -725,6 +726,98 @@ def test_every_column_that_is_no_feature_is_named_at_once_and_drop_columns_leave
     task = load_task("table", str(path), config=TrainConfig(task="table", data_root=str(path), label="Survived",
                                                              drop_columns="PassengerId,Name,Ticket,Cabin"))
     assert (task.in_features, task.num_classes, task.data_digest) == (9, 2, t.digest)
+
+
+# header names the flag must carry: a comma, double quotes, a single quote, spaces, shell syntax, a leading quote, unicode
+AWKWARD_NAMES = ["Name, full", 'Ticket "no"', "Cabin's deck", "Row id", "$HOME; echo x", '"quoted"', "Straße, Nr."]
+
+
+@pytest.mark.parametrize("name", AWKWARD_NAMES)
+def test_the_flag_a_no_feature_column_is_named_with_reads_the_file_as_the_shell_hands_it_back(tmp_path, name):
+    """Every column name a CSV header can hold: the flag the error gives, split as a shell splits it, leaves those
+    columns out (until now a name with a comma got a bare `--drop-columns`, and a name with a space a flag the shell
+    split in two); the CLI, a trial's config and read_table agree on it, and the digest does not depend on the order."""
+    import shlex
+
+    from search.commands import column_option
+
+    header, rows = _titanic()
+    header = [name if c == "Name" else c for c in header]
+    path = _write(tmp_path / "titanic.csv", header, rows)
+    with pytest.raises(DataError) as e:
+        read_table(str(path), "Survived")
+    flag = str(e.value).rsplit(", or pass ", 1)[1]
+    argv = shlex.split(flag)
+    assert argv[0] == "--drop-columns" and len(argv) == 2, flag
+    assert column_option("--drop-columns", argv[1]) == ["PassengerId", name, "Ticket", "Cabin"]
+    t = read_table(str(path), "Survived", argv[1])
+    assert t.dropped == ["PassengerId", name, "Ticket", "Cabin"]
+    assert t.features[0] == "Pclass" and not any(f.startswith(name) for f in t.features)
+    shown = repr(name) if "," in name else name  # (the summary's list: a name with a comma quoted)
+    assert f"4 columns left out (--drop-columns): PassengerId, {shown}, Ticket, Cabin" in t.summary
+    config = TrainConfig(task="table", data_root=str(path), label="Survived", drop_columns=argv[1])
+    assert load_task("table", str(path), config=config).data_digest == t.digest
+    shuffled = column_text(["Cabin", name, "Ticket", "PassengerId"])
+    assert read_table(str(path), "Survived", shuffled).digest == t.digest
+
+
+@pytest.mark.parametrize("text, says", [
+    ('PassengerId,"Name, full', "a double quote that does not enclose a whole name"),
+    ('"Name" full,PassengerId', "a double quote that does not enclose a whole name"),
+    ("PassengerId,\nName", "more than one line"),
+])
+def test_a_column_list_whose_quotes_do_not_close_is_refused_in_one_line(tmp_path, text, says):
+    from awnn.config import ConfigError
+    from search.commands import column_option
+    from search.errors import OptionError
+
+    header, rows = _titanic()
+    path = _write(tmp_path / "titanic.csv", header, rows)
+    with pytest.raises(DataError) as e:
+        read_table(str(path), "Survived", text)
+    assert says in str(e.value) and "expected column names separated by commas (a name with a comma in double quotes" in str(e.value)
+    with pytest.raises(OptionError, match=f"--drop-columns: {says}"):
+        column_option("--drop-columns", text)
+    with pytest.raises(ConfigError, match="key 'drop_columns'"):
+        TrainConfig(task="table", data_root=str(path), drop_columns=text).validate()
+
+
+def test_column_text_reads_back_and_keeps_plain_names_as_they_were():
+    """Plain names are written as before (the digest of a comparison that left such columns out is unchanged)."""
+    assert column_text(["PassengerId", "Name", "Ticket"]) == "PassengerId,Name,Ticket"
+    for names in (AWKWARD_NAMES, ["a"], [" x"[1:], "y z"]):
+        assert column_list(column_text(names)) == names
+    assert column_list("") == [] == column_list("  ")
+
+
+def test_every_column_a_file_must_fix_is_said_in_one_line(tmp_path):
+    """A spreadsheet export with a typo in one numeric column, thousands separators in another and a free-text column:
+    one line numbers all three (until now the typo alone, then the next run the separators, then the text); with the
+    no-feature column left out, the two cell errors; with one of those fixed, the other as it always read."""
+    rows = _blobs()
+    header = ["f1", "f2", "f3", "note", "class"]
+    body = [[r[0], r[1], r[2], f"free text {i}", r[4]] for i, r in enumerate(rows)]
+    body[5][0] = "oops"
+    body[7][2] = "1,234"
+    path = _write(tmp_path / "export.csv", header, body)
+    with pytest.raises(DataError) as e:
+        read_table(str(path))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: 3 columns to fix: (1) {path}, line 7, column 1 ('f1'): 'oops'; expected "), msg
+    assert f"; (2) {path}, line 9, column 3 ('f3'): '1,234', a number written with " in msg
+    assert msg.endswith("; (3) 1 column is no feature: 'note' (60 distinct text values); drop it from the file, or pass "
+                        "--drop-columns note"), msg
+    with pytest.raises(DataError) as e:
+        read_table(str(path), drop_columns="note")
+    assert str(e.value).startswith(f"{path}: 2 columns to fix: (1) {path}, line 7") and "(3)" not in str(e.value)
+    body[7][2] = "1234"
+    _write(path, header, body)
+    with pytest.raises(DataError) as e:
+        read_table(str(path), drop_columns="note")
+    assert str(e.value).startswith(f"{path}, line 7, column 1 ('f1'): 'oops'; expected a finite number"), str(e.value)
+    body[5][0] = "1.5"
+    _write(path, header, body)
+    assert read_table(str(path), drop_columns="note").dropped == ["note"]
 
 
 @pytest.mark.parametrize("drop, says", [
