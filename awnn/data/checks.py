@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 
 import numpy as np
 
@@ -112,7 +113,7 @@ def _data_root_too_deep(folder: str, files: list[str], layout: str) -> str | Non
         for _ in parts:
             right = os.path.dirname(right)
         if os.path.normpath(os.path.join(right, layout)) == os.path.normpath(here):
-            return f"they are in {here}: --data-root {right or '.'} reads them"
+            return f"they are in {here}: --data-root {shlex.quote(right or '.')} reads them"
         return f"they are in {here}: move them to a folder {layout} and give --data-root the folder that holds it"
     return None
 

@@ -176,7 +176,7 @@ def table_files(data_root: str | None) -> tuple[str, ...]:
     if any(os.path.lexists(f) for f in pair):
         if os.path.lexists(single):
             raise DataError(f"task {TASK}: {root} holds both {FILE} and {' / '.join(f for f in PAIR if os.path.lexists(os.path.join(root, f)))}; "
-                            f"expected one layout: --data-root {single} reads {FILE} alone (split 70/10/20), or move it away "
+                            f"expected one layout: --data-root {shlex.quote(single)} reads {FILE} alone (split 70/10/20), or move it away "
                             f"to read {PAIR[0]} and {PAIR[1]} (the test part as given)")
         return pair
     return (single,)
@@ -358,7 +358,7 @@ def _missing_file(path: str, problem: str, pair: bool) -> DataError:
     except OSError:
         others = []
     near = (f"; {folder} holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}: "
-            f"--data-root {os.path.join(folder, others[0])} reads {'it' if len(others) == 1 else 'the first'}") if others else ""
+            f"--data-root {shlex.quote(os.path.join(folder, others[0]))} reads {'it' if len(others) == 1 else 'the first'}") if others else ""
     return DataError(f"task {TASK}: expected a CSV file at {path} ({problem}){near}; --data-root must name the CSV file, "
                      f"or a folder that holds {FILE}, or {PAIR[0]} and {PAIR[1]} (header row, feature columns (numbers or "
                      "categories), the class label last or named by --label)")

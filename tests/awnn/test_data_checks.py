@@ -387,6 +387,19 @@ def test_a_data_root_inside_the_layout_says_which_data_root_reads_the_files(tmp_
     load_task(task, root)  # ... and it does
 
 
+def test_the_data_root_said_for_a_folder_inside_the_layout_is_quoted_for_the_shell(tmp_path):
+    """A root whose name a shell splits ('my data'): the --data-root the line gives, pasted back, is that root."""
+    import shlex
+
+    root = tmp_path / "my data"
+    make_mnist(str(root))
+    with pytest.raises(DataError) as e:
+        load_task("mnist", str(root / "MNIST"))
+    words = shlex.split(str(e.value).split("--data-root ", 1)[1])
+    assert words[:2] == [str(root), "reads"], str(e.value)
+    load_task("mnist", words[0])
+
+
 def test_files_in_a_folder_of_another_name_are_to_be_moved_into_the_layout(tmp_path):
     make_cifar(str(tmp_path))
     os.rename(tmp_path / "cifar-10-batches-py", tmp_path / "my cifar")

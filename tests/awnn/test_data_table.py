@@ -414,6 +414,24 @@ def test_every_bad_pair_is_one_line_naming_the_file_and_where(tmp_path, name):
         assert part in msg, msg
 
 
+@pytest.mark.parametrize("folder", ["my data", "Bob's files", "a;b $x"])
+@pytest.mark.parametrize("present", [["wine.csv"], ["table.csv", "train.csv", "test.csv"]])
+def test_the_data_root_an_error_suggests_reads_the_data_as_the_shell_hands_it_back(tmp_path, folder, present):
+    """A folder name with a space, a quote or shell syntax: the `--data-root` the line suggests is quoted for the shell
+    (until now 'my data/wine.csv' was pasted as two words), and pasted back it reads the file."""
+    import shlex
+
+    root = tmp_path / folder
+    root.mkdir()
+    for f in present:
+        _write(root / f, HEADER, _blobs())
+    with pytest.raises(DataError) as e:
+        read_table(str(root))
+    words = shlex.split(str(e.value).split("--data-root ", 1)[1])
+    assert words[0] == str(root / present[0]) and words[1] == "reads", str(e.value)
+    assert read_table(words[0]).path == str(root / present[0])
+
+
 @pytest.mark.parametrize("present, says", [
     (["train.csv"], "expected test.csv beside train.csv in {d} (missing); a folder holds table.csv (split 70/10/20 here), or train.csv and test.csv"),
     (["test.csv"], "expected train.csv beside test.csv in {d} (missing)"),
