@@ -1,6 +1,7 @@
 """The report's content as a list of blocks, one function per section (rendered by tracking/render.py)."""
 from __future__ import annotations
 
+from shlex import quote
 from typing import Any
 
 from . import analysis as A
@@ -249,7 +250,7 @@ def _method_section(a: A.Analysis, tracking_hint: str | None = None) -> list[tup
         "Trials: one per selection config and per re-training run; failed, diverged and stopped trials count in every cost. "
         "Statuses come from the tag `awnn.status`; device-hours from the metric `device_hours` of each trial run.",
         "Selection: best inner-validation accuracy (ties: lower validation loss, then grid order) among trials that finished ok or width_capped.",
-        f"Rebuild from the tracking store alone: `awnn report --comparison {c['id']} --tracking-uri {tracking_hint or 'URI'} --out DIR`. "
+        f"Rebuild from the tracking store alone: `awnn report --comparison {c['id']} --tracking-uri {quote(tracking_hint) if tracking_hint else 'URI'} --out DIR`. "
         "The same store gives the same files.",
         "Formulas and the summary.json keys: docs/report.md.",
     ]))

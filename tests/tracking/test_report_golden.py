@@ -23,3 +23,20 @@ def test_report_of_the_stored_comparison_is_unchanged(tmp_path):
             diff = "".join(list(difflib.unified_diff(expected.splitlines(True), built[name].splitlines(True), f"golden/{name}", f"now/{name}"))[:80])
             raise AssertionError(f"{name} differs from the golden report (intended? run tests/fixtures/make_golden_report.py and commit):\n{diff}")
     assert "doublemoon" in built["report.md"] and PLACEHOLDER in built["report.md"]
+
+
+def test_the_rebuild_command_in_the_report_reads_back_the_store_when_its_path_has_a_space(tmp_path):
+    """The report's `awnn report ... --tracking-uri URI` line is pasted into a shell: a store in 'my runs/' was two
+    words until the URI was quoted."""
+    import shlex
+
+    from golden_report import golden_store
+    from tracking.report import write_report
+
+    tmp = tmp_path / "my runs"
+    tmp.mkdir()
+    uri = golden_store(tmp)
+    write_report(uri, tmp / "report")
+    line = next(l for l in (tmp / "report" / "report.md").read_text().splitlines() if "Rebuild from the tracking store alone" in l)
+    words = shlex.split(line.split("`")[1])
+    assert words[words.index("--tracking-uri") + 1] == uri and words[-2:] == ["--out", "DIR"], line
