@@ -12,7 +12,12 @@ protocol's, and 90/10 into the inner parts).  A file's format:
   numbers the rows, as pandas' `to_csv` writes its index, is refused: a row
   number is no feature; a first row that reads as an example, as a file
   without a header has, is refused), then one row per example, separated by
-  commas;
+  commas, or by semicolons or tabs (a file whose header reads as one column
+  holding either, or whose first line is Excel's `sep=;`: `SEPARATORS`); a
+  file separated by semicolons, as spreadsheets under German, French, ...
+  settings save CSV, may write its numbers with decimal commas (1,5), which
+  are read as points (a file writing numbers both ways, or 1.234,5, is
+  refused); the summary says how such a file was read;
 * every column but the last a feature: a numeric column (every cell a finite
   number or missing, written as one of `MISSING`: filled with the training
   mean by `standardise`, with an indicator feature `name (missing)`; not a
@@ -90,6 +95,7 @@ MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
 MISSING_CATEGORY = "(missing)"
 _MISSING_SHOWN = "'', 'NA', 'N/A', 'nan', 'null', 'None', '?'"
 OPTIONS = TABLE_KEYS  # read_table's and load_table's keyword options, TrainConfig's keys of the same names
+SEPARATORS = {",": "commas", ";": "semicolons", "\t": "tabs"}  # what a row's cells may be separated by (a file uses one)
 _LAST = " (the last column is the class label: where yours is another, name it with --label)"  # (Titanic's Survived is the 2nd)
 
 
@@ -115,6 +121,7 @@ class Table:
     empty_columns: int = 0  # trailing columns with no name and no cell left out (a comma ending every line)
     alike: list[list[str]] = field(default_factory=list)  # classes written alike but for case, spaces or punctuation
     dropped: list[str] = field(default_factory=list)  # the columns --drop-columns left out, in file order
+    formats: list[str] = field(default_factory=list)  # how each file not separated by commas was read ('x.csv separated by ...')
 
     @property
     def name(self) -> str:
@@ -160,6 +167,8 @@ class Table:
             leak += f"; {n(len(self.dropped), 'column')} left out (--drop-columns): {', '.join(repr(c) if ',' in c else c for c in self.dropped)}"
         if self.empty_columns:
             leak += f"; {n(self.empty_columns, 'trailing column')} with no name and no cell left out"
+        for how in self.formats:
+            leak += f"; {how}"
         named = f" in column {self.label!r}" if self.label else ""
         return (f"{rows}; {n(len(self.features), 'feature')} from {n(columns, 'column')} ({kinds}); {len(self.classes)} classes{named}: "
                 f"{shown}{more}{gaps}{leak}")
@@ -364,7 +373,7 @@ def _missing_file(path: str, problem: str, pair: bool) -> DataError:
                      "categories), the class label last or named by --label)")
 
 
-def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], Rows, int]:
+def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], Rows, int, str]:
     """One CSV file: (its bytes, the header's line, the header, the example rows, the empty columns left out), each
     row as long as the header; a DataError for a file that is no such table.  `named`: --label names the class label's
     column (the file must have a header holding it: a first row read as an example is not looked for).  Trailing
@@ -383,28 +392,32 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
         raise DataError(f"{path}, line {at}: not UTF-8 text (at byte offset {e.start}: "
                         f"{raw[e.start:e.start + 1]!r}, as Latin-1 or Windows-1252 write an accented letter; Excel's plain 'CSV' "
                         "saves so on Windows); expected a CSV file in UTF-8: save it as 'CSV UTF-8'") from None
-    try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
-    except csv.Error as e:
-        raise DataError(f"{path}: not a readable CSV file ({e})") from None
-    numbered = [(i + 1, r) for i, r in enumerate(rows) if r and any(c.strip() for c in r)]  # blank lines skipped
+    numbered = _numbered_rows(path, text, ",")
     if not numbered:
         raise DataError(f"{path}: empty; expected a header row, then one row per example (features, then the class label)")
     first = [c.strip() for c in numbered[0][1]]
+    sep = ","
     if len(first) == 1 and re.fullmatch(r"sep=.?", first[0].lower()) or first == ["sep=", ""]:  # Excel's separator line
         sep = numbered[0][1][0].lstrip()[4:5] or ","  # ('sep=,' reads as the cells 'sep=' and '')
-        if sep != ",":
+        if sep not in SEPARATORS:
             raise DataError(f"{path}, line {numbered[0][0]}: {numbered[0][1][0]!r}, Excel's line naming the separator {sep!r}; expected "
-                            "a CSV file separated by commas: save it as CSV with commas")
-        numbered = numbered[1:]  # ('sep=,': the separator this reader takes; the header follows)
+                            f"a CSV file separated by {' or '.join(SEPARATORS.values())}: save it as CSV with commas")
+        if sep != ",":  # (Excel writes 'sep=;' where the list separator is a semicolon: German, French, ... settings)
+            numbered = _numbered_rows(path, text, sep)
+        numbered = numbered[1:]  # (the separator line; the header follows)
         if not numbered:
             raise DataError(f"{path}: empty; expected a header row, then one row per example (features, then the class label)")
+    elif len(first) == 1:  # one column: a file separated by semicolons (a spreadsheet's CSV under such settings) or tabs?
+        sep = next((other for other in SEPARATORS if other != "," and other in first[0]), ",")
+        if sep != ",":
+            numbered = _numbered_rows(path, text, sep)
     line, header = numbered[0]
     header = [c.strip() for c in header]
     if len(header) < 2:
-        other = next((name for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")) if sep in header[0]), None)
+        other = next((name for mark, name in (("|", "bars"),) if mark in header[0]), None)
         hint = f"; the file looks separated by {other}: save it as CSV with commas" if other else ""
         raise DataError(f"{path}, line {line}: {len(header)} column; expected at least 2 (one or more features, then the class label){hint}")
+    decimal = sep == ";" and _decimal_commas(path, numbered[1:])  # (a semicolon's file writes 1,5 for 1.5)
     if all(_number(c) is not None for c in header) and not _default_names(header):
         raise DataError(f"{path}, line {line}: every cell is a number ({', '.join(header[:4])}{', ...' if len(header) > 4 else ''}); "
                         "expected a header row of column names first")
@@ -439,7 +452,52 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
         raise DataError(f"{path}, line {line}: reads as an example, not a header: its last cell {header[-1]!r} is a class "
                         f"label of the rows below and {fits} of its {len(header) - 1} feature cells fit their columns' "
                         "values; expected a header row of column names first (add one: the first example is read as names otherwise)")
-    return raw, line, header, [(path, n, row) for n, row in body], empty
+    how = "" if sep == "," else f"{os.path.basename(path)} separated by {SEPARATORS[sep]}" + (", decimal commas read as points" if decimal else "")
+    return raw, line, header, [(path, n, row) for n, row in body], empty, how
+
+
+def _numbered_rows(path: str, text: str, sep: str) -> list[tuple[int, list[str]]]:
+    """The rows of `text` split at `sep`, numbered from line 1, blank lines left out."""
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
+    except csv.Error as e:
+        raise DataError(f"{path}: not a readable CSV file ({e})") from None
+    return [(i + 1, r) for i, r in enumerate(rows) if r and any(c.strip() for c in r)]
+
+
+# a number with a decimal comma, and one with a decimal point (a cell as written, stripped)
+_DECIMAL_COMMA = re.compile(r"[+-]?(?:\d+,\d*|,\d+)(?:[eE][+-]?\d+)?")
+_DECIMAL_POINT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_POINT_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:\.\d{3})+,\d*")  # 1.234,5: thousands separated by points, as such settings format them
+
+
+def _decimal_commas(path: str, rows: list[tuple[int, list[str]]]) -> bool:
+    """Whether the rows of a file separated by semicolons write their numbers with decimal commas (as the settings that
+    separate by semicolons do: 1,5); each such cell is then rewritten with a point, in place.  A file that writes
+    numbers both ways is a DataError naming one of each (which is it: 1,234 a thousand, or one and a bit?)."""
+    comma = point = None
+    for n, row in rows:
+        for cell in row:
+            c = cell.strip()
+            if _POINT_THOUSANDS.fullmatch(c):
+                raise DataError(f"{path}, line {n}: {c!r}, a number written with thousands separators; expected plain numbers "
+                                f"({c.replace('.', '')}): save the column without that formatting")
+            if comma is None and _DECIMAL_COMMA.fullmatch(c):
+                comma = (n, c)
+            elif point is None and _DECIMAL_POINT.fullmatch(c):
+                point = (n, c)
+        if comma and point:
+            raise DataError(f"{path}: separated by semicolons, with numbers written with a decimal comma (line {comma[0]}: {comma[1]!r}) "
+                            f"and with a decimal point (line {point[0]}: {point[1]!r}); expected one way (a decimal comma, as "
+                            "such a file writes them, or a point), so that 1,234 cannot be read as either")
+    if comma is None:
+        return False
+    for _, row in rows:
+        for j, cell in enumerate(row):
+            c = cell.strip()
+            if _DECIMAL_COMMA.fullmatch(c):
+                row[j] = c.replace(",", ".")
+    return True
 
 
 def _column_named(path: str, line: int, header: list[str], name: str, flag: str) -> int:
@@ -535,7 +593,8 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
         problem = file_problem(path)
         if problem:
             raise _missing_file(path, problem, len(files) == 2)
-    raw, line, header, body, empty = _read_rows(files[0], named=bool(label))
+    raw, line, header, body, empty, how = _read_rows(files[0], named=bool(label))
+    formats = [how] if how else []
     k = _label_column(files[0], line, header, label)
     dropped = _dropped_columns(files[0], line, header, k, drop)
     last = k == len(header) - 1
@@ -543,7 +602,8 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
     where = f"column {k + 1} ({header[k]!r})"
     n_test = 0
     if len(files) == 2:
-        _, test_line, test_header, test_body, _ = _read_rows(files[1], named=bool(label))
+        _, test_line, test_header, test_body, _, test_how = _read_rows(files[1], named=bool(label))
+        formats += [test_how] if test_how else []
         _same_header(files[0], header, files[1], test_line, test_header, k)
         n_test = len(test_body)
         body = body + test_body
@@ -633,7 +693,7 @@ def read_table(data_root: str | None, label: str = "", drop_columns: str = "") -
         digest = hashlib.sha256("\n".join([digest, *read_as]).encode()).hexdigest()[:DIGEST_CHARS]
     return Table(path=path, x=x.astype(np.float32), y=y, classes=classes, features=names, digest=digest,
                  categories=categories, n_test=n_test, missing=missing, repeats=repeats, label="" if last else header[k],
-                 empty_columns=empty, alike=_alike(classes), dropped=[header[j] for j in sorted(dropped)])
+                 empty_columns=empty, alike=_alike(classes), dropped=[header[j] for j in sorted(dropped)], formats=formats)
 
 
 def _no_features(path: str, found: list[NoFeature], drop: list[str]) -> None:

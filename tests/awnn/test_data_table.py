@@ -143,12 +143,16 @@ BAD = {
     "header only": ("x,y,label\n", ["a header row and no example"]),
     "no header": ("1,2,0\n" * 30, ["line 1", "every cell is a number", "header row"]),
     "one column": ("label\n" + "a\n" * 30, ["line 1", "1 column", "at least 2"]),
-    "Excel's separator line for semicolons": ("sep=;\nx;y;label\n1;2;a\n", ["line 1: 'sep=;', Excel's line naming the separator ';'",
-                                                                        "separated by commas"]),
-    "Excel's separator line for tabs": ("sep=\t\nx\ty\tlabel\n1\t2\ta\n", ["line 1: 'sep=\\t', Excel's line naming the separator '\\t'"]),
+    "Excel's separator line for bars": ("sep=|\nx|y|label\n1|2|a\n", ["line 1: 'sep=|', Excel's line naming the separator '|'",
+                                                                    "separated by commas or semicolons or tabs"]),
     "Excel's separator line alone": ("sep=,\n", ["empty", "header row"]),
-    "semicolons": ("x;y;label\n1;2;a\n", ["line 1", "1 column", "separated by semicolons", "with commas"]),
-    "tabs": ("x\ty\tlabel\n1\t2\ta\n", ["line 1", "separated by tabs"]),
+    "Excel's separator line for semicolons alone": ("sep=;\n", ["empty", "header row"]),
+    "bars": ("x|y|label\n1|2|a\n", ["line 1", "1 column", "separated by bars", "with commas"]),
+    "semicolons and thousands separated by points": ("x;y;label\n1,5;2;a\n1.234,5;2;b\n", [
+        "line 3: '1.234,5', a number written with thousands separators; expected plain numbers (1234,5)"]),
+    "semicolons and numbers written two ways": ("x;y;label\n1,5;2;a\n2;2.5;b\n", [
+        "separated by semicolons, with numbers written with a decimal comma (line 2: '1,5') and with a decimal point (line 3: '2.5')",
+        "expected one way"]),
     "a pandas index": (",x,label\n" + "".join(f"{i},{i % 3},{'ab'[i % 2]}\n" for i in range(30)),
                        ["line 1, column 1: no column name", "pandas' to_csv", "index=False"]),
     "an unnamed column": ("x,,label\n1,2,a\n", ["line 1, column 2: no column name"]),
@@ -217,6 +221,33 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path):
     path.write_bytes("x,y,label\n1,2,a\n".encode("utf-16"))  # Excel's "Unicode Text"
     with pytest.raises(DataError, match=r"UTF-16 text \(as Excel's 'Unicode Text' saves\); expected a CSV file in UTF-8"):
         read_table(str(path))
+
+
+@pytest.mark.parametrize("layout", ["semicolons", "semicolons, Excel's line", "tabs", "tabs, Excel's line", "semicolons, no decimals"])
+def test_a_file_separated_by_semicolons_or_tabs_reads_as_its_comma_twin(tmp_path, layout):
+    """A spreadsheet under German, French, ... settings saves its CSV separated by semicolons and writes 1,5 for 1.5
+    (Excel adds `sep=;` on request); R and pandas write tabs.  Each was refused ("save it as CSV with commas", which such
+    a spreadsheet cannot do without changing the system's settings); now read as the comma file with the same cells,
+    which the summary says."""
+    rows = _blobs()
+    if layout.endswith("no decimals"):
+        rows = [[str(round(float(c))) for c in r[:4]] + [r[4]] for r in rows]
+    plain = read_table(str(_write(tmp_path / "plain.csv", HEADER, rows)))
+    sep = ";" if layout.startswith("semicolons") else "\t"
+    decimal = sep == ";" and not layout.endswith("no decimals")
+    path = tmp_path / "other.csv"
+    with open(path, "w", newline="") as f:
+        if "Excel" in layout:
+            f.write(f"sep={sep}\n")
+        w = csv.writer(f, delimiter=sep)
+        w.writerow(HEADER)
+        w.writerows([[c.replace(".", ",") if decimal else c for c in r[:4]] + [r[4]] for r in rows])
+    if decimal:
+        assert "," in path.read_text()
+    t = read_table(str(path))
+    assert np.array_equal(t.x, plain.x) and np.array_equal(t.y, plain.y) and t.features == plain.features
+    said = f"other.csv separated by {'semicolons' if sep == ';' else 'tabs'}" + (", decimal commas read as points" if decimal else "")
+    assert t.summary == f"{plain.summary}; {said}"
 
 
 @pytest.mark.parametrize("sep", ["sep=,", '"sep=,"', "sep=,\r"])
