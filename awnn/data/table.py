@@ -12,8 +12,9 @@ protocol's, and 90/10 into the inner parts).  A file's format:
   numbers the rows, as pandas' `to_csv` writes its index, is refused: a row
   number is no feature; a first row that reads as an example, as a file
   without a header has, is refused), then one row per example, separated by
-  commas, or by semicolons or tabs (a file whose header reads as one column
-  holding either, or whose first line is Excel's `sep=;`: `SEPARATORS`); a
+  commas, or by semicolons or tabs (the one that splits the first lines
+  alike into the most cells, or the one Excel's first line `sep=;` names:
+  `SEPARATORS`, `_separator`); a
   file separated by semicolons, as spreadsheets under German, French, ...
   settings save CSV, may write its numbers with decimal commas (1,5), which
   are read as points (a file writing numbers both ways, or 1.234,5, is
@@ -407,8 +408,8 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
         numbered = numbered[1:]  # (the separator line; the header follows)
         if not numbered:
             raise DataError(f"{path}: empty; expected a header row, then one row per example (features, then the class label)")
-    elif len(first) == 1:  # one column: a file separated by semicolons (a spreadsheet's CSV under such settings) or tabs?
-        sep = next((other for other in SEPARATORS if other != "," and other in first[0]), ",")
+    else:  # a file separated by semicolons (a spreadsheet's CSV under such settings) or tabs?
+        sep = _separator(path, text, numbered)
         if sep != ",":
             numbered = _numbered_rows(path, text, sep)
     line, header = numbered[0]
@@ -454,6 +455,32 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
                         "values; expected a header row of column names first (add one: the first example is read as names otherwise)")
     how = "" if sep == "," else f"{os.path.basename(path)} separated by {SEPARATORS[sep]}" + (", decimal commas read as points" if decimal else "")
     return raw, line, header, [(path, n, row) for n, row in body], empty, how
+
+
+_SNIFF_LINES = 50  # lines whose cells `_separator` counts
+
+
+def _separator(path: str, text: str, by_commas: list[tuple[int, list[str]]]) -> str:
+    """The separator of a file without Excel's `sep=` line: of commas, semicolons and tabs, the one that splits the first
+    lines into the same number of cells, 2 or more, the most cells where several do (a semicolon file whose header
+    names 'Preis, EUR' splits at commas into 2 cells a line too), commas on a tie; commas where none does (the checks
+    that follow say what is wrong).  `by_commas`: the file's rows split at commas."""
+    head = by_commas[:_SNIFF_LINES]
+    if not any(other in c for _, row in head for c in row for other in SEPARATORS if other != ","):
+        return ","  # (the common case: nothing to count)
+    if len(head[0][1]) == 1:  # a header of one column holding a semicolon or a tab: that one (a row of another length
+        return next(other for other in SEPARATORS if other != "," and other in head[0][1][0])  # is then said by its line)
+    lines = text.splitlines(keepends=True)
+    prefix = "".join(lines[:_SNIFF_LINES + 1])
+    best, cells = ",", 0
+    for sep in SEPARATORS:
+        rows = _numbered_rows(path, prefix, sep)
+        if len(lines) > _SNIFF_LINES + 1 and len(rows) > 1:
+            rows = rows[:-1]  # (the prefix may end inside a quoted cell)
+        counts = {len(r) for _, r in rows}
+        if len(counts) == 1 and min(counts) >= 2 and min(counts) > cells:
+            best, cells = sep, min(counts)
+    return best
 
 
 def _numbered_rows(path: str, text: str, sep: str) -> list[tuple[int, list[str]]]:

@@ -250,6 +250,23 @@ def test_a_file_separated_by_semicolons_or_tabs_reads_as_its_comma_twin(tmp_path
     assert t.summary == f"{plain.summary}; {said}"
 
 
+def test_the_separator_is_the_one_that_splits_every_line_alike(tmp_path):
+    """A semicolon file whose header names 'Preis, EUR' splits at commas into two cells a line as well (each row's
+    decimal comma): the separator that gives every line the same, larger number of cells wins.  A comma file whose
+    text cells hold semicolons stays a comma file; a ragged semicolon file is said by its line."""
+    rows = [[f"{i % 7},{i % 3}", str(i % 5), "ab"[i % 2]] for i in range(40)]
+    path = tmp_path / "preise.csv"
+    path.write_text("Preis, EUR;Menge;Klasse\n" + "".join(";".join(r) + "\n" for r in rows))
+    t = read_table(str(path))
+    assert t.features == ["Preis, EUR", "Menge"] and t.summary.endswith("preise.csv separated by semicolons, decimal commas read as points")
+    assert t.x[1, 0] == pytest.approx(1.1) and len(t.y) == 40
+    tags = _write(tmp_path / "tags.csv", ["x", "tags", "label"], [[str(i % 4), "a;b" if i % 3 else "c;d", "ab"[i % 2]] for i in range(40)])
+    assert read_table(str(tags)).categories == {"tags": ["a;b", "c;d"]}
+    path.write_text("Preis;Menge;Klasse\n1,5;2;a\n2,5;3\n")
+    with pytest.raises(DataError, match="line 3: 2 columns; expected 3, as the header has"):
+        read_table(str(path))
+
+
 @pytest.mark.parametrize("sep", ["sep=,", '"sep=,"', "sep=,\r"])
 def test_excels_separator_line_is_read_where_it_names_commas(tmp_path, sep):
     rows = _blobs()
