@@ -18,7 +18,11 @@ protocol's, and 90/10 into the inner parts).  A file's format:
   file separated by semicolons, as spreadsheets under German, French, ...
   settings save CSV, may write its numbers with decimal commas (1,5), which
   are read as points (a file writing numbers both ways, or 1.234,5, is
-  refused); the summary says how such a file was read;
+  refused); the summary says how such a file was read; the file's text in
+  UTF-8, or UTF-16 with its byte order mark (Excel's "Unicode Text"), and
+  compressed or not (gzip, bzip2, xz, a zip archive of one CSV file: found
+  by the first bytes, `_file_text`); a workbook, Parquet, HDF5 or SQLite
+  file is refused as what it is (`NOT_CSV`, `SPREADSHEETS`);
 * every column but the last a feature: a numeric column (every cell a finite
   number or missing, written as one of `MISSING`: filled with the training
   mean by `standardise`, with an indicator feature `name (missing)`; not a
@@ -85,6 +89,7 @@ __all__ = ["TASK", "FILE", "PAIR", "MIN_PER_CLASS", "OPTIONS", "Table", "NoFeatu
 
 TASK = "table"
 FILE = "table.csv"
+TABLE_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".tsv.gz")  # names a table file goes by
 PAIR = ("train.csv", "test.csv")  # a folder's other layout: the test part as given
 VAL_FRACTION = 0.125  # of a pair's train.csv: outer training/validation 70:10, as the 70/10/20 split's
 MIN_PER_CLASS = 10
@@ -128,7 +133,9 @@ class Table:
     def name(self) -> str:
         """The file's name for a comparison id (`table-<name>-<time>-...`): its stem (a folder's table.csv: the
         folder's name), lower case, each run of other characters than a-z and 0-9 one `_`, at most 24; may be ''."""
-        stem = os.path.splitext(os.path.basename(self.path))[0]
+        base = os.path.basename(self.path)
+        suffix = next((x for x in TABLE_SUFFIXES if base.lower().endswith(x) and len(base) > len(x)), None)  # (wine.csv.gz: wine)
+        stem = base[:-len(suffix)] if suffix else os.path.splitext(base)[0]
         if self.n_test:  # a pair: its folder
             stem = os.path.basename(os.path.abspath(self.path))
         elif os.path.basename(self.path) == FILE:
@@ -180,7 +187,7 @@ def table_files(data_root: str | None) -> tuple[str, ...]:
     given); else the path itself where it is a file or ends in .csv; else (nothing there, e.g. the default `data`) the
     table.csv the folder would hold.  A folder with both layouts is a DataError (which one was meant?)."""
     root = os.path.expanduser(data_root or "data")
-    if not os.path.isdir(root) and (os.path.lexists(root) or root.lower().endswith(".csv")):
+    if not os.path.isdir(root) and (os.path.lexists(root) or root.lower().endswith(TABLE_SUFFIXES)):
         return (root,)
     single, pair = os.path.join(root, FILE), tuple(os.path.join(root, f) for f in PAIR)
     if any(os.path.lexists(f) for f in pair):
@@ -363,7 +370,7 @@ def _missing_file(path: str, problem: str, pair: bool) -> DataError:
         return DataError(f"task {TASK}: expected {os.path.basename(path)} beside {other} in {folder} ({problem}); a folder holds "
                          f"{FILE} (split 70/10/20 here), or {PAIR[0]} and {PAIR[1]} (the test part as given)")
     try:
-        others = sorted(f for f in os.listdir(folder) if f.lower().endswith(".csv") and os.path.isfile(os.path.join(folder, f))) \
+        others = sorted(f for f in os.listdir(folder) if f.lower().endswith(TABLE_SUFFIXES) and os.path.isfile(os.path.join(folder, f))) \
             if os.path.isdir(folder) else []
     except OSError:
         others = []
@@ -384,15 +391,7 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
             raw = f.read()
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # Excel's "Unicode Text"
-        raise DataError(f"{path}: UTF-16 text (as Excel's 'Unicode Text' saves); expected a CSV file in UTF-8: save it as 'CSV UTF-8'")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        at = raw[:e.start].count(b"\n") + 1
-        raise DataError(f"{path}, line {at}: not UTF-8 text (at byte offset {e.start}: "
-                        f"{raw[e.start:e.start + 1]!r}, as Latin-1 or Windows-1252 write an accented letter; Excel's plain 'CSV' "
-                        "saves so on Windows); expected a CSV file in UTF-8: save it as 'CSV UTF-8'") from None
+    text, read_as = _file_text(path, raw)
     numbered = _numbered_rows(path, text, ",")
     if not numbered:
         raise DataError(f"{path}: empty; expected a header row, then one row per example (features, then the class label)")
@@ -453,8 +452,106 @@ def _read_rows(path: str, named: bool = False) -> tuple[bytes, int, list[str], R
         raise DataError(f"{path}, line {line}: reads as an example, not a header: its last cell {header[-1]!r} is a class "
                         f"label of the rows below and {fits} of its {len(header) - 1} feature cells fit their columns' "
                         "values; expected a header row of column names first (add one: the first example is read as names otherwise)")
-    how = "" if sep == "," else f"{os.path.basename(path)} separated by {SEPARATORS[sep]}" + (", decimal commas read as points" if decimal else "")
+    read_as += ([f"separated by {SEPARATORS[sep]}"] if sep != "," else []) + (["decimal commas read as points"] if decimal else [])
+    how = f"{os.path.basename(path)} " + ", ".join(read_as) if read_as else ""
     return raw, line, header, [(path, n, row) for n, row in body], empty, how
+
+
+# a UTF-16 file's byte order mark, and the codec that reads the text after it
+UTF16_MARKS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+# compressed files read as the CSV they hold (pandas' read_csv reads them so): first bytes -> (name, decompress)
+COMPRESSED = {b"\x1f\x8b": ("gzip", "gzip"), b"BZh": ("bzip2", "bz2"), b"\xfd7zXZ\x00": ("xz", "lzma")}
+# files that hold a table but are no CSV: first bytes -> what they are, and how to get a CSV from them
+NOT_CSV = {
+    b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an Excel 97-2003 workbook (.xls): save the sheet as 'CSV UTF-8'",
+    b"PAR1": "a Parquet file: write it as CSV (pandas: pd.read_parquet(path).to_csv('table.csv', index=False))",
+    b"\x89HDF": "an HDF5 file: write the table as CSV (pandas: pd.read_hdf(path).to_csv('table.csv', index=False))",
+    b"SQLite format 3\x00": "a SQLite database: export the table as CSV (sqlite3 -header -csv file.db 'select * from t' > table.csv)",
+    b"%PDF": "a PDF document",
+}
+SPREADSHEETS = {"xl/workbook.xml": "an Excel workbook (.xlsx)", "content.xml": "an OpenDocument spreadsheet (.ods)"}
+
+
+def _file_text(path: str, raw: bytes) -> tuple[str, list[str]]:
+    """A table file's text and how it was read ('gzip-compressed', 'UTF-16 text': [] for a plain UTF-8 file); a DataError
+    naming what the file is where it holds no CSV text (a workbook, a Parquet file, ...)."""
+    read_as = []
+    packed = next(((name, module) for mark, (name, module) in COMPRESSED.items() if raw.startswith(mark)), None)
+    if packed:
+        name, module = packed
+        try:
+            raw = __import__(module).decompress(raw)
+        except Exception as e:  # noqa: BLE001 - a cut or damaged archive (EOFError, OSError, zlib.error, lzma.LZMAError, ...)
+            raise DataError(f"{path}: {name}-compressed, and it cannot be unpacked ({type(e).__name__}: {e}); expected the "
+                            "whole file as written (was its copy cut short?)") from None
+        read_as.append(f"{name}-compressed")
+    elif raw.startswith(b"PK\x03\x04") or raw.startswith(b"PK\x05\x06"):
+        raw, member = _zipped_csv(path, raw)
+        read_as.append(f"holding {member}")
+    for mark, what in NOT_CSV.items():
+        if raw.startswith(mark):
+            inside = f" inside the {read_as[0].split('-')[0]} file" if packed else ""
+            raise DataError(f"{path}: {what.split(':')[0]}{inside}, not CSV text; expected a CSV file"
+                            + (f": {what.split(': ', 1)[1]}" if ": " in what else ""))
+    codec = next((codec for mark, codec in UTF16_MARKS.items() if raw.startswith(mark)), "")
+    if codec:  # Excel's "Unicode Text" (tabs), Windows PowerShell 5's Out-File and `>` (commas): UTF-16 with its byte order mark
+        text = _utf16_text(path, raw, codec)
+        read_as.append("UTF-16 text")
+    else:
+        text = _utf8_text(path, raw)
+    if "\x00" in text:  # (no CSV writes NUL; UTF-16 without a byte order mark has one in every ASCII character)
+        at = text.index("\x00")
+        utf16 = text.count("\x00") * 3 > len(text)
+        raise DataError(f"{path}, line {text.count(chr(10), 0, at) + 1}: a NUL character, which no CSV holds ("
+                        + ("every second byte is one: UTF-16 text without a byte order mark" if utf16 else "a binary file, or a damaged one")
+                        + "); expected a CSV file in UTF-8: save it as 'CSV UTF-8'")
+    return text, read_as
+
+
+def _zipped_csv(path: str, raw: bytes) -> tuple[bytes, str]:
+    """The bytes of the one CSV file a zip archive holds, and its name (pandas reads a zip of one file so); a DataError
+    for a workbook (.xlsx, .ods: zip archives too), an archive of no or several CSV files, or a damaged one."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as z:
+            names = [n for n in z.namelist() if not n.endswith("/")]
+            sheet = next((what for member, what in SPREADSHEETS.items() if member in names), None)
+            if sheet:
+                raise DataError(f"{path}: {sheet}, not CSV text; expected a CSV file: save the sheet as 'CSV UTF-8'")
+            tables = [n for n in names if n.lower().endswith(TABLE_SUFFIXES) and not n.startswith("__MACOSX/")]
+            if len(tables) != 1:
+                held = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "") if names else "nothing"
+                raise DataError(f"{path}: a zip archive of {len(tables) or 'no'} CSV files ({held}); expected one CSV file, "
+                                "or an archive of exactly one: unpack it and give --data-root the file or folder")
+            return z.read(tables[0]), tables[0]
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError) as e:
+        raise DataError(f"{path}: a zip archive that cannot be read ({type(e).__name__}: {e}); expected a CSV file, or an "
+                        "archive of exactly one, whole") from None
+
+
+def _utf16_text(path: str, raw: bytes, codec: str) -> str:
+    """A UTF-16 file's text, its mark left out; a DataError naming the line of the first code unit that is no text (a
+    half surrogate, a file cut after an odd number of bytes)."""
+    body = raw[2:]
+    try:
+        return body.decode(codec)
+    except UnicodeDecodeError as e:
+        at = body[:e.start - e.start % 2].decode(codec, errors="replace").count("\n") + 1
+        found = "a last byte without its pair: the file is cut short" if e.reason == "truncated data" else f"{body[e.start:e.end]!r}, no UTF-16 text"
+        raise DataError(f"{path}, line {at}: {codec.upper()} text with a byte order mark, and at byte offset {e.start + 2}: {found}; "
+                        "expected the file as its program saved it, or saved again as 'CSV UTF-8'") from None
+
+
+def _utf8_text(path: str, raw: bytes) -> str:
+    """A file's text in UTF-8 (a byte order mark left out); a DataError naming the line of the first byte that is not."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        at = raw[:e.start].count(b"\n") + 1
+        raise DataError(f"{path}, line {at}: not UTF-8 text (at byte offset {e.start}: "
+                        f"{raw[e.start:e.start + 1]!r}, as Latin-1 or Windows-1252 write an accented letter; Excel's plain 'CSV' "
+                        "saves so on Windows); expected a CSV file in UTF-8 or UTF-16: save it as 'CSV UTF-8'") from None
 
 
 _SNIFF_LINES = 50  # lines whose cells `_separator` counts

@@ -3,8 +3,17 @@ and standardised; every class of bad file (or pair) is one DataError line naming
 data's digest keys a comparison and is checked on each trial's node."""
 from __future__ import annotations
 
+import bz2
+import contextlib
 import csv
+import gzip
 import hashlib
+import io
+import lzma
+import re
+import shlex
+import sqlite3
+import zipfile
 
 import numpy as np
 import pytest
@@ -107,7 +116,8 @@ def test_a_summary_names_at_most_ten_classes_and_cuts_long_names(tmp_path):
 
 
 @pytest.mark.parametrize("where, name", [("Credit Scoring (v2).csv", "credit_scoring_v2"), ("heart/table.csv", "heart"),
-                                         ("données.csv", "donn_es"), ("---.csv", ""), ("x" * 40 + ".csv", "x" * 24)])
+                                         ("données.csv", "donn_es"), ("---.csv", ""), ("x" * 40 + ".csv", "x" * 24),
+                                         ("Wine Quality.csv.gz", "wine_quality"), ("scores.tsv", "scores"), ("a.b.data", "a_b")])
 def test_a_tables_name_for_the_comparison_id_is_its_stem_made_safe(tmp_path, where, name):
     path = tmp_path / where
     path.parent.mkdir(exist_ok=True)
@@ -217,10 +227,124 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path):
     with pytest.raises(DataError) as e:
         read_table(str(path))
     assert str(e.value) == (f"{path}, line 3: not UTF-8 text (at byte offset 23: b'\\xe9', as Latin-1 or Windows-1252 write an "
-                            "accented letter; Excel's plain 'CSV' saves so on Windows); expected a CSV file in UTF-8: save it as 'CSV UTF-8'")
-    path.write_bytes("x,y,label\n1,2,a\n".encode("utf-16"))  # Excel's "Unicode Text"
-    with pytest.raises(DataError, match=r"UTF-16 text \(as Excel's 'Unicode Text' saves\); expected a CSV file in UTF-8"):
+                            "accented letter; Excel's plain 'CSV' saves so on Windows); expected a CSV file in UTF-8 or UTF-16: save it "
+                            "as 'CSV UTF-8'")
+
+
+def _zip(members: dict) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return out.getvalue()
+
+
+def _csv_text(rows, sep=",", newline="\n") -> str:
+    out = io.StringIO()
+    csv.writer(out, delimiter=sep, lineterminator=newline).writerows([HEADER, *rows])
+    return out.getvalue()
+
+
+# how tools other than a CSV writer in UTF-8 hand over a table: the file's bytes from the CSV text, and how the summary says it was read
+WRITTEN_AS = {
+    "Excel's Unicode Text": (lambda rows: b"\xff\xfe" + _csv_text(rows, "\t", "\r\n").encode("utf-16-le"), "UTF-16 text, separated by tabs"),
+    "PowerShell 5's Out-File": (lambda rows: _csv_text(rows, ",", "\r\n").encode("utf-16"), "UTF-16 text"),
+    "UTF-16, big-endian": (lambda rows: b"\xfe\xff" + _csv_text(rows).encode("utf-16-be"), "UTF-16 text"),
+    "gzip": (lambda rows: gzip.compress(_csv_text(rows).encode()), "gzip-compressed"),
+    "bzip2": (lambda rows: bz2.compress(_csv_text(rows).encode()), "bzip2-compressed"),
+    "xz": (lambda rows: lzma.compress(_csv_text(rows).encode()), "xz-compressed"),
+    "gzip of UTF-16 with semicolons": (lambda rows: gzip.compress(_csv_text(rows, ";").encode("utf-16")),
+                                       "gzip-compressed, UTF-16 text, separated by semicolons"),
+    "zip of one CSV (macOS)": (lambda rows: _zip({"data/table.csv": _csv_text(rows), "__MACOSX/data/._table.csv": "x"}), "holding data/table.csv"),
+}
+
+
+@pytest.mark.parametrize("tool", list(WRITTEN_AS))
+def test_a_table_as_other_tools_write_it_reads_as_its_utf8_csv_twin(tmp_path, tool):
+    """Excel's "Unicode Text" is UTF-16 separated by tabs, Windows PowerShell 5 writes UTF-16 (`Out-File`, `>`), and
+    datasets ship compressed (pandas reads .csv.gz, .bz2, .xz and a zip of one file).  Each was refused or misread
+    (a gzip file as "not UTF-8 text, as Latin-1 writes an accented letter"); each now reads as the plain file with the
+    same cells, and the summary says how."""
+    rows = _blobs()
+    plain = read_table(str(_write(tmp_path / "plain.csv", HEADER, rows)))
+    write, said = WRITTEN_AS[tool]
+    path = tmp_path / "other.data"
+    path.write_bytes(write(rows))
+    t = read_table(str(path))
+    assert np.array_equal(t.x, plain.x) and np.array_equal(t.y, plain.y) and t.features == plain.features
+    assert t.summary == f"{plain.summary}; other.data {said}"
+    assert t.digest != plain.digest  # (the file's own bytes: another file is another task)
+
+
+def _parquet() -> bytes:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pa.table({"x": [1.0, 2.0], "label": ["a", "b"]}), out)
+    return out.getvalue()
+
+
+def _sqlite(tmp_path) -> bytes:
+    db = tmp_path / "t.db"
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        c.execute("create table t (x real, label text)")
+        c.execute("insert into t values (1.0, 'a')")
+        c.commit()
+    return db.read_bytes()
+
+
+TEXT = "x,y,label\n" + "".join(f"{i % 7},{i % 5},{'ab'[i % 2]}\n" for i in range(60))
+# files that hold no CSV text: their bytes, and what the one-line error says
+NO_CSV_TEXT = {
+    "an .xlsx workbook": (lambda p: _zip({"[Content_Types].xml": "<Types/>", "xl/workbook.xml": "<workbook/>"}),
+                          "an Excel workbook (.xlsx), not CSV text; expected a CSV file: save the sheet as 'CSV UTF-8'"),
+    "an .ods spreadsheet": (lambda p: _zip({"mimetype": "application/vnd.oasis.opendocument.spreadsheet", "content.xml": "<x/>"}),
+                            "an OpenDocument spreadsheet (.ods), not CSV text"),
+    "an .xls workbook": (lambda p: b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(range(256)) * 8, "an Excel 97-2003 workbook (.xls), not CSV text"),
+    "a Parquet file": (lambda p: _parquet(), "a Parquet file, not CSV text; expected a CSV file: write it as CSV (pandas: pd.read_parquet"),
+    "a SQLite database": (_sqlite, "a SQLite database, not CSV text; expected a CSV file: export the table as CSV"),
+    "a gzipped workbook": (lambda p: gzip.compress(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(64)),
+                           "an Excel 97-2003 workbook (.xls) inside the gzip file, not CSV text"),
+    "a zip of two CSV files": (lambda p: _zip({"a.csv": TEXT, "b.csv": TEXT}),
+                               "a zip archive of 2 CSV files (a.csv, b.csv); expected one CSV file, or an archive of exactly one"),
+    "a zip of no CSV file": (lambda p: _zip({"notes.md": "x"}), "a zip archive of no CSV files (notes.md)"),
+    "a zip cut short": (lambda p: _zip({"a.csv": TEXT})[:60], "a zip archive that cannot be read (BadZipFile"),
+    "a gzip file cut short": (lambda p: gzip.compress(TEXT.encode())[:-10], "gzip-compressed, and it cannot be unpacked (EOFError"),
+    "UTF-16 cut short": (lambda p: TEXT.encode("utf-16")[:-1], "line 61: UTF-16-LE text with a byte order mark, and at byte offset 740: "
+                                                                "a last byte without its pair: the file is cut short"),
+    "UTF-16 without its byte order mark": (lambda p: TEXT.encode("utf-16-le"),
+                                           "line 1: a NUL character, which no CSV holds (every second byte is one: UTF-16 text without a "
+                                           "byte order mark)"),
+    "a NUL byte": (lambda p: TEXT.encode()[:30] + b"\x00" + TEXT.encode()[30:], "line 5: a NUL character, which no CSV holds (a binary "
+                                                                                  "file, or a damaged one)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(NO_CSV_TEXT))
+def test_a_file_that_holds_no_csv_text_is_named_for_what_it_is(tmp_path, kind):
+    """A workbook, a Parquet file or a damaged archive was "not UTF-8 text, as Latin-1 writes an accented letter" (or,
+    UTF-16 without its mark, "1 columns"): each is now one line saying what the file is and how to get a CSV from it."""
+    make, says = NO_CSV_TEXT[kind]
+    path = tmp_path / "table.csv"
+    path.write_bytes(make(tmp_path))
+    with pytest.raises(DataError) as e:
         read_table(str(path))
+    msg = str(e.value)
+    assert msg.startswith(f"{path}") and "\n" not in msg and says in msg, msg
+
+
+def test_a_compressed_file_is_found_by_its_name_and_suggested_in_its_folder(tmp_path):
+    """`--data-root data.csv.gz` that is not there names that file, not the table.csv of a folder of that name; a
+    folder without table.csv suggests the compressed file it holds, in a flag that reads it."""
+    missing = tmp_path / "data.csv.gz"
+    with pytest.raises(DataError, match=re.escape(f"expected a CSV file at {missing} ")):
+        read_table(str(missing))
+    (tmp_path / "wine.csv.gz").write_bytes(gzip.compress(TEXT.encode()))
+    with pytest.raises(DataError) as e:
+        read_table(str(tmp_path))
+    flag = str(e.value).split("--data-root ", 1)[1].split(" reads it")[0]
+    assert read_table(shlex.split(flag)[0]).summary.endswith("wine.csv.gz gzip-compressed")
 
 
 @pytest.mark.parametrize("layout", ["semicolons", "semicolons, Excel's line", "tabs", "tabs, Excel's line", "semicolons, no decimals"])
