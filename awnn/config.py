@@ -353,6 +353,11 @@ class TrainConfig:
             if self.model != "fixed" or not all(p.strip().isdigit() and int(p) >= 1 for p in parts) or len(parts) != self.hidden_layers:
                 raise bad("layer_widths", f"with model=fixed, {self.hidden_layers} comma-separated integers >= 1 (one per hidden layer), "
                                           f"or empty")
+        from .data.checks import url_problem
+
+        url = url_problem(self.data_root)
+        if url:
+            raise bad("data_root", url.split("; expected ", 1)[1])
         for key in TABLE_KEYS:
             if getattr(self, key) and self.task != "table":
                 raise bad(key, "'' (a CSV file's columns are named only for task table)")

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import DataError
 
-__all__ = ["file_problem", "file_problems", "missing_files_error", "read_rows", "check_tu", "TU_OPTIONAL", "check_idx", "check_mnist", "cifar_batch", "read_text", "check_text_pair"]
+__all__ = ["url_problem", "file_problem", "file_problems", "missing_files_error", "read_rows", "check_tu", "TU_OPTIONAL", "check_idx", "check_mnist", "cifar_batch", "read_text", "check_text_pair"]
 
 
 def file_problem(path: str) -> str | None:
@@ -72,6 +72,28 @@ def file_problems(folder: str, files: list[str]) -> str | None:
     parts = [f"missing: {', '.join(missing)}"] if missing else []
     parts += [f"{f} is {p}" for f, p in found.items() if p and p != "missing"]
     return "; ".join(parts) or None
+
+
+# how a copy of a URL's data is made, by scheme (the rest: "download it")
+_FETCH = {"http": "curl -L -O URL", "https": "curl -L -O URL", "ftp": "curl -O URL", "s3": "aws s3 cp --recursive URL .",
+          "gs": "gcloud storage cp -r URL .", "hf": "huggingface-cli download"}
+
+
+def url_problem(text: str) -> str | None:
+    """What is wrong with a data root that is a URL (`https://.../wine.csv`, `s3://bucket/data`), or None for a path.
+    The data is read from each node's own disk or a shared mount and nothing is downloaded, so a URL was taken for a
+    relative path (`./https:/...`) and reported missing there."""
+    import re
+
+    m = re.match(r"\s*([A-Za-z][A-Za-z0-9+.-]*)://", text or "")
+    if not m:
+        return None
+    scheme = m.group(1).lower()
+    if scheme == "file":
+        return "a file:// URL; expected a local path: write it without file://"
+    how = _FETCH.get(scheme, "download it")
+    return (f"a URL ({scheme}://); expected a local path: trials read the data from their node's disk or a shared mount and "
+            f"download nothing: copy it there first ({how}) and name the copy")
 
 
 ARCHIVE_SUFFIXES = (".gz", ".tgz", ".zip", ".tar", ".bz2", ".xz", ".7z")

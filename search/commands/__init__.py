@@ -82,6 +82,19 @@ def column_option(flag: str, text: str) -> list[str]:
                           if empty else f"{flag}: {e} in {text!r}; expected {COLUMNS_FORMAT}") from None
 
 
+def data_root_option(text: str) -> str:
+    """`--data-root`'s value, refused where it is a URL (read as a relative path, it was reported missing under the
+    working folder as `./https:/...`)."""
+    from awnn.data.checks import url_problem
+
+    from ..errors import OptionError
+
+    url = url_problem(text)
+    if url:
+        raise OptionError(f"--data-root {text}: {url}")
+    return text
+
+
 def command_parser(sub, name: str, help: str, description: str, examples: list[str]):
     """A subcommand's parser with its one-line help (in `awnn --help`), a
     description and examples (in `awnn NAME --help`); no flag abbreviations."""

@@ -125,6 +125,10 @@ def check_run_flags(args) -> None:
         ok = math.isfinite(value) and (value >= low if inclusive else value > low)
         if not ok:
             raise OptionError(f"--{name.replace('_', '-')}: expected {expected}, found {value}")
+    if getattr(args, "data_root", None):
+        from . import data_root_option
+
+        data_root_option(args.data_root)
     if getattr(args, "drop_columns", None) is not None:  # (an empty item: a stray comma, or an unset variable)
         from . import column_option
 

@@ -117,7 +117,9 @@ def run(args) -> int:
     if args.seed is not None:
         values["seed"] = args.seed
     if args.data_root is not None:
-        values["data_root"] = args.data_root
+        from . import data_root_option
+
+        values["data_root"] = data_root_option(args.data_root)
     if args.label is not None:
         values["label"] = args.label
     if args.drop_columns is not None:

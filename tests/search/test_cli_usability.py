@@ -326,3 +326,42 @@ def test_every_comma_separated_option_refuses_an_empty_item_naming_it(command, f
 
 def test_comma_separated_options_are_found():
     assert {(n, f) for n, f, _ in _comma_options()} >= {("compare", "--strategies"), ("study", "--profiles")}
+
+
+def _data_root_commands():
+    return [n for n, _, a in _string_options() if "--data-root" in a.option_strings]
+
+
+URLS = {"https://example.org/data/wine.csv": "a URL (https://); expected a local path: trials read the data from their node's disk "
+                                             "or a shared mount and download nothing: copy it there first (curl -L -O URL)",
+        "s3://bucket/datasets": "a URL (s3://); expected a local path", "S3://bucket/x": "(aws s3 cp --recursive URL .)",
+        "file:///srv/data": "a file:// URL; expected a local path: write it without file://",
+        "hdfs://nn:8020/data": "a URL (hdfs://); expected a local path"}
+
+
+@pytest.mark.parametrize("command", ["compare", "sweep", "train", "study"])
+@pytest.mark.parametrize("url", list(URLS))
+def test_a_data_root_that_is_a_url_is_one_line_naming_it_for_every_command(command, url, capsys, tmp_path, monkeypatch):
+    """`--data-root https://.../wine.csv` (as pandas reads) or `s3://bucket/data` (as --storage takes) was read as a
+    relative path and said missing at `./https:/example.org/...`; every command with the flag now says it is a URL,
+    that nothing is downloaded, and how to make the local copy, before anything starts."""
+    assert command in _data_root_commands()
+    monkeypatch.chdir(tmp_path)
+    argv = _with_required(command, "--data-root")
+    assert main([*argv, "--data-root", url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"awnn {command}: error: --data-root {url}: ") and URLS[url] in err[-1], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_command_with_a_data_root_is_covered():
+    assert set(_data_root_commands()) == {"compare", "sweep", "train", "study"}
+
+
+def test_a_data_root_url_in_a_config_names_its_key():
+    from awnn.config import ConfigError, TrainConfig
+
+    with pytest.raises(ConfigError, match=r"grid.yaml: key 'data_root': expected a local path: trials read the data from their "
+                                          r"node's disk or a shared mount .* found 'gs://bucket/mnist'"):
+        TrainConfig.from_dict({"task": "mnist", "data_root": "gs://bucket/mnist"}, source="grid.yaml")
+    assert TrainConfig.from_dict({"task": "mnist", "data_root": "data/https-mirror"}).data_root == "data/https-mirror"
