@@ -12,7 +12,7 @@ from awnn import aside
 from . import _mlflow_speedups
 from .contract import client, redact_uri
 
-__all__ = ["TrackingUnavailable", "check_tracking", "check_database", "check_remote_storage", "check_writable", "check_sqlite_store", "check_mlflow_opens", "folder_lock", "init_tracking", "init_tracking_in_background", "prepare_store", "place_store"]
+__all__ = ["TrackingUnavailable", "mlflow_said", "check_tracking", "check_database", "check_remote_storage", "check_writable", "check_sqlite_store", "check_mlflow_opens", "folder_lock", "init_tracking", "init_tracking_in_background", "prepare_store", "place_store"]
 
 
 class TrackingUnavailable(RuntimeError):
@@ -35,8 +35,12 @@ def check_tracking(uri: str, timeout: float = 10.0, write: bool = True, source: 
         path = _sqlite_path(uri)
         if path is not None:  # (an in-memory database has no file to check)
             _check_sqlite(what, path, write, uri)
-    elif uri in ("databricks", "databricks-uc", "uc"):  # MLflow's names for a Databricks workspace's store
-        return
+    elif uri.split(":", 1)[0] in REGISTRY_SCHEMES:  # (MLflow's client raised its own 10-line error from the first call)
+        raise TrackingUnavailable(f"{what}: a Unity Catalog model registry URI, not a tracking store; expected databricks "
+                                  "(a workspace's tracking; databricks://PROFILE for a profile of ~/.databrickscfg), http(s)://, "
+                                  "sqlite:/// or a database URL")
+    elif uri == "databricks" or uri.startswith("databricks://"):  # a workspace's store (databricks://PROFILE: ~/.databrickscfg)
+        _check_databricks(uri, what, timeout)
     elif uri.startswith("file:") or "://" not in uri and ":" not in uri.split("/")[0]:
         _check_file_store(uri, what)
     elif uri.split(":", 1)[0].split("+")[0] in DATABASE_SCHEMES:
@@ -52,8 +56,10 @@ _DRIVER_PACKAGES = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary
                     "pymysql": "PyMySQL", "pyodbc": "pyodbc", "oracledb": "oracledb", "mysql": "mysql-connector-python"}
 
 _OTHER_DRIVER = {"postgresql": "postgresql+psycopg2:// with psycopg2-binary", "mysql": "mysql+pymysql:// with PyMySQL"}
+# MLflow's registry-only URIs (Unity Catalog), which users mistake for a tracking store
+REGISTRY_SCHEMES = ("databricks-uc", "uc")
 # the schemes MLflow 3's own tracking stores take (plugins add theirs: entry points "mlflow.tracking_store")
-MLFLOW_SCHEMES = ("http", "https", "sqlite", "file", "databricks", "databricks-uc", "uc", *DATABASE_SCHEMES)
+MLFLOW_SCHEMES = ("http", "https", "sqlite", "file", "databricks", *DATABASE_SCHEMES)
 
 
 def _check_scheme(uri: str, what: str) -> None:
@@ -65,6 +71,38 @@ def _check_scheme(uri: str, what: str) -> None:
         raise TrackingUnavailable(f"{what}: MLflow has no tracking store for {scheme}:; expected "
                                   f"http(s)://, sqlite:///, a database (postgresql+psycopg2://, mysql://, mssql://), databricks"
                                   + (f" or a plugin's ({', '.join(sorted(plugins))})" if plugins else ""))
+
+
+def _check_databricks(uri: str, what: str, timeout: float) -> None:
+    """A Databricks workspace's store answers one request with the credentials MLflow finds (DATABRICKS_HOST and
+    DATABRICKS_TOKEN, a profile, ...), within `timeout` seconds; else one line with what MLflow said (without
+    credentials its first request raised a 50-line traceback, after Ray had started)."""
+    import logging
+
+    from mlflow.exceptions import MlflowException
+
+    quiet = logging.getLogger("mlflow.utils.databricks_utils")  # its warning says the error below once more, on a line before it
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        done, e = _bounded(lambda: client(uri).search_experiments(max_results=1), timeout)
+    finally:
+        quiet.setLevel(level)
+    if not done:
+        raise TrackingUnavailable(f"{what}: the Databricks workspace did not answer within {timeout:.0f} s")
+    if isinstance(e, MlflowException):
+        raise TrackingUnavailable(f"{what}: MLflow refused it: {mlflow_said(e)} Set DATABRICKS_HOST and DATABRICKS_TOKEN, or name "
+                                  "a profile of ~/.databrickscfg (databricks://PROFILE)")
+    if e is not None:
+        raise TrackingUnavailable(f"{what}: cannot reach the Databricks workspace ({type(e).__name__}: {mlflow_said(e)})")
+
+
+def mlflow_said(e: BaseException, limit: int = 400) -> str:
+    """An MLflow error's message in one line: its first sentence, or its first `limit` characters (MLflow's messages
+    run to ten lines of advice)."""
+    said = " ".join(str(getattr(e, "message", None) or e).split())
+    cut = said.find(". ", 0, limit)
+    return said[:cut + 1] if cut > 0 else said[:limit] + ("..." if len(said) > limit else "")
 
 
 def _check_file_store(uri: str, what: str) -> None:

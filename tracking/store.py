@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .checks import (TrackingUnavailable, check_sqlite_store, check_tracking, check_writable,  # noqa: F401 - part of this module's API
-                     folder_lock, init_tracking, init_tracking_in_background)
-from .contract import MlflowTag, Tag, client, tag_equals
+                     folder_lock, init_tracking, init_tracking_in_background, mlflow_said)
+from .contract import MlflowTag, Tag, client, redact_uri, tag_equals
 
 __all__ = ["NoRunForKey", "TrackingWriter", "TrackingUnavailable", "check_tracking", "check_writable", "check_sqlite_store",
            "folder_lock", "init_tracking", "init_tracking_in_background", "replay_spool"]
@@ -118,7 +118,7 @@ class TrackingWriter:
         self.spool_path = Path(spool_path) if spool_path else None
         self.retry_seconds = retry_seconds
         self.client = client(tracking_uri)
-        self.experiment_id = self._ensure_experiment()
+        self.experiment_id = self._first_request()
         self.run_ids: dict[str, str] = {}
         self._queue: "queue.Queue[_Op | None]" = queue.Queue()
         self._pending: list[_Op] = []
@@ -138,6 +138,18 @@ class TrackingWriter:
         self._thread.start()
 
     # ------------------------------------------------------------ public API
+    def _first_request(self) -> str:
+        """The experiment's id (made where there is none): the store's first request, before anything is written.  What
+        MLflow refuses it with (credentials it cannot read or the store does not take, no permission to make the
+        experiment) is one line naming the store, not a traceback of MLflow's."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self._ensure_experiment()
+        except MlflowException as e:
+            raise TrackingUnavailable(f"MLflow store {redact_uri(self.uri)}: the first request (experiment {self.experiment!r}) "
+                                      f"was refused: {mlflow_said(e)}") from None
+
     def _ensure_experiment(self) -> str:
         exp = self.client.get_experiment_by_name(self.experiment)
         if exp is not None:

@@ -341,23 +341,29 @@ def _stores(tmp_path):
                                      "cannot connect" if psycopg3 else "driver needs the Python module 'psycopg', which is not installed: pip install 'psycopg[binary]'"),
         "nothing listens": (f"postgresql+psycopg2://u:secret@127.0.0.1:{port}/db", "cannot connect (OperationalError: "),
         "an unknown scheme": ("bogus://x", "MLflow has no tracking store for bogus:"),
+        "Databricks without credentials": ("databricks", "MLflow refused it: Reading Databricks credential configuration failed with "
+                                                         "MLflow tracking URI 'databricks'. Set DATABRICKS_HOST and DATABRICKS_TOKEN"),
+        "a Unity Catalog registry URI": ("databricks-uc", "a Unity Catalog model registry URI, not a tracking store; expected databricks"),
     }
 
 
 @pytest.mark.fault
 @pytest.mark.parametrize("command,case", [
-    *[("compare", case) for case in ["a folder path", "a file: URI", "a .db path", "postgresql:// (psycopg 3)", "nothing listens", "an unknown scheme"]],
-    ("report", "a folder path"), ("report", "nothing listens"),  # the read-only command: the same check_tracking
+    *[("compare", case) for case in ["a folder path", "a file: URI", "a .db path", "postgresql:// (psycopg 3)", "nothing listens", "an unknown scheme",
+                                     "Databricks without credentials", "a Unity Catalog registry URI"]],
+    ("report", "a folder path"), ("report", "nothing listens"), ("report", "Databricks without credentials"),  # the read-only command
 ])
 def test_fault_stores_a_tracking_uri_mlflow_cannot_use_is_one_line(tmp_path, command, case):
     """Each was a traceback (MLflow's file-store refusal, ModuleNotFoundError
-    psycopg, UnsupportedModelRegistryStoreURIException) or, for a database,
-    a wait inside the first write; now one line naming it, credentials hidden."""
+    psycopg, UnsupportedModelRegistryStoreURIException; `databricks` without
+    credentials after Ray had started) or, for a database, a wait inside the
+    first write; now one line naming it, credentials hidden."""
     uri, says = _stores(tmp_path)[case]
     args = {"compare": ["compare", "--task", "doublemoon", "--budget", "smoke", "--tracking-uri", uri],
             "report": ["report", "--tracking-uri", uri, "--out", str(tmp_path / "rep")]}[command]
     t0 = time.monotonic()
-    line = _one_line(run_awnn(args, cwd=tmp_path, timeout=120))
+    no_profile = {"DATABRICKS_CONFIG_FILE": str(tmp_path / "no.databrickscfg")}  # (a machine's own ~/.databrickscfg left out)
+    line = _one_line(run_awnn(args, cwd=tmp_path, timeout=120, env=no_profile))
     assert line.startswith(f"awnn {command}: error: --tracking-uri ") and says in line, line
     assert "secret" not in line
     assert time.monotonic() - t0 < limit(60)
@@ -513,3 +519,20 @@ def test_a_store_whose_writer_was_killed_mid_transaction_is_rolled_back_not_call
             check_sqlite_store(other, "--optuna-storage", tables={"studies", "trials"}, kind="an Optuna SQLite storage")
     finally:
         other.parent.chmod(0o755)
+
+
+def test_a_store_that_refuses_the_writers_first_request_is_one_line(tmp_path, monkeypatch):
+    """What MLflow raises at the driver's first request (here: a Databricks workspace's credentials it cannot read,
+    past check_tracking, as a store whose permissions change between the check and the write would be) is one line
+    naming the store and the experiment, with what MLflow said first, not MLflow's traceback."""
+    from tracking.checks import TrackingUnavailable
+    from tracking.store import TrackingWriter
+
+    monkeypatch.setenv("DATABRICKS_CONFIG_FILE", str(tmp_path / "no.databrickscfg"))
+    for name in ("DATABRICKS_HOST", "DATABRICKS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(TrackingUnavailable) as e:
+        TrackingWriter("databricks", "awnn-doublemoon")
+    msg = str(e.value)
+    assert msg == ("MLflow store databricks: the first request (experiment 'awnn-doublemoon') was refused: Reading Databricks "
+                   "credential configuration failed with MLflow tracking URI 'databricks'."), msg
