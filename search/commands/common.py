@@ -1,6 +1,9 @@
 """Flags shared by `awnn sweep` and `awnn compare` (infrastructure, not config)."""
 from __future__ import annotations
 
+import os
+import sys
+
 
 def add_run_flags(p, task: bool = True) -> None:
     """The shared flags; `task=False` leaves out --task (a study chooses its tasks)."""
@@ -113,7 +116,8 @@ _NUMERIC_FLAGS = {
 
 
 def check_run_flags(args) -> None:
-    """Numbers that argparse lets through (nan, inf, negatives) fail here, before anything starts."""
+    """Numbers that argparse lets through (nan, inf, negatives), a --data-root URL, an empty --drop-columns name, and the
+    folder a local Ray would keep its files in (search/ray_temp.py) fail here, before anything starts."""
     import math
 
     from ..errors import OptionError
@@ -133,6 +137,10 @@ def check_run_flags(args) -> None:
         from . import column_option
 
         column_option("--drop-columns", args.drop_columns)
+    if hasattr(args, "address") and not (args.address or os.environ.get("RAY_ADDRESS")):  # a local Ray will start
+        from .. import ray_temp
+
+        ray_temp.prepare(lambda line: print(line, file=sys.stderr, flush=True))  # its folder, before anything is written
 
 
 def settings_from(args):

@@ -1,0 +1,122 @@
+"""The folder a local Ray keeps its files in, checked (and where Ray's own pick cannot work, chosen) before Ray starts.
+
+A local node of Ray 2.x puts its session under a root folder: RAY_TMPDIR, else (on Linux) TMPDIR, else /tmp, as
+`<root>/ray/session_<YYYY-MM-DD_HH-MM-SS_micro>_<pid>/`, and its two Unix sockets in that session's `sockets/`
+(`plasma_store`, `raylet`).  A Unix socket's path is at most 107 bytes (103 on macOS), so a root of more than ~39
+bytes cannot hold them, and Ray's start ended in a 38-line traceback ("AF_UNIX path length cannot exceed 107
+bytes").  Such roots are common: a Slurm job's TMPDIR (`/net/<site>/people/<user>/slurm_jobdir/<job>/tmp.t0016`),
+per-job scratch folders, CI runners'.  Found by trying it (2026-12-07), as were roots Ray cannot use at all: an empty
+or relative RAY_TMPDIR (or TMPDIR) made the node wait 30 s and end in "The current node timed out during startup";
+one naming a file ended in NotADirectoryError's traceback.
+
+What `prepare` does, where the command starts a local node (joining a cluster with --address uses the cluster's
+folders: nothing to check here):
+
+* RAY_TMPDIR set (the user chose Ray's folder): a relative path is made absolute (as --data-root is); empty, a file,
+  a folder this user may not write (or make), or too long for the sockets is one line naming RAY_TMPDIR, what is
+  wrong and what to set, before Ray starts (exit 2, nothing written);
+* else Ray's own pick (TMPDIR on Linux, else /tmp) when it works; when it does not (TMPDIR too long, empty, relative,
+  a file, not writable), the first folder of Python's temporary folder (`tempfile.gettempdir()`, which passes over
+  an unusable TMPDIR), /tmp, /var/tmp and /dev/shm that is there and works, set as RAY_TMPDIR for the node (its processes inherit
+  it) and said in one line; none working is one line, as above.  A trial's own scratch files still go to TMPDIR
+  (search/scratch.py): only Ray's session moves.
+
+The socket path is computed from Ray's layout (the session name and file names above, ray/_private/node.py);
+tests/search/test_ray_temp.py starts a real Ray at a root of exactly the longest length allowed, so a Ray that
+changes its layout fails that test instead of this module guessing wrong.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Callable, Mapping, MutableMapping
+
+__all__ = ["RAY_TMPDIR", "socket_limit", "ray_root", "longest_socket", "root_problem", "prepare"]
+
+RAY_TMPDIR = "RAY_TMPDIR"
+FALLBACKS = ("/tmp", "/var/tmp", "/dev/shm")  # after tempfile.gettempdir(): short folders most machines have
+SESSION_TIME = "0000-00-00_00-00-00_000000"  # the length of Ray's session time stamp (%Y-%m-%d_%H-%M-%S_%f)
+LONGEST_SOCKET = "plasma_store"  # the longer of a node's two socket files (the other: raylet)
+
+
+def socket_limit(platform: str | None = None) -> int:
+    """The longest Unix socket path Ray accepts, in bytes (its validate_socket_filepath: sun_path less its NUL)."""
+    return (104 if (platform or sys.platform).startswith("darwin") else 108) - 1
+
+
+def ray_root(environ: Mapping[str, str] | None = None, platform: str | None = None) -> tuple[str, str]:
+    """(root, where it came from) as Ray 2.x picks a local node's root folder: RAY_TMPDIR, else TMPDIR on Linux,
+    else /tmp.  The root as given (possibly empty or relative)."""
+    environ = os.environ if environ is None else environ
+    platform = platform or sys.platform
+    if RAY_TMPDIR in environ:
+        return environ[RAY_TMPDIR], RAY_TMPDIR
+    if platform.startswith("linux") and "TMPDIR" in environ:
+        return environ["TMPDIR"], "TMPDIR"
+    return "/tmp", "Ray's default"
+
+
+def longest_socket(root: str, pid: int | None = None) -> str:
+    """The path of the longest socket a local node started by process `pid` makes under `root`."""
+    session = f"session_{SESSION_TIME}_{os.getpid() if pid is None else pid}"
+    return os.path.join(root, "ray", session, "sockets", LONGEST_SOCKET)
+
+
+def root_problem(root: str, pid: int | None = None, platform: str | None = None) -> str | None:
+    """What keeps a local Ray from using `root` (an absolute path, or what it is), or None when it can."""
+    if not root.strip():
+        return "is empty (an unset shell variable?)"
+    if not os.path.isabs(root):
+        return "is a relative path"
+    folder = root
+    while not os.path.lexists(folder):  # Ray makes the missing folders: the nearest one there must take them
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    if not os.path.isdir(folder):
+        return "is a file, not a folder" if folder == root else f"cannot be made: {folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "is a folder this user may not write" if folder == root else f"cannot be made: this user may not write {folder}"
+    socket = longest_socket(root, pid)
+    size, limit = len(os.fsencode(socket)), socket_limit(platform)
+    if size > limit:
+        room = limit - (size - len(os.fsencode(root)))
+        return (f"is too long ({len(os.fsencode(root))} bytes): a local Ray's sockets under it "
+                f"(<root>/ray/session_<time>_<pid>/sockets/{LONGEST_SOCKET}) would be {size} bytes, over the {limit}-byte "
+                f"limit of a Unix socket's path; a folder of at most {room} bytes fits")
+    return None
+
+
+def prepare(log: Callable[[str], None] = print, environ: MutableMapping[str, str] | None = None,
+            platform: str | None = None, fallbacks: tuple[str, ...] | None = None) -> str:
+    """Make sure the local node Ray is about to start has a root folder it can use (module docstring); returns that
+    root.  Raises search.errors.SearchError (one line) when none can be had."""
+    from .errors import SearchError
+
+    environ = os.environ if environ is None else environ
+    root, source = ray_root(environ, platform)
+    problem = root_problem(root, platform=platform)
+    if source == RAY_TMPDIR:
+        if problem == "is a relative path":
+            root = os.path.abspath(root)
+            problem = root_problem(root, platform=platform)
+            if problem is None:
+                environ[RAY_TMPDIR] = root  # (Ray's node and workers start in other folders: the same folder for all)
+                return root
+        if problem is None:
+            return root
+        raise SearchError(f"RAY_TMPDIR={root!r} {problem}; a local Ray keeps its files there: point RAY_TMPDIR at a "
+                          f"short folder this user may write (e.g. RAY_TMPDIR=/tmp), or unset it")
+    if problem is None:
+        return root
+    candidates = (tempfile.gettempdir(), *FALLBACKS) if fallbacks is None else fallbacks
+    for other in dict.fromkeys(candidates):  # (in order, once each)
+        if os.path.isdir(other) and root_problem(other, platform=platform) is None:
+            environ[RAY_TMPDIR] = other
+            log(f"note: Ray's files go under {os.path.join(other, 'ray')}: {source}={root!r} {problem} (set RAY_TMPDIR "
+                f"to choose the folder)")
+            return other
+    raise SearchError(f"{source}={root!r} {problem}, and none of {', '.join(dict.fromkeys(candidates))} can take a local "
+                      f"Ray's files instead; point RAY_TMPDIR at a short folder this user may write")
