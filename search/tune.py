@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import _ray_speedups, ray_temp, scratch, signals
+from . import _ray_speedups, node_files, scratch, signals
 from .trial import trainable  # the trial function Tune runs (search/trial.py)
 
 __all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "ray_session_dir", "gcs_gone", "local_node_gone", "watch_cluster", "check_trial_fits", "exit_process", "exit_now"]
@@ -189,7 +189,8 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_a
         _SESSION["gcs"] = context.address_info.get("gcs_address")
         _SESSION.pop("raylet_socket", None)  # a cluster's nodes come and go: its GCS is watched, not a node
         return
-    ray_temp.prepare(log)  # a root folder the node's Unix sockets fit in (a long TMPDIR: a Slurm job's), before it starts
+    node_files.prepare(log)  # a root folder the node's Unix sockets fit in (a long TMPDIR: a Slurm job's), before it starts
+    node_files.prepare_token()  # and its token, where Ray cannot write ~/.ray (a container's HOME=/)
     num_cpus = settings.num_cpus or os.cpu_count() or 1
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if num_cpus > usable:

@@ -117,7 +117,7 @@ _NUMERIC_FLAGS = {
 
 def check_run_flags(args) -> None:
     """Numbers that argparse lets through (nan, inf, negatives), a --data-root URL, an empty --drop-columns name, and the
-    folder a local Ray would keep its files in (search/ray_temp.py) fail here, before anything starts."""
+    folder a local Ray would keep its files in (search/node_files.py) fail here, before anything starts."""
     import math
 
     from ..errors import OptionError
@@ -138,9 +138,9 @@ def check_run_flags(args) -> None:
 
         column_option("--drop-columns", args.drop_columns)
     if hasattr(args, "address") and not (args.address or os.environ.get("RAY_ADDRESS")):  # a local Ray will start
-        from .. import ray_temp
+        from .. import node_files
 
-        ray_temp.prepare(lambda line: print(line, file=sys.stderr, flush=True))  # its folder, before anything is written
+        node_files.prepare(lambda line: print(line, file=sys.stderr, flush=True))  # its folder, before anything is written
 
 
 def settings_from(args):

@@ -1,38 +1,46 @@
-"""The folder a local Ray keeps its files in, checked (and where Ray's own pick cannot work, chosen) before Ray starts.
+"""The files a local Ray node keeps on this machine: its session folder and its authentication token, checked (and
+where Ray's own choice cannot work, chosen) before the node starts.
 
-A local node of Ray 2.x puts its session under a root folder: RAY_TMPDIR, else (on Linux) TMPDIR, else /tmp, as
-`<root>/ray/session_<YYYY-MM-DD_HH-MM-SS_micro>_<pid>/`, and its two Unix sockets in that session's `sockets/`
-(`plasma_store`, `raylet`).  A Unix socket's path is at most 107 bytes (103 on macOS), so a root of more than ~39
-bytes cannot hold them, and Ray's start ended in a 38-line traceback ("AF_UNIX path length cannot exceed 107
-bytes").  Such roots are common: a Slurm job's TMPDIR (`/net/<site>/people/<user>/slurm_jobdir/<job>/tmp.t0016`),
+**The session folder.**  A local node of Ray 2.x puts its session under a root folder: RAY_TMPDIR, else (on Linux)
+TMPDIR, else /tmp, as `<root>/ray/session_<YYYY-MM-DD_HH-MM-SS_micro>_<pid>/`, and its two Unix sockets in that
+session's `sockets/` (`plasma_store`, `raylet`).  A Unix socket's path is at most 107 bytes (103 on macOS), so a root of
+more than ~39 bytes cannot hold them, and Ray's start ended in a 38-line traceback ("AF_UNIX path length cannot exceed
+107 bytes").  Such roots are common: a Slurm job's TMPDIR (`/net/<site>/people/<user>/slurm_jobdir/<job>/tmp.t0016`),
 per-job scratch folders, CI runners'.  Found by trying it (2026-12-07), as were roots Ray cannot use at all: an empty
 or relative RAY_TMPDIR (or TMPDIR) made the node wait 30 s and end in "The current node timed out during startup";
-one naming a file ended in NotADirectoryError's traceback.
-
-What `prepare` does, where the command starts a local node (joining a cluster with --address uses the cluster's
-folders: nothing to check here):
+one naming a file ended in NotADirectoryError's traceback.  `prepare`:
 
 * RAY_TMPDIR set (the user chose Ray's folder): a relative path is made absolute (as --data-root is); empty, a file,
   a folder this user may not write (or make), or too long for the sockets is one line naming RAY_TMPDIR, what is
   wrong and what to set, before Ray starts (exit 2, nothing written);
 * else Ray's own pick (TMPDIR on Linux, else /tmp) when it works; when it does not (TMPDIR too long, empty, relative,
   a file, not writable), the first folder of Python's temporary folder (`tempfile.gettempdir()`, which passes over
-  an unusable TMPDIR), /tmp, /var/tmp and /dev/shm that is there and works, set as RAY_TMPDIR for the node (its processes inherit
-  it) and said in one line; none working is one line, as above.  A trial's own scratch files still go to TMPDIR
-  (search/scratch.py): only Ray's session moves.
+  an unusable TMPDIR), /tmp, /var/tmp and /dev/shm that is there and works, set as RAY_TMPDIR for the node (its
+  processes inherit it) and said in one line; none working is one line, as above.  A trial's own scratch files still
+  go to TMPDIR (search/scratch.py): only Ray's session moves.
 
 The socket path is computed from Ray's layout (the session name and file names above, ray/_private/node.py);
-tests/search/test_ray_temp.py starts a real Ray at a root of exactly the longest length allowed, so a Ray that
+tests/search/test_node_files.py starts a real Ray at a root of exactly the longest length allowed, so a Ray that
 changes its layout fails that test instead of this module guessing wrong.
+
+**The token.**  Since Ray 2.5x a new local node enables token authentication unless RAY_AUTH_MODE says otherwise,
+and, with no token given (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH) and none in `~/.ray/auth_token`, writes a new one
+there.  A home this user may not write (a container run with `--user`, whose HOME is `/`; a read-only home on
+compute nodes) ended Ray's start in a 40-line traceback (`FileNotFoundError: '/proc/.ray'`, found 2026-12-07).
+`prepare_token` then gives the node a new token in its environment (RAY_AUTH_TOKEN, inherited by its processes, gone
+with them): authentication stays on and nothing is written.  A token that is there, or a home Ray can write, is
+left to Ray.  (Joining a cluster with --address uses the cluster's folders and token: nothing here applies.)
 """
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 import tempfile
+from pathlib import Path
 from typing import Callable, Mapping, MutableMapping
 
-__all__ = ["RAY_TMPDIR", "socket_limit", "ray_root", "longest_socket", "root_problem", "prepare"]
+__all__ = ["RAY_TMPDIR", "socket_limit", "ray_root", "longest_socket", "root_problem", "prepare", "token_path", "prepare_token"]
 
 RAY_TMPDIR = "RAY_TMPDIR"
 FALLBACKS = ("/tmp", "/var/tmp", "/dev/shm")  # after tempfile.gettempdir(): short folders most machines have
@@ -120,3 +128,51 @@ def prepare(log: Callable[[str], None] = print, environ: MutableMapping[str, str
             return other
     raise SearchError(f"{source}={root!r} {problem}, and none of {', '.join(dict.fromkeys(candidates))} can take a local "
                       f"Ray's files instead; point RAY_TMPDIR at a short folder this user may write")
+
+
+def token_path(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where a new local node looks for (and, missing, writes) its token: `~/.ray/auth_token` of HOME (else the
+    user's entry in the password database), as Ray does; None where there is no home to find."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("HOME")
+    if home is None:
+        try:
+            home = str(Path.home())
+        except (RuntimeError, KeyError):  # (no HOME and no password entry: a container's arbitrary uid)
+            return None
+    return Path(home or "/") / ".ray" / "auth_token"
+
+
+def _can_make(path: Path) -> bool:
+    """The file `path` can be written by this user, tried for real: its folder made (as Ray would make it) and a
+    probe file written there and removed (os.access says yes to root for folders that take no files, e.g. /proc)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=".awnn-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError:
+        return False
+    return not path.exists() or os.access(path, os.W_OK)
+
+
+def prepare_token(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Give the local node about to start a token in its environment where Ray would need to write one and cannot
+    (module docstring); True when it did."""
+    environ = os.environ if environ is None else environ
+    mode = environ.get("RAY_AUTH_MODE")
+    if mode is not None and mode.strip().lower() != "token":  # (authentication turned off: no token wanted)
+        return False
+    if environ.get("RAY_AUTH_TOKEN", "").strip() or environ.get("RAY_AUTH_TOKEN_PATH"):  # (given: Ray reads and checks it)
+        return False
+    path = token_path(environ)
+    if path is not None:
+        try:
+            if path.is_file() and os.access(path, os.R_OK) and path.stat().st_size > 0:
+                return False  # Ray reads it
+        except OSError:
+            pass
+        if _can_make(path):
+            return False  # Ray writes it
+    environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # (as Ray makes one: 256 bits)
+    return True

@@ -1,8 +1,10 @@
-"""The folder a local Ray keeps its files in (search/ray_temp.py): a TMPDIR too long for Ray's Unix sockets (a Slurm
-job's), empty, relative or naming a file is passed over for a folder that works, said in one line; a RAY_TMPDIR the
-user set that cannot work is one line and exit 2 before Ray starts.  Before, a long TMPDIR ended Ray's start in a
-38-line traceback (AF_UNIX path length), an empty or relative one in a 30 s wait and "The current node timed out during
-startup".  The layout the socket path is computed from is checked against a real Ray at the exact limit."""
+"""The files a local Ray node keeps on this machine (search/node_files.py).  Its folder: a TMPDIR too long for Ray's
+Unix sockets (a Slurm job's), empty, relative or naming a file is passed over for a folder that works, said in one
+line; a RAY_TMPDIR the user set that cannot work is one line and exit 2 before Ray starts.  Before, a long TMPDIR ended
+Ray's start in a 38-line traceback (AF_UNIX path length), an empty or relative one in a 30 s wait and "The current node
+timed out during startup".  The layout the socket path is computed from is checked against a real Ray at the exact
+limit.  Its token: where Ray would write ~/.ray/auth_token and cannot (HOME=/ in a container run with --user), the
+node gets one in its environment (before: a 40-line traceback)."""
 import os
 import shutil
 import subprocess
@@ -13,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_awnn
-from search import ray_temp
+from search import node_files
 from search.errors import SearchError
 
-LIMIT = ray_temp.socket_limit("linux")
+LIMIT = node_files.socket_limit("linux")
 
 
 def _room(pid: int) -> int:
     """The longest root whose sockets fit, for a node started by process `pid`."""
-    return LIMIT - 1 - len(ray_temp.longest_socket("", pid))  # (<root>/ray/...: the root, a slash, the rest)
+    return LIMIT - 1 - len(node_files.longest_socket("", pid))  # (<root>/ray/...: the root, a slash, the rest)
 
 
 def _root_of_length(base: str, length: int) -> str:
@@ -40,20 +42,20 @@ def short_base():
 
 
 def test_the_socket_path_is_rays_layout_and_its_length_is_what_ray_checks():
-    path = ray_temp.longest_socket("/scratch/job", pid=4321)
+    path = node_files.longest_socket("/scratch/job", pid=4321)
     assert path == "/scratch/job/ray/session_0000-00-00_00-00-00_000000_4321/sockets/plasma_store"
-    assert ray_temp.socket_limit("linux") == 107 and ray_temp.socket_limit("darwin") == 103
+    assert node_files.socket_limit("linux") == 107 and node_files.socket_limit("darwin") == 103
 
 
 def test_a_root_fits_up_to_the_limit_and_not_one_byte_more(short_base):
     room = _room(os.getpid())
     fits, too_long = _root_of_length(short_base, room), _root_of_length(short_base, room + 1)
-    assert len(ray_temp.longest_socket(fits)) == LIMIT
-    assert ray_temp.root_problem(fits, platform="linux") is None  # missing, and made by Ray under a folder it may write
-    problem = ray_temp.root_problem(too_long, platform="linux")
+    assert len(node_files.longest_socket(fits)) == LIMIT
+    assert node_files.root_problem(fits, platform="linux") is None  # missing, and made by Ray under a folder it may write
+    problem = node_files.root_problem(too_long, platform="linux")
     assert problem.startswith(f"is too long ({room + 1} bytes)") and f"{LIMIT + 1} bytes, over the {LIMIT}-byte limit" in problem
     assert f"a folder of at most {room} bytes fits" in problem
-    assert ray_temp.root_problem(fits, platform="darwin").startswith("is too long")  # macOS: 103 bytes
+    assert node_files.root_problem(fits, platform="darwin").startswith("is too long")  # macOS: 103 bytes
 
 
 @pytest.mark.parametrize("root, said", [
@@ -62,19 +64,19 @@ def test_a_root_fits_up_to_the_limit_and_not_one_byte_more(short_base):
     ("scratch/ray-files", "is a relative path"),
 ])
 def test_roots_ray_cannot_use_are_named(root, said):
-    assert ray_temp.root_problem(root, platform="linux") == said
+    assert node_files.root_problem(root, platform="linux") == said
 
 
 def test_a_file_or_a_folder_under_a_file_is_named(short_base):
     a_file = os.path.join(short_base, "f")
     Path(a_file).write_text("x")
-    assert ray_temp.root_problem(a_file, platform="linux") == "is a file, not a folder"
-    assert ray_temp.root_problem(os.path.join(a_file, "sub"), platform="linux") == f"cannot be made: {a_file} is a file, not a folder"
+    assert node_files.root_problem(a_file, platform="linux") == "is a file, not a folder"
+    assert node_files.root_problem(os.path.join(a_file, "sub"), platform="linux") == f"cannot be made: {a_file} is a file, not a folder"
 
 
 def _prepare(environ, **kw):
     said = []
-    root = ray_temp.prepare(said.append, environ=environ, platform=kw.pop("platform", "linux"), **kw)
+    root = node_files.prepare(said.append, environ=environ, platform=kw.pop("platform", "linux"), **kw)
     return root, said
 
 
@@ -138,16 +140,16 @@ def test_a_relative_ray_tmpdir_is_made_absolute(short_base, monkeypatch):
 NODE = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[2])
-from search import ray_temp
-room = ray_temp.socket_limit() - 1 - len(ray_temp.longest_socket(""))
+from search import node_files
+room = node_files.socket_limit() - 1 - len(node_files.longest_socket(""))
 root = os.path.join(sys.argv[1], "a" * (room - len(sys.argv[1]) - 1))
 os.environ["RAY_TMPDIR"] = root
-ray_temp.prepare(print)  # (nothing to say: it fits)
+node_files.prepare(print)  # (nothing to say: it fits)
 import ray
 ctx = ray.init(address="local", num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024 * 1024,
                log_to_driver=False, configure_logging=False)
 print(json.dumps({"root": root, "socket": ctx.address_info["object_store_address"],
-                  "predicted": ray_temp.longest_socket(root)}))
+                  "predicted": node_files.longest_socket(root)}))
 ray.shutdown()
 """
 
@@ -164,15 +166,16 @@ def test_a_real_ray_starts_at_the_longest_root_allowed_and_its_socket_is_the_one
     got = json.loads(lines[0])
     socket, predicted = got["socket"], got["predicted"]
     stamp = socket.split("/session_", 1)[1].split("_", 4)  # date, time, microseconds, pid/...
-    assert predicted.replace(ray_temp.SESSION_TIME, "_".join(stamp[:3])) == socket, (socket, predicted)
-    assert len(os.fsencode(socket)) == ray_temp.socket_limit(), socket
+    assert predicted.replace(node_files.SESSION_TIME, "_".join(stamp[:3])) == socket, (socket, predicted)
+    assert len(os.fsencode(socket)) == node_files.socket_limit(), socket
 
 
-def test_awnn_compare_with_a_slurm_length_tmpdir_runs_and_says_where_rays_files_went(tmp_path, short_base):
+def test_awnn_compare_with_a_slurm_length_tmpdir_and_a_home_it_cannot_write_runs_and_says_where_rays_files_went(tmp_path, short_base):
     long_tmp = Path(short_base, "slurm_jobdir", "1355700", "x" * 40, "tmp.t0016")
     long_tmp.mkdir(parents=True)
+    env = {"TMPDIR": str(long_tmp), "HOME": "/proc", "MPLCONFIGDIR": str(tmp_path / "mpl")}  # (a home that takes no files)
     p = run_awnn(["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "fixed", "--num-cpus", "2",
-                  "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"], cwd=tmp_path, timeout=300, env={"TMPDIR": str(long_tmp)})
+                  "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"], cwd=tmp_path, timeout=300, env=env)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
     assert "Traceback" not in p.stderr, p.stderr[-4000:]
     notes = [ln for ln in p.stderr.splitlines() if ln.startswith("note: Ray's files go under ")]
@@ -194,3 +197,33 @@ def test_every_command_that_starts_ray_refuses_an_unusable_ray_tmpdir_in_one_lin
                     "keeps its files there: point RAY_TMPDIR at a short folder this user may write (e.g. RAY_TMPDIR=/tmp), "
                     "or unset it"), p.stderr
     assert sorted(os.listdir(tmp_path)) == ["afile"]  # no store, no results folder
+
+
+# ------------------------------------------------------------------ the token
+def _token_env(home, **more):
+    return {"HOME": str(home), **more}
+
+
+@pytest.mark.parametrize("more", [{"RAY_AUTH_MODE": "disabled"}, {"RAY_AUTH_TOKEN": "ab" * 32}, {"RAY_AUTH_TOKEN_PATH": "/x"}])
+def test_a_token_given_or_authentication_turned_off_is_left_to_ray(more):
+    env = _token_env("/proc", **more)
+    assert node_files.prepare_token(env) is False and env == _token_env("/proc", **more)
+
+
+def test_a_token_in_the_home_or_a_home_ray_can_write_is_left_to_ray(tmp_path):
+    env = _token_env(tmp_path)
+    assert node_files.prepare_token(env) is False and "RAY_AUTH_TOKEN" not in env
+    assert os.listdir(tmp_path / ".ray") == []  # Ray's folder made as Ray would, the probe gone
+    (tmp_path / ".ray" / "auth_token").write_text("cd" * 32)
+    assert node_files.prepare_token(env) is False and "RAY_AUTH_TOKEN" not in env
+
+
+@pytest.mark.parametrize("home", ["/proc", "a file"])
+def test_a_home_that_takes_no_token_gets_one_in_the_nodes_environment(tmp_path, home):
+    if home == "a file":
+        home = tmp_path / "f"
+        home.write_text("x")
+    env = _token_env(home, RAY_AUTH_MODE="token")
+    assert node_files.prepare_token(env) is True
+    token = env["RAY_AUTH_TOKEN"]
+    assert len(token) == 64 and int(token, 16) >= 0 and node_files.prepare_token(dict(env)) is False
