@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sub = parser.subcommands.choices[args.command]
         sub.error(unrecognized(sub, extras))
-    empty = _empty_values(parser.subcommands.choices[args.command], args)
+    empty = _empty_values(parser.subcommands.choices[args.command], args) or _working_folder_gone()
     if empty:
         print(f"awnn {args.command}: error: {empty}", file=sys.stderr)
         return 2
@@ -100,6 +100,24 @@ def _empty_values(sub, args) -> str | None:
             flag = max(action.option_strings, key=len)
             rest = "" if action.required else "; leave the flag out for its default"
             return f"{flag}: expected a value, found an empty string (an unset shell variable?){rest}"
+    return None
+
+
+def _working_folder_gone() -> str | None:
+    """What to say when the folder the command was started in no longer exists (removed, or removed and made again,
+    while the shell stayed in it: `rm -rf run && mkdir run` from another terminal, a job folder cleaned up).  Every
+    command reads or writes relative to it (./mlflow.db, ./awnn-results, ./data) or imports torch, and each failed its
+    own way: a 28-line FileNotFoundError traceback from a comparison's first path, `awnn env` an "Intel oneMKL FATAL
+    ERROR" (found 2026-12-07).  None while it exists."""
+    import os
+    import shlex
+
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        pwd = os.environ.get("PWD")  # (the shell's name for it; a folder there now was made since)
+        how = f"`cd {shlex.quote(pwd)}` enters the one made there since" if pwd and os.path.isdir(pwd) else "cd to a folder that exists"
+        return f"the folder this command was started in no longer exists (removed or moved since the shell entered it): {how}, then run it again"
     return None
 
 

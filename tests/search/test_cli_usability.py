@@ -365,3 +365,35 @@ def test_a_data_root_url_in_a_config_names_its_key():
                                           r"node's disk or a shared mount .* found 'gs://bucket/mnist'"):
         TrainConfig.from_dict({"task": "mnist", "data_root": "gs://bucket/mnist"}, source="grid.yaml")
     assert TrainConfig.from_dict({"task": "mnist", "data_root": "data/https-mirror"}).data_root == "data/https-mirror"
+
+
+# every command, with what its parser requires, started in a folder that was removed (or removed and made again) after
+# the shell entered it: one line, exit 2 (before: a 28-line FileNotFoundError traceback from a comparison, an "Intel
+# oneMKL FATAL ERROR" from `awnn env`)
+GONE_ARGS = {"train": ["--task", "doublemoon", "--model", "fixed"], "grids": [], "sweep": ["--task", "doublemoon", "--strategy", "fixed"],
+             "compare": ["--task", "doublemoon"], "report": ["--out", "r"], "draws": ["--out", "d"], "env": [], "study": ["fig3"]}
+
+
+def test_every_command_has_its_arguments_for_the_removed_folder_test():
+    from search.cli import COMMANDS
+
+    assert sorted(GONE_ARGS) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("made_again", [False, True], ids=["removed", "made-again"])
+@pytest.mark.parametrize("command", sorted(GONE_ARGS))
+def test_a_command_started_in_a_removed_folder_says_so_in_one_line(tmp_path, command, made_again):
+    import shlex
+
+    gone = tmp_path / "run dir"
+    gone.mkdir()
+    again = f" && mkdir {shlex.quote(str(gone))}" if made_again else ""
+    script = f"cd {shlex.quote(str(gone))} && rmdir {shlex.quote(str(gone))}{again} && exec \"$@\""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PWD": str(gone)}
+    p = subprocess.run(["sh", "-c", script, "sh", *AWNN, command, *GONE_ARGS[command]], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-3000:]
+    how = f"`cd '{gone}'` enters the one made there since" if made_again else "cd to a folder that exists"
+    assert p.stderr == (f"awnn {command}: error: the folder this command was started in no longer exists (removed or moved "
+                        f"since the shell entered it): {how}, then run it again\n"), p.stderr[-3000:]
+    assert p.stdout == ""
