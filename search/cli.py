@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
 
         sub = parser.subcommands.choices[args.command]
         sub.error(unrecognized(sub, extras))
-    empty = _empty_values(parser.subcommands.choices[args.command], args) or _working_folder_gone()
+    sub = parser.subcommands.choices[args.command]
+    empty = _empty_values(sub, args) or _working_folder_gone() or _not_utf8(sub, args)
     if empty:
         print(f"awnn {args.command}: error: {empty}", file=sys.stderr)
         return 2
@@ -118,6 +119,41 @@ def _working_folder_gone() -> str | None:
         pwd = os.environ.get("PWD")  # (the shell's name for it; a folder there now was made since)
         how = f"`cd {shlex.quote(pwd)}` enters the one made there since" if pwd and os.path.isdir(pwd) else "cd to a folder that exists"
         return f"the folder this command was started in no longer exists (removed or moved since the shell entered it): {how}, then run it again"
+    return None
+
+
+def _not_utf8(sub, args) -> str | None:
+    """What to say of the first option whose value is not UTF-8 text (any option of a command that runs on Ray; the
+    tracking URI of the others), or of the folder a command that runs on Ray was started in, or None.  A Linux file name is bytes, and one written in Latin-1 or another legacy encoding
+    (`caf\xe9`) reaches Python as text with lone surrogates; Ray (which sends the driver's folder to its workers), MLflow
+    and SQLite take UTF-8 text only.  A comparison started in such a folder, or given such a --storage, ended in a
+    41-line "UnicodeEncodeError: ... surrogates not allowed" traceback as Ray started (found 2026-12-07)."""
+    import os
+
+    def bad_bytes(text: str) -> list[int]:
+        return [ord(c) - 0xDC00 for c in text if 0xDC80 <= ord(c) <= 0xDCFF]  # (Python's surrogateescape of byte b)
+
+    def said(text: str) -> str:
+        first = bad_bytes(text)[0]
+        shown = os.fsencode(text).decode("utf-8", "backslashreplace")
+        return (f"{shown}: not UTF-8 text (the byte 0x{first:02x}: a name written in Latin-1 or another legacy encoding); "
+                f"Ray, MLflow and SQLite take UTF-8 text only")
+
+    on_ray = hasattr(args, "address")  # (a command that runs on Ray, local or a cluster's: its every value reaches MLflow)
+    for action in getattr(sub, "options", ()):
+        if not on_ray and action.dest != "tracking_uri":  # (`awnn report --out caf\xe9` writes its files: left alone)
+            continue
+        value = getattr(args, action.dest, None)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and bad_bytes(v):
+                return f"{max(action.option_strings, key=len)} {said(v)}: give one that is (rename it, e.g. convmv -f latin1 -t utf8)"
+    if on_ray:
+        try:
+            here = os.getcwd()
+        except OSError:
+            return None
+        if bad_bytes(here):
+            return f"the folder this command was started in, {said(here)}: cd to a folder whose path is UTF-8 (or rename it, e.g. convmv -f latin1 -t utf8)"
     return None
 
 

@@ -77,6 +77,10 @@ def root_problem(root: str, pid: int | None = None, platform: str | None = None)
         return "is empty (an unset shell variable?)"
     if not os.path.isabs(root):
         return "is a relative path"
+    try:
+        root.encode("utf-8")
+    except UnicodeEncodeError:  # (a name in a legacy encoding: Ray's paths are UTF-8 text)
+        return "is not UTF-8 text"
     folder = root
     while not os.path.lexists(folder):  # Ray makes the missing folders: the nearest one there must take them
         parent = os.path.dirname(folder)

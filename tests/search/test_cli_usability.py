@@ -397,3 +397,53 @@ def test_a_command_started_in_a_removed_folder_says_so_in_one_line(tmp_path, com
     assert p.stderr == (f"awnn {command}: error: the folder this command was started in no longer exists (removed or moved "
                         f"since the shell entered it): {how}, then run it again\n"), p.stderr[-3000:]
     assert p.stdout == ""
+
+
+# paths whose names are not UTF-8 (written in Latin-1 on an old file system: b"caf\xe9"): a command that runs on Ray
+# refuses them in one line, naming the flag (or the folder it was started in), before Ray starts (before: a 41-line
+# "UnicodeEncodeError: ... surrogates not allowed" traceback from Ray's start); a command that does not is left alone
+LATIN1_NOT_UTF8 = "the byte 0xe9: a name written in Latin-1 or another legacy encoding); Ray, MLflow and SQLite take UTF-8 text only"
+
+
+def _latin1(tmp_path) -> bytes:
+    folder = os.fsencode(tmp_path) + b"/caf\xe9"
+    os.mkdir(folder)
+    return folder
+
+
+def _awnn_bytes(args: list, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([os.fsencode(a) if isinstance(a, str) else a for a in AWNN + args], cwd=cwd, capture_output=True,
+                          text=True, errors="backslashreplace", timeout=120, env=env)
+
+
+@pytest.mark.parametrize("command", [["compare", "--task", "doublemoon", "--budget", "smoke"],
+                                     ["sweep", "--task", "doublemoon", "--budget", "smoke", "--strategy", "fixed"],
+                                     ["study", "fig3", "--budget", "smoke"]])
+def test_a_command_on_ray_started_in_a_folder_whose_name_is_not_utf8_says_so_in_one_line(tmp_path, command):
+    folder = _latin1(tmp_path)
+    p = _awnn_bytes(command, folder)
+    assert p.returncode == 2 and p.stdout == "", p.stderr[-3000:]
+    assert p.stderr == (f"awnn {command[0]}: error: the folder this command was started in, {tmp_path}/caf\\xe9: not UTF-8 text "
+                        f"({LATIN1_NOT_UTF8}: cd to a folder whose path is UTF-8 (or rename it, e.g. convmv -f latin1 -t utf8)\n")
+    assert os.listdir(folder) == []
+
+
+@pytest.mark.parametrize("flag", ["--storage", "--data-root", "--tracking-uri", "--grid-dir"])
+def test_a_flag_whose_path_is_not_utf8_is_named_in_one_line(tmp_path, flag):
+    folder = _latin1(tmp_path)
+    value = (b"sqlite:///" + folder + b"/m.db") if flag == "--tracking-uri" else folder
+    p = _awnn_bytes(["compare", "--task", "doublemoon", "--budget", "smoke", flag, value], tmp_path)
+    assert p.returncode == 2, p.stderr[-3000:]
+    shown = os.fsencode(value).decode("utf-8", "backslashreplace")
+    assert p.stderr == (f"awnn compare: error: {flag} {shown}: not UTF-8 text ({LATIN1_NOT_UTF8}: give one that is (rename it, "
+                        "e.g. convmv -f latin1 -t utf8)\n"), p.stderr
+    assert os.listdir(os.fsencode(tmp_path)) == [b"caf\xe9"]  # nothing written: no store, no results folder
+    p = _awnn_bytes(["report", "--out", "r", "--tracking-uri", b"sqlite:///" + folder + b"/m.db"], tmp_path)
+    assert p.returncode == 2 and p.stderr.startswith("awnn report: error: --tracking-uri sqlite:///"), p.stderr
+
+
+def test_a_command_that_does_not_run_on_ray_is_left_alone_in_such_a_folder(tmp_path):
+    p = _awnn_bytes(["train", "--task", "doublemoon", "--model", "fixed", "--budget", "smoke"], _latin1(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout.splitlines()[-1])["status"] == "ok"

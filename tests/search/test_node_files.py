@@ -62,6 +62,7 @@ def test_a_root_fits_up_to_the_limit_and_not_one_byte_more(short_base):
     ("", "is empty (an unset shell variable?)"),
     ("  ", "is empty (an unset shell variable?)"),
     ("scratch/ray-files", "is a relative path"),
+    (os.fsdecode(b"/tmp/caf\xe9"), "is not UTF-8 text"),  # (a name in Latin-1: Ray's paths are UTF-8 text)
 ])
 def test_roots_ray_cannot_use_are_named(root, said):
     assert node_files.root_problem(root, platform="linux") == said
