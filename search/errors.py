@@ -9,6 +9,7 @@ CLI prints them as `awnn <command>: error: <message>` and exits 2.
         TrialsNotRun     Ray Tune ended before every trial of a phase ran (resumable)
         StorageFull      a trial could not write its checkpoint: no space left, a quota, a read-only disk (resumable)
         WorkerLost       a trial's worker process was lost more often than --max-failures allows (resumable)
+        TrialEnvironment a trial's process could not import its code on its node: a module missing, `ulimit -v` (resumable)
         StudyUnwritable  TPE's Optuna study could not be written (--optuna-storage full, read-only, its server gone) (resumable)
 
 The other layers' input errors are their own (awnn.config.ConfigError,
@@ -18,7 +19,7 @@ reports this way, so that no command has to translate them.
 """
 from __future__ import annotations
 
-__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "StudyUnwritable", "storage_error", "lost_worker_error", "connect_error", "user_errors", "out_of_memory"]
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "TrialEnvironment", "StudyUnwritable", "storage_error", "lost_worker_error", "connect_error", "user_errors", "out_of_memory"]
 
 
 class UsageError(Exception):
@@ -58,6 +59,13 @@ class WorkerLost(SearchError):
     died) once more than --max-failures allows: the comparison stops, its
     trials in flight interrupted, none counted as a failure of its config;
     `--resume` runs them once the nodes are fixed."""
+
+
+class TrialEnvironment(SearchError):
+    """A trial's process could not import its code on its node (a module missing there, another version of the
+    project, a library it could not map into memory under `ulimit -v`): no config causes it and no retry there cures
+    it, so the comparison stops at the first such trial, its trials in flight interrupted; `--resume` runs them once
+    the node is fixed (search/node_limits.py)."""
 
 
 class StudyUnwritable(SearchError):

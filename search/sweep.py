@@ -398,10 +398,21 @@ class Comparison:
         if kind == "lost":
             from .errors import WorkerLost
 
+            from .node_limits import limits_note
+
             retries = self.settings.max_failures
             raise WorkerLost(f"{message}, more than --max-failures {retries} allows: the process was killed, ran out of memory, or its node "
                              "died; the comparison stopped and its trials in flight were interrupted, none is counted as a failure of its "
-                             "config; check the nodes (memory, preemption) or raise --max-failures, then run the same command with --resume")
+                             "config; check the nodes (memory, preemption) or raise --max-failures, then run the same command with --resume"
+                             f"{limits_note(self._on_cluster())}")
+        if kind == "environment":
+            from .errors import TrialEnvironment
+            from .node_limits import environment_remedy
+
+            on_cluster = self._on_cluster()
+            raise TrialEnvironment(f"{message}: {environment_remedy(message, on_cluster)}; the comparison stopped and its "
+                                   "trials in flight were interrupted, none is counted as a failure of its config; then run the same "
+                                   "command with --resume")
         from tracking.contract import NO_ROOM_ERRNOS, storage_fault_errno
 
         from .errors import StorageFull, storage_remedy
@@ -423,10 +434,16 @@ class Comparison:
         self.tracker.interrupt_open()
         text = str(lost).strip()
         first = text.splitlines()[0][:400] if text else "no detail"
+        from .node_limits import limits_note
+
         raise WorkerLost(f"trial workers were lost as Ray Tune started them ({type(lost).__name__}: {first}); the comparison stopped "
                          "and its trials in flight were interrupted, none is counted as a failure of its config; check the nodes "
                          "(memory: fewer trials at once with --num-cpus or a larger --cpus-per-trial; preemption), then run the "
-                         "same command with --resume") from error
+                         f"same command with --resume{limits_note(self._on_cluster())}") from error
+
+    def _on_cluster(self) -> bool:
+        """Whether the trials run on a cluster joined (--address, RAY_ADDRESS), not on a local node this shell started."""
+        return bool(self.settings.address or os.environ.get("RAY_ADDRESS"))
 
     def _raise_storage(self, error: BaseException) -> None:
         """Ray Tune's own write into --storage found no room or permission (no trial's fault recorded): one line, resumable."""

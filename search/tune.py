@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import _ray_speedups, node_files, scratch, signals
+from . import _ray_speedups, node_files, node_limits, scratch, signals
 from .trial import trainable  # the trial function Tune runs (search/trial.py)
 
 __all__ = ["RunSettings", "trainable", "init_ray", "run_plan", "trial_settings", "wait_for_warm_workers", "ray_session_dir", "gcs_gone", "local_node_gone", "watch_cluster", "check_trial_fits", "exit_process", "exit_now"]
@@ -58,17 +58,19 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
     trial ...": killed, out of memory, its node died; tracking.contract.
     lost_worker), which Ray retries or the driver reports in one line, or a
     trial whose allocation found no memory (errors.out_of_memory: a config
-    too large for its node; before, 68 lines of traceback at each attempt).
+    too large for its node; before, 68 lines of traceback at each attempt),
+    or a trial that could not import its code (tracking.contract.environment_failure:
+    `ulimit -v`, a module missing on its node), which stops the comparison.
     Any other error of a trial keeps its traceback: a bug is found from it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from tracking.contract import lost_worker
+        from tracking.contract import environment_failure, lost_worker
 
         from .errors import out_of_memory, storage_error
 
         error = record.exc_info[1] if record.exc_info else None
         if error is None:
-            return True
+            return self._unhandled(record)
         found = storage_error(error)
         if found is not None:
             detail = os.strerror(found.errno)
@@ -81,6 +83,8 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
             detail = f"{type(cause).__name__}: {lines[0][:300] if lines else 'no detail'}"
         elif out_of_memory(error) is not None:  # a config too large for its node's memory (Tune retries it: on a shared node it may fit later)
             detail = f"out of memory: {out_of_memory(error)}"
+        elif environment_failure(error) is not None:  # its code cannot be imported on its node (`ulimit -v`, a module missing): the driver stops
+            detail = environment_failure(error)
         else:
             return True
         record.msg = f"{record.getMessage().rstrip(': ')}: {detail}"
@@ -88,11 +92,26 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
         return True
 
 
+    @staticmethod
+    def _unhandled(record: logging.LogRecord) -> bool:
+        """Ray's "Unhandled error" of a trial's result nobody fetched (the driver stopped the comparison meanwhile), its
+        traceback in the message: an import failure's (`ulimit -v`) kept to its last line."""
+        from tracking.contract import environment_failure
+
+        message = record.getMessage()
+        if message.startswith(_UNHANDLED):
+            found = environment_failure(None, message)
+            if found is not None:
+                record.msg, record.args = f"{message.split(': ', 1)[0]}: {found}", None
+        return True
+
+
+_UNHANDLED = "Unhandled error"  # ray._private.worker's log of an error no ray.get fetched (Ray 2.60)
 _RAY_STATE_SAVES = ("Saving experiment state", "Experiment state snapshotting failed")  # Ray Tune's log of a failed save of its state
 _ENVIRONMENT_FILTER = _EnvironmentErrorsInOneLine()
 # the Ray Tune loggers that log a failed write into the storage, or a trial's lost worker, with its traceback (Ray 2.60)
 _RAY_FAULT_LOGGERS = ("ray.tune.execution.experiment_state", "ray.train._internal.storage", "ray.tune.execution.tune_controller",
-                      "ray.tune.tune")  # (the last: "Experiment state snapshotting failed" at the end of a run)
+                      "ray.tune.tune", "ray._private.worker")  # (the last: "Experiment state snapshotting failed" at the end of a run)
 
 
 def _quiet_environment_tracebacks() -> None:
@@ -191,6 +210,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_a
         return
     node_files.prepare(log)  # a root folder the node's Unix sockets fit in (a long TMPDIR: a Slurm job's), before it starts
     node_files.prepare_token()  # and its token, where Ray cannot write ~/.ray (a container's HOME=/)
+    node_limits.check_local(log)  # and the memory limits its processes inherit (`ulimit -v`)
     num_cpus = settings.num_cpus or os.cpu_count() or 1
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if num_cpus > usable:
@@ -216,6 +236,14 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_a
         # (no autoscaler, log monitor or dashboard head for a node of our own, `prestart` workers: private Ray API)
         with _ray_speedups.lean_local_node(prestart=prestart) as lean:
             context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
+    except Exception as e:
+        _cut_short_init()
+        line = node_limits.start_failure(e)  # a start that failed under `ulimit -v`: say so (else Ray's own error)
+        if line is None:
+            raise
+        from .errors import SearchError
+
+        raise SearchError(line) from None
     except BaseException:
         _cut_short_init()
         raise
@@ -521,7 +549,8 @@ _WARMING: dict[str, Any] = {}  # the local node's workers still warming up (init
 def wait_for_warm_workers(timeout: float = 60.0) -> list[int]:
     """Wait (at most `timeout` s) until the local node's prestarted workers
     have imported what a trial needs (search/warm.py marks each); returns
-    their process ids ([] when init_ray did not warm any).  Starting Tune
+    their process ids ([] when init_ray did not warm any; not those whose imports
+    failed, `<pid>.failed`: their trials fail as they start and stop the comparison).  Starting Tune
     earlier gains nothing: Ray would start fresh processes for the trial
     actors next to the busy ones, and all of them would share the CPUs.
     The bound only matters where a worker never gets there (it died): the

@@ -60,11 +60,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from typing import Callable
 
 from ray.tune import Callback
 
-from .contract import EPOCH_METRICS, FAULT_KINDS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, is_epoch_metric, lost_worker, memory_monitor_kill, storage_fault_text
+from .contract import EPOCH_METRICS, FAULT_KINDS, FINAL_SCORES, MODEL_ARTIFACT, MODEL_FILE, TRIAL_PARAMS, TRUNCATION, Metric, MlflowTag, Tag, environment_failure, is_epoch_metric, lost_worker, memory_monitor_kill, storage_fault_text
 from .hooks import past_tune
 from .store import TrackingWriter
 from .trial_note import trial_note
@@ -298,6 +299,8 @@ class TrialTracker(Callback):
         error = self._why_ended(trial) + _error_text(trial)
         if storage_fault_text(error):  # a write found no room: a retry on the same storage fails again
             return self._storage_error(trial, error)
+        if self._import_failed(trial, error):  # its code cannot be imported there: a retry fails again
+            return
         for key, _spec in self.members(trial):
             if key in self.ended:
                 continue
@@ -321,6 +324,8 @@ class TrialTracker(Callback):
         error = why + _error_text(trial)
         if storage_fault_text(error):
             return self._storage_error(trial, error)
+        if self._import_failed(trial, error):
+            return
         exc = _pickled_error(trial)
         if lost_worker(exc):  # its process or node was lost more often than --max-failures allows: not its config's doing
             return self._lost_worker(trial, exc, why)
@@ -338,6 +343,20 @@ class TrialTracker(Callback):
         self._start_members(trial)
         for key, spec in self.members(trial):
             self._fault(key, {"status": "failed", "error": error, "error_kind": "storage"}, spec)
+
+    def _import_failed(self, trial, error: str) -> bool:
+        """Whether `trial`'s process could not import its code (tracking.contract.environment_failure: a module missing on its
+        node, a library it could not map under `ulimit -v`): then a fault of each of its configs, at its first failure."""
+        exc = _pickled_error(trial)
+        found = environment_failure(exc, error)
+        if found is None:
+            return False
+        self._start_members(trial)
+        node = re.search(r"\bip=([0-9A-Za-z.:\-]+)", str(exc or ""))  # (a Ray task error's text names its worker's node)
+        node = node.group(1) if node else None
+        for key, spec in self.members(trial):
+            self._fault(key, {"status": "failed", "error": f"{found}{f' (on {node})' if node else ''}", "error_kind": "environment"}, spec)
+        return True
 
     def _lost_worker(self, trial, exc: BaseException | None, why: str = "", detail: str | None = None) -> None:
         """`trial`'s worker process was lost once more after its last retry

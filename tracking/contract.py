@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "FAULT_KINDS", "STORAGE_ERRNOS", "NO_ROOM_ERRNOS", "DENIED_ERRNOS", "storage_fault_errno", "storage_fault_text", "lost_worker", "experiment_name", "default_tracking_uri", "tracking_uri_source", "client",
+__all__ = ["KINDS", "PHASES", "STATUSES", "TERMINAL", "SELECTABLE", "FAULT_KINDS", "STORAGE_ERRNOS", "NO_ROOM_ERRNOS", "DENIED_ERRNOS", "storage_fault_errno", "storage_fault_text", "lost_worker", "environment_failure", "experiment_name", "default_tracking_uri", "tracking_uri_source", "client",
            "redact_uri", "arm_name", "arm_family", "parse_param", "Tag", "TAGS", "tag_equals", "Metric", "METRICS", "PER_LAYER",
            "ARM_HEADLINE", "arm_metric", "savings_metric", "budget_metric", "paper_metric",
            "EPOCH_METRICS", "FINAL_SCORES", "FINAL_METRICS", "is_epoch_metric", "TRUNCATION", "STATUS_COUNTS", "is_metric", "Param", "PARAMS", "TRIAL_PARAMS", "SEARCH_OPTIONS", "assessment_summary", "MlflowTag", "MODEL_ARTIFACT", "MODEL_FILE",
@@ -52,7 +52,9 @@ SELECTABLE = ("ok", "width_capped")
 # more often than --max-failures allows ("lost").  No retry on the same machines fixes it: the driver stops the
 # comparison and closes the trial's run as `interrupted`, and `--resume` runs it again once the data, the disk or
 # the nodes are fixed (search/trial.py, tracking/callback.py).
-FAULT_KINDS = ("data", "storage", "lost")
+# A fourth, "environment": its process could not import the trial's code or start a thread (a module missing on its
+# node, a library or a thread's stack it could not map under an address-space limit, `ulimit -v`): environment_failure.
+FAULT_KINDS = ("data", "storage", "lost", "environment")
 # "storage": a write that failed for want of room (no space left, a disk quota) or of permission (a read-only disk,
 # a folder this user may not write, e.g. after a chmod, an immutable folder, a node whose mount maps the user to nobody)
 NO_ROOM_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -80,6 +82,34 @@ def memory_monitor_kill(text: str) -> str | None:
     for task and actor errors: Ray 2.60 Trial.handle_error), so its text is
     what the driver has."""
     return next((ln.strip() for ln in text.splitlines() if MEMORY_MONITOR_SAYS in ln), None)
+
+
+def environment_failure(error: BaseException | None, text: str = "") -> str | None:
+    """The line saying that a trial's process could not import its code or start a thread, or None: an ImportError
+    (ModuleNotFoundError included) or Python's "can't start new thread" in `error`'s chain (a Ray task error's `cause`,
+    its causes and contexts), else a last line of `text` (the trial's error text) naming one.  No config causes it and
+    no retry on that node cures it: a module missing there, another version of the project there, a library or a
+    thread's stack that could not be mapped into memory (`ulimit -v`), a limit on threads (`ulimit -u`, a container's)."""
+    seen: set[int] = set()
+    todo: list = [error]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ImportError) or (isinstance(e, RuntimeError) and _NO_THREAD in str(e).lower()):
+            cause = getattr(e, "cause", None)
+            e = cause if isinstance(cause, BaseException) and type(cause) in type(e).__mro__ else e  # (a RayTaskError(X): X)
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            return f"{type(e).__name__}: {lines[-1][:300] if lines else 'no detail'}"
+        todo += [x for x in (getattr(e, "cause", None), e.__cause__, e.__context__) if isinstance(x, BaseException)]
+    last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
+    if re.match(r"(\w+\.)*(ImportError|ModuleNotFoundError)\b", last) or _NO_THREAD in last.lower():
+        return last[:300]
+    return None
+
+
+_NO_THREAD = "can't start new thread"  # CPython's RuntimeError when the OS refuses a thread (its stack unmapped, a limit)
 
 
 def lost_worker(error: BaseException | None) -> bool:

@@ -138,9 +138,10 @@ def check_run_flags(args) -> None:
 
         column_option("--drop-columns", args.drop_columns)
     if hasattr(args, "address") and not (args.address or os.environ.get("RAY_ADDRESS")):  # a local Ray will start
-        from .. import node_files
+        from .. import node_files, node_limits
 
         node_files.prepare(lambda line: print(line, file=sys.stderr, flush=True))  # its folder, before anything is written
+        node_limits.check_local(note=False)  # a `ulimit -v` too low for the driver alone (the note: as the node starts)
 
 
 def settings_from(args):

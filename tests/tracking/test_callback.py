@@ -183,7 +183,8 @@ def test_resumed_from_names_the_checkpoint_the_trial_really_continued_from(setup
 
 
 @pytest.mark.parametrize("how", ["data final", "storage final", "ray storage error on retry", "ray storage error at the end",
-                                 "lost worker after its retries", "lost to ray's memory monitor"])
+                                 "lost worker after its retries", "lost to ray's memory monitor",
+                                 "environment: an import under ulimit -v, at its first failure", "environment: no thread, at the end"])
 def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setup, how, tmp_path):
     """A trial ended by its environment, not its config (its data cannot be
     read, a checkpoint finds no room, its worker process is lost once more than
@@ -201,12 +202,29 @@ def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setu
     error = {"data": "DataError: /d/labels.txt: no such file (on node-1)",
              "storage": "StorageFault: cannot copy a checkpoint into the storage (--storage): No space left on device (on node-1)",
              "ray": "OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device",
-             "lost": "its worker process was lost 2 times (ActorDiedError: The actor died unexpectedly before finishing this task.)"}[how.split()[0]]
+             "lost": "its worker process was lost 2 times (ActorDiedError: The actor died unexpectedly before finishing this task.)"}.get(how.split()[0])
     if how.endswith("monitor"):
         error = ("its worker process was lost 1 time (OutOfMemoryError: 2 worker(s) were killed due to the node running low on memory. "
                  "Memory on the node (IP: 10.0.0.2, ID: ab12) was 22.40GB used / 23.47GB limit (0.954))")
-    kind = {"data": "data", "lost": "lost"}.get(how.split()[0], "storage")
-    if how.startswith("lost worker"):  # Ray retried it once, then lost it again: its pickled error is the loss, its text says nothing of it
+    kind = {"data": "data", "lost": "lost", "environment:": "environment"}.get(how.split()[0], "storage")
+    if how.startswith("environment: an import"):  # its code cannot be imported there: no retry waited for
+        import cloudpickle
+        from ray.exceptions import RayTaskError
+
+        mapped = ImportError("libtorch_cpu.so: failed to map segment from shared object")
+        error = "ImportError: libtorch_cpu.so: failed to map segment from shared object (on 10.0.0.2)"
+        victim.pickled_error_file = str(tmp_path / "error.pkl")
+        with open(victim.pickled_error_file, "wb") as f:  # as Ray Tune keeps it: the task error made an instance of its cause
+            tb = 'Traceback (most recent call last):\n  File "/w/awnn/lean.py", line 38, in <module>\n    import torch\nImportError: x'
+            cloudpickle.dump(RayTaskError("train", tb, mapped, ip="10.0.0.2", pid=17332).as_instanceof_cause(), f)
+        t.on_trial_recover(0, [], victim)
+        assert faults and not t.retries
+        t.on_trial_error(0, [], victim)
+    elif how.startswith("environment: no thread"):
+        error = "RuntimeError: can't start new thread"
+        victim.error_msg = f"Traceback (most recent call last):\n  File ...threading.py\n{error}\n"
+        t.on_trial_error(0, [], victim)
+    elif how.startswith("lost worker"):  # Ray retried it once, then lost it again: its pickled error is the loss, its text says nothing of it
         import cloudpickle
         from ray.exceptions import ActorDiedError
 
