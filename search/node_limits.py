@@ -1,6 +1,7 @@
-"""The memory limits a local Ray node's processes inherit from the shell that starts it: `ulimit -v` (RLIMIT_AS, the
-address space a process may map) and `ulimit -d` (RLIMIT_DATA, since Linux 4.7 its private writable mappings),
-common on HPC login nodes and shared workstations.
+"""The limits a local Ray node's processes inherit from the shell that starts it: `ulimit -v` (RLIMIT_AS, the address
+space a process may map), `ulimit -d` (RLIMIT_DATA, since Linux 4.7 its private writable mappings) and `ulimit -f`
+(RLIMIT_FSIZE, the largest file it may write: past it, SIGXFSZ ends it), as HPC login nodes and shared workstations
+set them.  (`ulimit -n`, open files, needs nothing: Ray raises it to the hard limit, and a comparison ran at 64.)
 
 A process maps far more than it uses.  Measured 2026-12-07 (2 cores, Linux, torch 2.14.1 with its CUDA libraries,
 Ray 2.60, VmPeak from /proc): importing torch maps 3.1 GiB; a trial's process at its peak 5.6 GiB; the driver
@@ -15,6 +16,9 @@ Ray 2.60, VmPeak from /proc): importing torch maps 3.1 GiB; a trial's process at
 * 3,000,000: the workers could not load Ray Tune (pandas: "failed to map segment"), Ray made the trials' actors
   placeholders, and the driver waited with nothing said (stopped after 5 min).
 
+`ulimit -f` 81920 (80 MiB), or 98304 (exactly the local node's 96 MiB object store, a file in /dev/shm): 30 s, then
+"The current node timed out during startup" (33 lines); 98560 ran to its report.
+
 Now (a local node only: a cluster's nodes have their own limits):
 
 * `check_local`, before the node starts: a limit that leaves this process less than `DRIVER_GROWTH` to map is one
@@ -22,7 +26,8 @@ Now (a local node only: a cluster's nodes have their own limits):
   `worker_probe` finds by loading it in a child process under the same limit (~3 s, only where a limit is set:
   how much a trial maps depends on the machine, its cores and torch's build, so no fixed number could say), or one
   that leaves it less than WORKER_THREADS for a Ray worker's threads on top (AWNN_LIMIT_PROBE=0: no probe); a limit
-  below `NOTE_BELOW` is said in one line;
+  below `NOTE_BELOW` is said in one line; a `ulimit -f` no larger than the object store is one line, exit 2, and one
+  under FILE_NOTE_BELOW a note (a checkpoint, the MLflow store or a report past it ends the process writing it);
 * `start_failure`, when the node's start fails under a limit: one line naming it;
 * a trial that cannot import its code or start a thread (tracking.contract.environment_failure) stops the comparison
   as its environment's fault at its first failure, in one line (search/sweep.py), naming the limit through
@@ -43,12 +48,15 @@ import sys
 from typing import Callable, NamedTuple
 
 __all__ = ["Limit", "finite_limits", "describe", "remedy", "mapping_failed", "mapped_bytes", "check_local", "start_failure",
-           "environment_remedy", "limits_note", "worker_probe", "WORKER_THREADS", "PROBE_SWITCH", "DRIVER_GROWTH", "NOTE_BELOW"]
+           "environment_remedy", "limits_note", "worker_probe", "WORKER_THREADS", "PROBE_SWITCH", "DRIVER_GROWTH", "NOTE_BELOW", "LOCAL_OBJECT_STORE", "FILE_SIZE"]
 
 GIB = 1 << 30
 DRIVER_GROWTH = 1 * GIB  # the least `ray.init` adds to the driver's mappings (measured 1.2 GiB on 2 cores: more cores, more)
 WORKER_THREADS = GIB // 2  # the least a Ray worker's threads map beyond its imports (measured 1.1 GiB on 2 cores: 27 threads)
 NOTE_BELOW = 16 * GIB
+FILE_SIZE = "file size"  # RLIMIT_FSIZE's `what`: a write past it ends the process (SIGXFSZ)
+LOCAL_OBJECT_STORE = 96 << 20  # a local node's object store (search/tune.py init_ray): a file of this size in /dev/shm
+FILE_NOTE_BELOW = GIB  # under this a checkpoint or the MLflow store may pass it
 PROBE_SWITCH = "AWNN_LIMIT_PROBE"  # 0: no worker_probe (its refusals left to the trials, which stop the comparison as they fail)  # under this a trial may not fit (its measured peak 5.6 GiB on 2 cores; arenas grow with cores)
 
 # glibc's dlopen when mmap fails (ENOMEM: a limit or no memory), and a thread or allocation the limit refused
@@ -67,13 +75,14 @@ class Limit(NamedTuple):
 
 
 def finite_limits() -> list[Limit]:
-    """This process's finite soft limits on mapped memory (its children, a local Ray's processes, inherit them)."""
+    """This process's finite soft limits on mapped memory and on the size of a file it writes (its children, a local
+    Ray's processes, inherit them)."""
     try:
         import resource
     except ImportError:  # (not on Windows)
         return []
     out = []
-    for name, what, flag in (("RLIMIT_AS", "address space", "-v"), ("RLIMIT_DATA", "data segment", "-d")):
+    for name, what, flag in (("RLIMIT_AS", "address space", "-v"), ("RLIMIT_DATA", "data segment", "-d"), ("RLIMIT_FSIZE", FILE_SIZE, "-f")):
         code = getattr(resource, name, None)
         if code is None:
             continue
@@ -84,13 +93,20 @@ def finite_limits() -> list[Limit]:
 
 
 def _gib(n: int) -> str:
-    return f"{n / GIB:.1f} GiB"
+    return f"{n / GIB:.1f} GiB" if n >= GIB // 2 else f"{n / (1 << 20):.1f} MiB"
+
+
+def _memory(limits: list[Limit]) -> list[Limit]:
+    return [lim for lim in limits if lim.what != FILE_SIZE]
 
 
 def describe(limits: list[Limit]) -> str:
-    """'a process's address space is limited to 3.8 GiB here (ulimit -v 4000000)', one clause per limit."""
-    return "; ".join(f"a process's {lim.what} is limited to {_gib(lim.soft)} here (`ulimit {lim.flag}` {lim.soft // 1024})"
-                     for lim in limits)
+    """'a process's address space is limited to 3.8 GiB here (`ulimit -v` 4000000)', one clause per limit (`ulimit`
+    counts KiB for -v and -d, and, in bash, 1024-byte blocks for -f)."""
+    def subject(lim: Limit) -> str:
+        return "a file a process writes" if lim.what == FILE_SIZE else f"a process's {lim.what}"
+
+    return "; ".join(f"{subject(lim)} is limited to {_gib(lim.soft)} here (`ulimit {lim.flag}` {lim.soft // 1024})" for lim in limits)
 
 
 def remedy(limits: list[Limit]) -> str:
@@ -120,8 +136,8 @@ def limits_note(on_cluster: bool) -> str:
     limits = [] if on_cluster else finite_limits()
     if not limits:
         return ""
-    return (f"; {describe(limits)}, and a process that cannot map memory under it dies so (a trial's maps 5.6 GiB at its peak "
-            f"on 2 cores): {remedy(limits)}")
+    return (f"; {describe(limits)}, and a process that goes past such a limit dies so (a mapping refused: a trial's maps 5.6 GiB "
+            f"at its peak on 2 cores; a file written past `ulimit -f`): {remedy(limits)}")
 
 
 def mapping_failed(text: str) -> bool:
@@ -194,26 +210,38 @@ def check_local(log: Callable[[str], None] | None = None, limits: list[Limit] | 
     limits = finite_limits() if limits is None else limits
     if not limits:
         return
-    for lim in limits:
+    files = [lim for lim in limits if lim.what == FILE_SIZE]
+    for lim in files:
+        if lim.soft <= LOCAL_OBJECT_STORE:  # (2026-12-07: `ulimit -f` 98304, exactly the store, timed out; 98560 ran to its report)
+            raise SearchError(f"{describe([lim])}: a local Ray's object store is a {_gib(LOCAL_OBJECT_STORE)} file, which its node "
+                              f"could not write (its start timed out after 30 s); {remedy([lim])}, or join a cluster with --address")
+    for lim in _memory(limits):
         used = mapped_bytes(lim)
         if used is not None and lim.soft - used < DRIVER_GROWTH:
             raise SearchError(f"{describe([lim])}, and this process maps {_gib(used)} already: starting a local Ray adds at least "
                               f"{_gib(DRIVER_GROWTH)} to it and a trial's process maps several GiB (torch's libraries alone 3.1 GiB "
                               f"with its CUDA build); {remedy([lim])}, or join a cluster with --address")
-    peak, failed = (probe or worker_probe)() if os.environ.get(PROBE_SWITCH, "1") != "0" else (None, None)
+    memory = _memory(limits)
+    peak, failed = (probe or worker_probe)() if memory and os.environ.get(PROBE_SWITCH, "1") != "0" else (None, None)
     if failed:
-        raise SearchError(f"{describe(limits)}: a trial's process cannot load what it needs under it ({failed}); {remedy(limits)}, "
+        raise SearchError(f"{describe(memory)}: a trial's process cannot load what it needs under it ({failed}); {remedy(memory)}, "
                           "or join a cluster with --address")
     space = next((lim for lim in limits if lim.what == "address space"), None)
     if peak is not None and space is not None and space.soft < peak + WORKER_THREADS:
         raise SearchError(f"{describe([space])}: loading what a trial needs maps {_gib(peak)} here, and a Ray worker's threads "
                           f"{_gib(WORKER_THREADS)} or more on top (measured 1.1 GiB on 2 cores); {remedy([space])}, or join a "
                           "cluster with --address")
-    low = [lim for lim in limits if lim.soft < NOTE_BELOW]
-    if low and note:
+    if not note:
+        return
+    low = [lim for lim in memory if lim.soft < NOTE_BELOW]
+    if low:
         maps = f"{_gib(peak)} for its imports here and its threads about 1 GiB more" if peak is not None else "several GiB"
         (log or _stderr)(f"note: {describe(low)}: a trial's process maps {maps}, far more than it uses; a trial that cannot "
                          "start under it stops the comparison, in one line")
+    small = [lim for lim in files if lim.soft < FILE_NOTE_BELOW]
+    if small:
+        (log or _stderr)(f"note: {describe(small)}: a process that writes a file past it is ended (SIGXFSZ): a trial's checkpoint "
+                         "(a lost worker, named so), the MLflow store or a report's file (this command, at once)")
 
 
 def start_failure(error: BaseException, limits: list[Limit] | None = None) -> str | None:
@@ -238,7 +266,7 @@ def environment_remedy(error: str, on_cluster: bool) -> str:
     limits are this shell's), else what to look at on the node."""
     if mapping_failed(error):
         what = "start a thread" if _NO_THREAD in error.lower() else "map a library into memory"
-        limits = [] if on_cluster else finite_limits()
+        limits = [] if on_cluster else _memory(finite_limits())
         if limits:
             return f"its process could not {what}: {describe(limits)}; {remedy(limits)}"
         return (f"its process could not {what}: a limit on that node's processes (`ulimit -v` or `ulimit -u` where its Ray "

@@ -235,7 +235,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_a
         _ray_speedups.driver_without_failure_handler()
         # (no autoscaler, log monitor or dashboard head for a node of our own, `prestart` workers: private Ray API)
         with _ray_speedups.lean_local_node(prestart=prestart) as lean:
-            context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=96 * 1024 * 1024, _system_config=system_config or None, **kwargs)
+            context = ray.init(address="local", num_cpus=num_cpus, object_store_memory=node_limits.LOCAL_OBJECT_STORE, _system_config=system_config or None, **kwargs)
     except Exception as e:
         _cut_short_init()
         line = node_limits.start_failure(e)  # a start that failed under `ulimit -v`: say so (else Ray's own error)

@@ -37,6 +37,8 @@ def test_a_limit_is_named_with_its_ulimit_value_and_the_remedy_fits_its_hard_lim
     fixed = node_limits.remedy(_limits(soft, soft))  # bash's `ulimit -v N` sets both: only a new shell raises it
     assert fixed.startswith("`ulimit -v` is also this shell's hard limit") and "run it from a shell or node without it" in fixed
     assert "data segment" in node_limits.describe(_limits(soft, None, "-d")) and "`ulimit -d` 4000000" in node_limits.describe(_limits(soft, None, "-d"))
+    files = [node_limits.Limit(node_limits.FILE_SIZE, "-f", 2000 * 1024, None)]
+    assert node_limits.describe(files) == "a file a process writes is limited to 2.0 MiB here (`ulimit -f` 2000)"
 
 
 def test_the_limits_are_this_processs_own_as_a_shell_sets_them():
@@ -107,7 +109,7 @@ def test_environment_failures_are_found_in_a_rays_task_error_and_in_the_text_and
 def test_a_lost_worker_names_a_local_limit_and_not_a_clusters(monkeypatch):
     monkeypatch.setattr(node_limits, "finite_limits", lambda: _limits(4 * GIB, 4 * GIB))
     note = node_limits.limits_note(on_cluster=False)
-    assert note.startswith("; a process's address space is limited to 4.0 GiB here (`ulimit -v` 4194304), and a process that cannot map")
+    assert note.startswith("; a process's address space is limited to 4.0 GiB here (`ulimit -v` 4194304), and a process that goes past such a limit dies so")
     assert node_limits.limits_note(on_cluster=True) == ""
     monkeypatch.setattr(node_limits, "finite_limits", lambda: [])
     assert node_limits.limits_note(on_cluster=False) == ""
@@ -125,12 +127,12 @@ def test_a_limit_too_low_for_the_driver_or_a_trials_imports_is_refused_one_below
     used = node_limits.mapped_bytes(_limits(64 * GIB, None)[0])
     assert used and used > 0
     fits = lambda: (GIB, None)  # noqa: E731  (a trial's imports map 1 GiB, and load)
-    with pytest.raises(SearchError, match=r"and this process maps \d+\.\d GiB already: starting a local Ray adds at least 1\.0 GiB"):
+    with pytest.raises(SearchError, match=r"and this process maps \d+\.\d [GM]iB already: starting a local Ray adds at least 1\.0 GiB"):
         node_limits.check_local(limits=_limits(used + node_limits.DRIVER_GROWTH // 2, None), probe=fits)
     soft = used + 4 * GIB
     with pytest.raises(SearchError, match=r"a trial's process cannot load what it needs under it \(ImportError: libtorch_cpu.so: failed"):
         node_limits.check_local(limits=_limits(soft, None), probe=lambda: (None, "ImportError: libtorch_cpu.so: failed to map segment"))
-    with pytest.raises(SearchError, match=r"loading what a trial needs maps \d+\.\d GiB here, and a Ray worker's threads 0\.5 GiB or more"):
+    with pytest.raises(SearchError, match=r"loading what a trial needs maps \d+\.\d [GM]iB here, and a Ray worker's threads 0\.5 GiB or more"):
         node_limits.check_local(limits=_limits(soft, None), probe=lambda: (soft - node_limits.WORKER_THREADS + 1, None))
     said: list = []
     node_limits.check_local(said.append, limits=_limits(soft, None), probe=fits)
@@ -174,7 +176,7 @@ def test_warm_workers_whose_imports_failed_are_not_waited_for(tmp_path):
 
 
 # ------------------------------------------------------------------ end to end, real limits
-def _run_limited(args, cwd: Path, soft: int, hard: int | None, timeout: float, probe: bool = True):
+def _run_limited(args, cwd: Path, soft: int, hard: int | None, timeout: float, probe: bool = True, which: int = resource.RLIMIT_AS):
     env = os.environ.copy()
     for k in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI"):
         env.pop(k, None)
@@ -186,7 +188,7 @@ def _run_limited(args, cwd: Path, soft: int, hard: int | None, timeout: float, p
         env[node_limits.PROBE_SWITCH] = "0"
 
     def set_limit():
-        resource.setrlimit(resource.RLIMIT_AS, (soft, resource.RLIM_INFINITY if hard is None else hard))
+        resource.setrlimit(which, (soft, resource.RLIM_INFINITY if hard is None else hard))
 
     return subprocess.run(AWNN + args, cwd=cwd, capture_output=True, text=True, timeout=limit(timeout), env=env, preexec_fn=set_limit)
 
@@ -241,6 +243,28 @@ def test_a_trial_that_cannot_load_under_a_limit_stops_the_comparison_in_one_line
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and RLIMIT_AS as Linux has them")
+def test_a_file_size_limit_the_object_store_cannot_be_written_under_is_one_line_one_above_it_runs(tmp_path):
+    """`ulimit -f` (bash: 1024-byte blocks): at exactly the 96 MiB store, before, 30 s and "node timed out" (33 lines)."""
+    store = node_limits.LOCAL_OBJECT_STORE
+
+    def run(soft, where):
+        where.mkdir()
+        return _run_limited([*COMPARE, "--strategies", "fixed"], where, soft, None, timeout=300, which=resource.RLIMIT_FSIZE)
+
+    p = run(store, tmp_path / "at")
+    assert p.returncode == 2, (p.stdout + p.stderr)[-3000:]
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert line == ("awnn compare: error: a file a process writes is limited to 96.0 MiB here (`ulimit -f` 98304): a local Ray's object "
+                    "store is a 96.0 MiB file, which its node could not write (its start timed out after 30 s); raise it in the shell "
+                    "that runs the command: `ulimit -f unlimited`, or join a cluster with --address"), line
+    assert set(os.listdir(tmp_path / "at")) <= {"mpl"}
+    p = run(store + (256 << 10), tmp_path / "above")  # (96.25 MiB: the store fits, and a smoke comparison's files do)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    notes = [ln for ln in p.stderr.splitlines() if ln.startswith("note: a file a process writes is limited to 96.2 MiB")]
+    assert len(notes) == 1 and "SIGXFSZ" in notes[0], p.stderr[-3000:]
+    assert "Report: " in p.stdout
+
+
 def test_a_limit_too_low_for_the_driver_is_one_line_before_anything_is_written(tmp_path):
     p = _run_limited(COMPARE, tmp_path, GIB, None, timeout=60)  # (before: 30 s, then "The current node timed out during startup")
     assert p.returncode == 2, (p.stdout + p.stderr)[-4000:]
