@@ -194,6 +194,7 @@ def _run(args) -> int:
     except Exception as e:
         if signals.interrupted_by(e):  # raised by what the interrupt cut short (a library's half-done update): still the stop asked for
             return _interrupted(args)
+        _exit_if_limited(args, e)  # (first: user_errors() imports pandas, which such a limit may not let load either)
         if not isinstance(e, user_errors()):  # (a user error's own line first: it may carry an out-of-memory cause)
             from .errors import out_of_memory
 
@@ -205,6 +206,28 @@ def _run(args) -> int:
             raise  # a bug or an unexpected failure: the full traceback
         print(f"awnn {args.command}: error: {e}", file=sys.stderr)
         return 2
+
+
+def _exit_if_limited(args, error: BaseException) -> None:
+    """This process could not load a library or start a thread (`awnn train` importing torch, the driver importing
+    pandas) under a memory limit of the shell (`ulimit -v`: search/node_limits.py): one line naming it, and exit 2
+    at once, without the interpreter's teardown (which crashed, SIGSEGV, after such an ImportError at 2 GB,
+    2026-12-07).  Anything else returns."""
+    from tracking.contract import environment_failure
+
+    from . import node_limits
+
+    found = environment_failure(error)
+    limits = [lim for lim in node_limits.finite_limits() if lim.what != node_limits.FILE_SIZE]
+    if found is None or not limits or not node_limits.mapping_failed(found):
+        return
+    import os
+
+    print(f"awnn {args.command}: error: {found}: {node_limits.environment_remedy(found, on_cluster=False).replace('its process', 'this process', 1)}",
+          file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    os._exit(2)
 
 
 def _interrupted(args) -> int:

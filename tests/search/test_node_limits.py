@@ -272,3 +272,17 @@ def test_a_limit_too_low_for_the_driver_is_one_line_before_anything_is_written(t
     assert line.startswith("awnn compare: error: a process's address space is limited to 1.0 GiB here (`ulimit -v` 1048576), and this process maps")
     assert line.endswith("raise it in the shell that runs the command: `ulimit -v unlimited`, or join a cluster with --address"), line
     assert sorted(os.listdir(tmp_path)) == ["mpl"] or sorted(os.listdir(tmp_path)) == []  # no store, no results folder
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS as Linux has it")
+@pytest.mark.parametrize("command", [["train", "--task", "doublemoon", "--model", "awnn", "--epochs", "1"], ["env"]])
+def test_a_command_that_cannot_load_torch_in_its_own_process_says_so_in_one_line(tmp_path, command):
+    """`awnn train` and `awnn env` load torch themselves: under a limit it does not fit, before, a 40-line traceback
+    (the error handler, loading pandas, failed too) and at 2 GB a segmentation fault as the interpreter ended (exit 139)."""
+    soft = 4 * GIB // 5  # (0.8 GiB: Python and the CLI load, torch cannot, with or without its CUDA libraries)
+    p = _run_limited(command, tmp_path, soft, None, timeout=120)
+    assert p.returncode == 2, (p.stdout + p.stderr)[-3000:]
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert line.startswith(f"awnn {command[0]}: error: ") and "failed to map segment from shared object" in line, line
+    assert f"this process could not map a library into memory: a process's address space is limited to 0.8 GiB here (`ulimit -v` {soft // 1024}); " \
+           "raise it in the shell that runs the command: `ulimit -v unlimited`" in line, line
