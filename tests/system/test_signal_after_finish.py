@@ -3,12 +3,20 @@ holds every run; the driver prints its summary and writes the report) is not an
 interruption of the comparison: the line says the results are complete and
 gives the command that writes the report, which then works.  (It said
 "interrupted; run the same command with --resume to continue", as for a
-comparison cut short.)"""
+comparison cut short.)
+
+The driver is held at the start of its report writer (a wrapper, injected the
+way tests/system/test_signal_cut_short.py injects its faults, that marks a file
+and waits) so the test's own SIGTERM, sent from outside once the mark is
+there, lands there on any machine.  (Sent on the summary's first line instead,
+it raced the report: on a busy CI machine the report was written first, and
+the test failed with "the test tested nothing".)"""
 from __future__ import annotations
 
 import re
 import shlex
 import signal
+import sys
 
 import pytest
 
@@ -18,17 +26,49 @@ from fault_helpers import Driver, trial_runs, wait_for, write_inputs
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 
+# `awnn`, whose report writer marks a file when the driver reaches it and waits there (for a signal, at most 120 s)
+HELD_AT_REPORT = '''
+import sys
+import time
+from pathlib import Path
+
+from search.tune import tune_environment
+
+tune_environment()
+import tracking.report as report
+
+mark = Path(sys.argv.pop(1))
+real = report.write_report
+
+
+def held(*args, **kwargs):
+    mark.write_text("at the report")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the signal's interrupt lands here
+        time.sleep(0.05)
+    return real(*args, **kwargs)
+
+
+report.write_report = held
+from search.cli import entry
+
+entry()
+'''
+
+
 @pytest.mark.timeout(300)
 def test_sigterm_during_the_summary_or_report_of_a_finished_comparison_says_it_is_complete(tmp_path):
     grids, budget = write_inputs(tmp_path, 20)
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = ["compare", "--task", "doublemoon", "--strategies", "awnn", "--budget", str(budget), "--grid-dir", str(grids),
             "--storage", str(tmp_path / "results"), "--tracking-uri", tracking, "--num-cpus", "2"]
-    driver = Driver(args, cwd=tmp_path)
+    script, mark = tmp_path / "awnn_held.py", tmp_path / "at-report"
+    script.write_text(HELD_AT_REPORT)
+    driver = Driver(args, cwd=tmp_path, command=[sys.executable, str(script), str(mark)])
     try:
-        # the summary's first line: printed once MLflow holds the finished comparison, before the report is written
-        wait_for(lambda: "\nComparison " in driver.output(), 240, "the summary of the finished comparison", driver.proc,
-                 interval=0.05, output=driver.output)
+        # the report writer is reached once MLflow holds the finished comparison and its summary is printed
+        wait_for(mark.exists, 240, "the driver at its report writer", driver.proc, interval=0.05, output=driver.output)
+        assert "\nComparison " in driver.output(), driver.output()[-3000:]
         driver.proc.send_signal(signal.SIGTERM)
         code = driver.wait(60)
         out = driver.output()
