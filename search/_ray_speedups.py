@@ -77,6 +77,19 @@ What is changed:
    the CLI's handler again: a SIGTERM in that window dumped a C++ stack and
    aborted the driver (exit -6, its runs left open; a probe at 3.7 s after
    the start).  Not a speed-up: a fix that needs the same private access.
+7. `import_failures_in_one_line`: the driver prints what a node's raylet
+   reports to it (`ray._private.worker.print_to_stdstream`, called by
+   `listen_error_messages` with `pid="raylet"`) as before, except a report
+   of a worker that could not import a trial's code (a module missing on
+   that node, another version of the project there, a library it could not
+   map under `ulimit -v`: tracking.contract.environment_failure, Ray's
+   "failed to import on the worker" included): one line per distinct
+   failure, repeats left out.  Before: its whole traceback, twice, at every
+   attempt (588 lines for a smoke sweep on a cluster whose only trial node
+   lacked a module), above the comparison's own one line.  Not a speed-up
+   either.  Installed after `ray.init` (the thread looks the function up at
+   each message); the traceback stays in the trial's `error.txt` under
+   --storage and in the worker's log on its node.
 
 One read, no patch: `trial_actor` gives Tune's handle to the Ray actor that
 runs a trial (`trial.temporary_state.ray_actor`), so that `--stall-timeout`
@@ -88,12 +101,13 @@ Ray, the trial's process is ended by the pid it reported.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 from typing import Any, Iterator
 
 __all__ = ["TESTED_RAY", "SWITCH", "enabled", "node_system_config", "use_prestarted_workers", "keep_idle_actors", "pending_trials",
-           "lean_local_node", "driver_without_failure_handler", "trial_actor"]
+           "lean_local_node", "driver_without_failure_handler", "import_failures_in_one_line", "trial_actor"]
 
 TESTED_RAY = ("2.60.",)  # version prefixes these patches were written and tested against
 SWITCH = "AWNN_RAY_SPEEDUPS"
@@ -206,6 +220,41 @@ def driver_without_failure_handler() -> bool:
     if not isinstance(getattr(ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None), bool):  # a target moved
         return False
     ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+    return True
+
+
+def import_failures_in_one_line(out=None) -> bool:
+    """After this process's `ray.init`: a raylet's report of a worker that could not import a trial's code is printed as
+    one line per distinct failure (see the module docstring, 7).  `out`: where those lines go (default: sys.stdout at
+    each print, where Ray prints the report).  Returns whether it is installed."""
+    if not enabled():
+        return False
+    try:
+        from ray._private import worker
+    except ImportError:  # pragma: no cover - another Ray layout
+        return False
+    original = getattr(worker, "print_to_stdstream", None)
+    if original is None or list(inspect.signature(original).parameters)[:2] != ["data", "ignore_prefix"]:  # a target moved
+        return False
+    if getattr(original, "_awnn_original", None) is not None:
+        original = original._awnn_original
+    said: set[str] = set()
+
+    def print_to_stdstream(data, ignore_prefix, *args, **kwargs):
+        if isinstance(data, dict) and data.get("pid") == "raylet":
+            from tracking.contract import environment_failure
+
+            found = environment_failure(None, "\n".join(str(line) for line in data.get("lines") or ()))
+            if found is not None:
+                if found not in said:
+                    said.add(found)
+                    print(f"(raylet) a Ray worker could not import a trial's code: {found} (the traceback: the trial's "
+                          "error.txt under --storage; repeats not shown)", file=out or sys.stdout, flush=True)
+                return None
+        return original(data, ignore_prefix, *args, **kwargs)
+
+    print_to_stdstream._awnn_original = original
+    worker.print_to_stdstream = print_to_stdstream
     return True
 
 

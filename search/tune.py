@@ -74,6 +74,8 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
         found = storage_error(error)
         if found is not None:
             detail = os.strerror(found.errno)
+        elif environment_failure(error) is not None:  # its code cannot be imported on its node (`ulimit -v`, a module missing): the driver stops
+            detail = environment_failure(error)  # (before a lost worker: an actor that could not load its class dies)
         elif lost_worker(error) or record.getMessage().startswith(_RAY_STATE_SAVES):
             # a lost worker (Ray's memory monitor's kills included); or any failed save of Ray Tune's experiment state,
             # which awnn never reads (--resume reads MLflow): e.g. Ray's own race copying a temporary file its atomic
@@ -83,8 +85,6 @@ class _EnvironmentErrorsInOneLine(logging.Filter):
             detail = f"{type(cause).__name__}: {lines[0][:300] if lines else 'no detail'}"
         elif out_of_memory(error) is not None:  # a config too large for its node's memory (Tune retries it: on a shared node it may fit later)
             detail = f"out of memory: {out_of_memory(error)}"
-        elif environment_failure(error) is not None:  # its code cannot be imported on its node (`ulimit -v`, a module missing): the driver stops
-            detail = environment_failure(error)
         else:
             return True
         record.msg = f"{record.getMessage().rstrip(': ')}: {detail}"
@@ -204,6 +204,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_a
             raise
         finally:
             signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
+        _ray_speedups.import_failures_in_one_line()  # a node's report of a trial that cannot import its code: one line
         _SESSION["dir"] = context.address_info.get("session_dir")
         _SESSION["gcs"] = context.address_info.get("gcs_address")
         _SESSION.pop("raylet_socket", None)  # a cluster's nodes come and go: its GCS is watched, not a node
@@ -249,6 +250,7 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_a
         raise
     finally:
         signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
+    _ray_speedups.import_failures_in_one_line()  # (`ulimit -v` with the probe off: a worker's import failure, one line)
     _SESSION["dir"] = context.address_info.get("session_dir")
     _SESSION["gcs"] = context.address_info.get("gcs_address")  # a node of our own: its GCS dies with us (or before us)
     _SESSION["raylet_socket"] = context.address_info.get("raylet_socket_name")  # (a local node only: local_node_gone)

@@ -352,7 +352,8 @@ class TrialTracker(Callback):
         if found is None:
             return False
         self._start_members(trial)
-        node = re.search(r"\bip=([0-9A-Za-z.:\-]+)", str(exc or ""))  # (a Ray task error's text names its worker's node)
+        # (a Ray task error's text names its worker's node as "ip=...", a dead actor's as a line "ip: ...")
+        node = re.search(r"\bip(?:=|:[ \t]*)([0-9A-Za-z.:\-]+)", str(exc or ""))
         node = node.group(1) if node else None
         for key, spec in self.members(trial):
             self._fault(key, {"status": "failed", "error": f"{found}{f' (on {node})' if node else ''}", "error_kind": "environment"}, spec)

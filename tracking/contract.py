@@ -87,7 +87,8 @@ def memory_monitor_kill(text: str) -> str | None:
 def environment_failure(error: BaseException | None, text: str = "") -> str | None:
     """The line saying that a trial's process could not import its code or start a thread, or None: an ImportError
     (ModuleNotFoundError included) or Python's "can't start new thread" in `error`'s chain (a Ray task error's `cause`,
-    its causes and contexts), else a last line of `text` (the trial's error text) naming one.  No config causes it and
+    its causes and contexts), else a last line of `text` (the trial's error text) naming one; or, in either, Ray's
+    report that a worker could not load the trial's actor class (`_actor_import_failure`).  No config causes it and
     no retry on that node cures it: a module missing there, another version of the project there, a library or a
     thread's stack that could not be mapped into memory (`ulimit -v`), a limit on threads (`ulimit -u`, a container's)."""
     seen: set[int] = set()
@@ -102,14 +103,38 @@ def environment_failure(error: BaseException | None, text: str = "") -> str | No
             e = cause if isinstance(cause, BaseException) and type(cause) in type(e).__mro__ else e  # (a RayTaskError(X): X)
             lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
             return f"{type(e).__name__}: {lines[-1][:300] if lines else 'no detail'}"
+        found = _actor_import_failure(str(e))  # (a lost actor's error: its worker's exit detail carries the traceback)
+        if found:
+            return found
         todo += [x for x in (getattr(e, "cause", None), e.__cause__, e.__context__) if isinstance(x, BaseException)]
     last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
-    if re.match(r"(\w+\.)*(ImportError|ModuleNotFoundError)\b", last) or _NO_THREAD in last.lower():
+    if _names_environment_failure(last):
         return last[:300]
-    return None
+    return _actor_import_failure(text)
 
 
 _NO_THREAD = "can't start new thread"  # CPython's RuntimeError when the OS refuses a thread (its stack unmapped, a limit)
+# Ray's words when a worker cannot load an actor's class (Tune's trial actor: its module, or one it imports, missing on
+# that node): Ray gives the actor a placeholder class whose every method raises this, with the import's traceback, and
+# the worker then exits; the trial's error is the actor's death (ActorDiedError), its text ending in Ray's own line
+_RAY_ACTOR_IMPORT = "failed to import on the worker"
+
+
+def _names_environment_failure(line: str) -> bool:
+    return bool(re.match(r"(\w+\.)*(ImportError|ModuleNotFoundError)\b", line)) or _NO_THREAD in line.lower()
+
+
+def _actor_import_failure(text: str) -> str | None:
+    """The import failure a text of Ray's placeholder actor reports (its innermost ImportError line, else Ray's own)."""
+    at = text.find(_RAY_ACTOR_IMPORT)
+    if at < 0:
+        return None
+    lines = [ln.strip() for ln in text[at:].splitlines() if ln.strip()]
+    found = next((ln for ln in lines if _names_environment_failure(ln)), None)
+    if found:
+        return found[:300]
+    start = text.rfind("\n", 0, at) + 1
+    return text[start:at + len(_RAY_ACTOR_IMPORT)].strip()[:300]
 
 
 def lost_worker(error: BaseException | None) -> bool:

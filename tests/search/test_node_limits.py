@@ -17,6 +17,7 @@ from conftest import AWNN, ROOT
 from machine import limit
 from search import node_limits
 from search.errors import SearchError
+from ray_texts import ACTOR_IMPORT_DEATH
 from tracking.contract import environment_failure
 
 GIB = 1 << 30
@@ -104,6 +105,28 @@ def test_environment_failures_are_found_in_a_rays_task_error_and_in_the_text_and
     assert environment_failure(None, "...\nRuntimeError: can't start new thread") == "RuntimeError: can't start new thread"
     for other in (ValueError("x"), rx.RayTaskError("train", "tb", MemoryError()), RuntimeError("CUDA error: out of memory"), None):
         assert environment_failure(other, "ValueError: bad config") is None
+
+
+def test_a_trial_actor_that_could_not_load_its_class_is_an_environment_failure_not_a_lost_worker():
+    """Ray gives an actor whose class its worker cannot import a placeholder that raises, then the worker exits: the
+    trial's error is the actor's death, whose text (not its last line) carries the import's.  It read "its worker
+    process was lost 3 times ... killed, ran out of memory, or its node died"; it is the node's missing module."""
+    import ray.exceptions as rx
+    from tracking.contract import lost_worker
+
+    missing = "ModuleNotFoundError: No module named 'pyarrow_missing_on_this_node'"
+    died = rx.RayActorError(error_msg=ACTOR_IMPORT_DEATH)
+    assert lost_worker(died)  # (what it also is: the callback asks about the import first)
+    assert environment_failure(died) == missing
+    assert environment_failure(None, ACTOR_IMPORT_DEATH) == missing
+    # Ray's words without an import error's line (a traceback cut short): Ray's own line
+    cut = ACTOR_IMPORT_DEATH.split("\n\nTraceback (most recent call last):\n  File \".../ray/_private/function_manager.py\", line 696")[0]
+    assert environment_failure(None, cut) == "RuntimeError: The actor with name ImplicitFunc failed to import on the worker"
+    # a worker lost for another reason is not one
+    other = rx.RayActorError(error_msg="The actor died unexpectedly before finishing this task.\n\tip: 10.0.3.7\nThe actor is dead "
+                             "because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker "
+                             "unexpectedly exits with a connection error code 2. End of file.")
+    assert lost_worker(other) and environment_failure(other) is None
 
 
 def test_a_lost_worker_names_a_local_limit_and_not_a_clusters(monkeypatch):

@@ -88,6 +88,12 @@ def test_every_patch_target_still_exists():
 
     assert isinstance(ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER, bool)
     assert b"RAY_DISABLE_FAILURE_SIGNAL_HANDLER" in (Path(ray.__file__).parent / "_raylet.so").read_bytes()
+    # 7. the function the driver's error thread prints a raylet's reports with, looked up at each report
+    from ray._private import worker as ray_worker
+
+    assert list(inspect.signature(ray_worker.print_to_stdstream).parameters) == ["data", "ignore_prefix"]
+    listen = inspect.getsource(ray_worker.listen_error_messages)
+    assert "print_to_stdstream(" in listen and '"pid": "raylet"' in listen and '"lines": [error_message]' in listen
     # the read: Tune keeps a trial's actor handle in its temporary state (trial_actor, for --stall-timeout)
     from ray.tune.experiment.trial import Trial, _TemporaryTrialState
 
@@ -175,6 +181,38 @@ def test_patches_apply_and_are_undone(switch, monkeypatch):
     monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "7")
     with speedups.pending_trials(3) as pending:
         assert pending is False and os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7"
+
+
+def test_a_raylets_report_of_a_worker_that_could_not_import_a_trials_code_is_one_line_and_others_are_rays(switch, monkeypatch, capsys):
+    """Each attempt of a trial whose node lacked a module printed its traceback twice through the driver (588 lines for
+    a smoke sweep): now one line per distinct failure; any other report of a raylet is printed by Ray as before."""
+    from ray._private import worker as ray_worker
+
+    from ray_texts import ACTOR_IMPORT_DEATH
+
+    switch(None)
+    original = ray_worker.print_to_stdstream
+    monkeypatch.setattr(ray_worker, "print_to_stdstream", original)  # (restored after the test)
+    assert speedups.import_failures_in_one_line() is True
+    assert speedups.import_failures_in_one_line() is True  # a second install wraps Ray's own, not the first wrapper
+    assert ray_worker.print_to_stdstream._awnn_original is original
+    traceback = ACTOR_IMPORT_DEATH.split("Worker exit detail: ", 1)[1]
+    for _ in range(3):  # three attempts, the same failure
+        ray_worker.print_to_stdstream({"lines": [traceback], "pid": "raylet", "is_err": False}, ignore_prefix=False)
+    mapped = "Traceback (most recent call last):\n  ...\nImportError: libtorch_cpu.so: failed to map segment from shared object"
+    ray_worker.print_to_stdstream({"lines": [mapped], "pid": "raylet", "is_err": False}, ignore_prefix=False)
+    other = "A worker died or was killed while executing a task by an unexpected system error."
+    ray_worker.print_to_stdstream({"lines": [other], "pid": "raylet", "is_err": False}, ignore_prefix=False)
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[0] == ("(raylet) a Ray worker could not import a trial's code: ModuleNotFoundError: No module named "
+                        "'pyarrow_missing_on_this_node' (the traceback: the trial's error.txt under --storage; repeats not shown)")
+    assert lines[1].startswith("(raylet) a Ray worker could not import a trial's code: ImportError: libtorch_cpu.so")
+    assert other in lines[2] and len(lines) == 3 and "Traceback" not in out, out  # (Ray's own print, its prefix)
+
+    switch("0")
+    monkeypatch.setattr(ray_worker, "print_to_stdstream", original)
+    assert speedups.import_failures_in_one_line() is False and ray_worker.print_to_stdstream is original
 
 
 def test_untested_ray_version_runs_plain_tune(switch, monkeypatch, capsys):

@@ -184,7 +184,8 @@ def test_resumed_from_names_the_checkpoint_the_trial_really_continued_from(setup
 
 @pytest.mark.parametrize("how", ["data final", "storage final", "ray storage error on retry", "ray storage error at the end",
                                  "lost worker after its retries", "lost to ray's memory monitor",
-                                 "environment: an import under ulimit -v, at its first failure", "environment: no thread, at the end"])
+                                 "environment: an import under ulimit -v, at its first failure", "environment: no thread, at the end",
+                                 "environment: an actor whose class its node could not import, at its first failure"])
 def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setup, how, tmp_path):
     """A trial ended by its environment, not its config (its data cannot be
     read, a checkpoint finds no room, its worker process is lost once more than
@@ -219,6 +220,20 @@ def test_a_trial_its_environment_ended_stays_open_and_closes_as_interrupted(setu
             cloudpickle.dump(RayTaskError("train", tb, mapped, ip="10.0.0.2", pid=17332).as_instanceof_cause(), f)
         t.on_trial_recover(0, [], victim)
         assert faults and not t.retries
+        t.on_trial_error(0, [], victim)
+    elif how.startswith("environment: an actor"):  # Ray's placeholder actor: the trial's error is the actor's death
+        import cloudpickle
+        from ray.exceptions import RayActorError
+
+        from ray_texts import ACTOR_IMPORT_DEATH
+
+        error = "ModuleNotFoundError: No module named 'pyarrow_missing_on_this_node' (on 10.0.3.7)"
+        victim.error_msg = "An unexpected internal error occurred while the worker was executing a task."  # (its last line)
+        victim.pickled_error_file = str(tmp_path / "error.pkl")
+        with open(victim.pickled_error_file, "wb") as f:
+            cloudpickle.dump(RayActorError(error_msg=ACTOR_IMPORT_DEATH), f)
+        t.on_trial_recover(0, [], victim)
+        assert faults and not t.retries  # no retry waited for: the same node fails it again
         t.on_trial_error(0, [], victim)
     elif how.startswith("environment: no thread"):
         error = "RuntimeError: can't start new thread"
