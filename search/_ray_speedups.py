@@ -86,10 +86,14 @@ What is changed:
    "failed to import on the worker" included): one line per distinct
    failure, repeats left out.  Before: its whole traceback, twice, at every
    attempt (588 lines for a smoke sweep on a cluster whose only trial node
-   lacked a module), above the comparison's own one line.  Not a speed-up
+   lacked a module), above the comparison's own one line.  The failures are
+   kept (`worker_import_failures`): a trial whose worker is lost meanwhile
+   stops the comparison (search/sweep.py), where Tune's retry otherwise
+   waited for a worker that never started (`ulimit -v` 3000000 with the
+   limit probe off: 5 min of silence until stopped).  Not a speed-up
    either.  Installed after `ray.init` (the thread looks the function up at
-   each message); the traceback stays in the trial's `error.txt` under
-   --storage and in the worker's log on its node.
+   each message); the traceback stays in the worker's log on its node (and,
+   for a placeholder actor, in the trial's `error.txt` under --storage).
 
 One read, no patch: `trial_actor` gives Tune's handle to the Ray actor that
 runs a trial (`trial.temporary_state.ray_actor`), so that `--stall-timeout`
@@ -107,7 +111,8 @@ import sys
 from typing import Any, Iterator
 
 __all__ = ["TESTED_RAY", "SWITCH", "enabled", "node_system_config", "use_prestarted_workers", "keep_idle_actors", "pending_trials",
-           "lean_local_node", "driver_without_failure_handler", "import_failures_in_one_line", "trial_actor"]
+           "lean_local_node", "driver_without_failure_handler", "import_failures_in_one_line",
+           "worker_import_failures", "trial_actor"]
 
 TESTED_RAY = ("2.60.",)  # version prefixes these patches were written and tested against
 SWITCH = "AWNN_RAY_SPEEDUPS"
@@ -238,7 +243,7 @@ def import_failures_in_one_line(out=None) -> bool:
         return False
     if getattr(original, "_awnn_original", None) is not None:
         original = original._awnn_original
-    said: set[str] = set()
+    said = _IMPORT_FAILURES
 
     def print_to_stdstream(data, ignore_prefix, *args, **kwargs):
         if isinstance(data, dict) and data.get("pid") == "raylet":
@@ -247,15 +252,25 @@ def import_failures_in_one_line(out=None) -> bool:
             found = environment_failure(None, "\n".join(str(line) for line in data.get("lines") or ()))
             if found is not None:
                 if found not in said:
-                    said.add(found)
-                    print(f"(raylet) a Ray worker could not import a trial's code: {found} (the traceback: the trial's "
-                          "error.txt under --storage; repeats not shown)", file=out or sys.stdout, flush=True)
+                    said.append(found)
+                    print(f"(raylet) a Ray worker could not import a trial's code: {found} (its traceback: the worker's "
+                          "log in that node's Ray session folder, logs/; repeats not shown)", file=out or sys.stdout, flush=True)
                 return None
         return original(data, ignore_prefix, *args, **kwargs)
 
     print_to_stdstream._awnn_original = original
     worker.print_to_stdstream = print_to_stdstream
     return True
+
+
+_IMPORT_FAILURES: list[str] = []  # the distinct failures import_failures_in_one_line has printed, in order
+
+
+def worker_import_failures() -> list[str]:
+    """The import failures of Ray workers that a node reported to this driver so far (import_failures_in_one_line; none
+    while it is not installed): a worker that cannot start or load a trial's code there.  A trial whose worker was lost
+    meanwhile is retried on workers that fail the same way: search/sweep.py stops the comparison on it."""
+    return list(_IMPORT_FAILURES)
 
 
 PING_S = 2.0  # an idle actor that does not answer a ping within this is let go (keep_idle_actors)

@@ -54,7 +54,7 @@ from tracking.checks import DATABASE_SCHEMES, check_database, check_remote_stora
 
 from .budget import BUDGETS, Budget, resolve_budget
 from .lease import start_heartbeat
-from . import signals
+from . import _ray_speedups, signals
 from .errors import OptionError
 from .grid import Grid
 from .phase_plan import most_at_once
@@ -327,7 +327,7 @@ class Comparison:
                     self.writer.set_tags("cmp", {Tag.WARM_PIDS: ",".join(map(str, warm))})
                 # a trial its environment ended (its data cannot be read, a checkpoint cannot be written, its worker lost
                 # after its last retry) stops the comparison at once: no retry on the same machines can fix it
-                stop = stop_on_fault(record.stop_reason, lambda fault: self.tracker.interrupt_open())
+                stop = stop_on_fault(lambda: self._stop_reason(record), lambda fault: self.tracker.interrupt_open())
                 def say(text: str) -> None:  # a line of its own, not glued to a terminal's progress line
                     searcher.progress.close()
                     self.log(text)
@@ -339,11 +339,11 @@ class Comparison:
                     run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker, quiet],
                              scheduler=make_scheduler(self.arms, self.budget), stop=stop)
                 except Exception as e:  # on a full disk Ray's own writes fail too (its state, a torn error file)
-                    if record.stop_reason() is None:
+                    if self._stop_reason(record) is None:
                         self._raise_storage(e)
                         self._raise_lost(e)
                         raise
-                self._raise_fault(record.stop_reason())
+                self._raise_fault(self._stop_reason(record))
                 for source in searcher.tpe.values():  # a study write that failed after TPE's last ask
                     if source.unwritten():
                         self.log(f"warning: {source.unwritten()}")
@@ -385,6 +385,21 @@ class Comparison:
                     stop()
                 self._close_writer()
             raise
+
+    def _stop_reason(self, record) -> tuple[str, str] | None:
+        """Why the comparison stops (record.stop_reason: a trial its environment ended), or else a trial whose worker was
+        lost while a node reported that a Ray worker could not import a trial's code (search/_ray_speedups.py,
+        worker_import_failures): its retries wait for workers that cannot start there (`ulimit -v`, a module missing
+        on a node), which Tune waited for without end."""
+        reason = record.stop_reason()
+        if reason is not None or self.tracker is None or not self.tracker.retries:
+            return reason
+        failures = _ray_speedups.worker_import_failures()
+        if not failures:
+            return None
+        lost = next(iter(self.tracker.retries))
+        return ("environment", f"trial {lost}: its worker process was lost, and its node reported that a Ray worker could not "
+                               f"import a trial's code: {failures[0]}")
 
     def _raise_fault(self, fault: tuple[str, str] | None) -> None:
         """The error that ends a comparison its environment stopped (record.stop_reason): one line, resumable."""

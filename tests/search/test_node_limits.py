@@ -309,3 +309,22 @@ def test_a_command_that_cannot_load_torch_in_its_own_process_says_so_in_one_line
     assert line.startswith(f"awnn {command[0]}: error: ") and "failed to map segment from shared object" in line, line
     assert f"this process could not map a library into memory: a process's address space is limited to 0.8 GiB here (`ulimit -v` {soft // 1024}); " \
            "raise it in the shell that runs the command: `ulimit -v unlimited`" in line, line
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and RLIMIT_AS as Linux has them")
+def test_workers_that_cannot_load_ray_tune_under_a_limit_end_the_comparison_not_a_silent_wait(tmp_path):
+    """Lower still (`ulimit -v` 3000000, no probe): a worker process dies as it loads Ray Tune's actor class (a library
+    of pandas or pyarrow cannot be mapped), Tune retries the trial on a new worker, which dies the same way, and the
+    driver waited without a word (stopped after 5 min, 2026-12-07).  Now the node's report of the import failure is one
+    line, and with a trial's worker lost the comparison stops: exit 2, the limit named."""
+    soft = 3_000_000 * 1024
+    t0 = time.monotonic()
+    p = _run_limited(COMPARE, tmp_path, soft, soft, timeout=240, probe=False)  # (the wait: a TimeoutExpired here)
+    took = time.monotonic() - t0
+    out = p.stdout + p.stderr
+    assert p.returncode == 2, out[-4000:]
+    assert "Traceback" not in out and len(out.strip().splitlines()) <= 16, out[-4000:]
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("awnn compare: error: trial fixed/selection/") and "`ulimit -v` 3000000" in last, last
+    assert "run the same command with --resume" in last, last
+    assert took < limit(120), took

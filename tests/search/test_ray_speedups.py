@@ -206,7 +206,8 @@ def test_a_raylets_report_of_a_worker_that_could_not_import_a_trials_code_is_one
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
     assert lines[0] == ("(raylet) a Ray worker could not import a trial's code: ModuleNotFoundError: No module named "
-                        "'pyarrow_missing_on_this_node' (the traceback: the trial's error.txt under --storage; repeats not shown)")
+                        "'pyarrow_missing_on_this_node' (its traceback: the worker's log in that node's Ray session folder, logs/; "
+                        "repeats not shown)")
     assert lines[1].startswith("(raylet) a Ray worker could not import a trial's code: ImportError: libtorch_cpu.so")
     assert other in lines[2] and len(lines) == 3 and "Traceback" not in out, out  # (Ray's own print, its prefix)
 
