@@ -272,5 +272,8 @@ def environment_remedy(error: str, on_cluster: bool) -> str:
         return (f"its process could not {what}: a limit on that node's processes (`ulimit -v` or `ulimit -u` where its Ray "
                 "node was started, a container's memory or pids limit) or too little free memory there; raise the limit there, "
                 "or free memory")
+    if "CodeMismatch" in error:  # (search/code_identity.py)
+        return ("install the driver's version of this project on that node (`pip install -e '.[all]'` from the same commit; a "
+                "cluster's image: rebuild cluster/Dockerfile), or set AWNN_CODE_CHECK=0 to run the nodes' code as it is")
     return ("that node's Python cannot import the trial's code: install this project there as here (`pip install -e '.[all]'`, "
             "the same version; a cluster's image: cluster/Dockerfile)")

@@ -56,15 +56,21 @@ def trainable(config: dict[str, Any]) -> None:
     from awnn.data import DataError
     from awnn.lean import make_trainer
 
+    from .code_identity import check_same_code
+
     spec, settings = config["spec"], config["settings"]
     worker_setup(settings)
+    check_same_code(settings.get("code_files"))  # the training code loaded so far is the driver's (else: CodeMismatch)
     if spec.get("members"):  # a fused group of configs (--fuse): search/fused_trial.py
         from .fused_trial import run_group
 
         return run_group(spec, settings)
     cfg = trial_config(spec, settings)
     try:
-        trainer = make_trainer(cfg, lean=lean_trials(settings))
+        try:
+            trainer = make_trainer(cfg, lean=lean_trials(settings))
+        finally:  # and the task's and model's code it loaded (also where it failed: another version may reject a config)
+            check_same_code(settings.get("code_files"))
         check_data_copy(trainer.task, settings)
     except DataError as e:  # no retry can fix missing or malformed data: the trial ends, and the driver stops the comparison
         # (Tune requires the searcher's metric in every result)

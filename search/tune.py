@@ -602,7 +602,10 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
 # ------------------------------------------------------------------ plan
 def trial_settings(settings: RunSettings) -> dict[str, Any]:
     """The part of the settings every trial needs (travels in its config)."""
-    return {k: v for k, v in asdict(settings).items() if k in ("cpus_per_trial", "gpus_per_trial", "report_interval", "checkpoint_interval", "flush_denormal")}
+    from .code_identity import source_files
+
+    return {**{k: v for k, v in asdict(settings).items() if k in ("cpus_per_trial", "gpus_per_trial", "report_interval", "checkpoint_interval", "flush_denormal")},
+            "code_files": source_files()}  # (each trial runs the driver's code: search/code_identity.py)
 
 
 def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str, callbacks: list, scheduler=None, stop=None) -> None:

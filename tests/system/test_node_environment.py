@@ -11,15 +11,19 @@ twice per attempt, through the driver), three attempts, then "its worker
 process was lost 3 times ... the process was killed, ran out of memory, or its
 node died ... raise --max-failures".  Now: the comparison stops at the first
 attempt, in a few lines naming the missing module, the node and the remedy,
-exit 2; with that node replaced by a good one, --resume finishes it."""
+exit 2; with that node replaced by a good one, --resume finishes it.
+
+The same for a node whose copy of the project imports but differs from the
+driver's (search/code_identity.py)."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import run_awnn
+from conftest import ROOT, run_awnn
 from servers import ServerUnavailable, ray_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault]
@@ -74,3 +78,51 @@ def test_a_node_that_cannot_import_the_trials_code_stops_the_comparison_in_a_few
     done = [r for r in runs if r.data.tags.get("awnn.kind") == "trial" and r.data.tags["awnn.status"] == "ok"]
     assert len(done) == EXPECTED_TRIALS and len({r.data.tags["awnn.trial_key"] for r in done}) == EXPECTED_TRIALS
     assert all(r.info.status != "RUNNING" for r in runs)
+
+
+@pytest.mark.timeout(600)
+def test_a_node_whose_copy_of_the_project_differs_stops_the_comparison_before_training_and_resume_finishes_it(tmp_path):
+    """The node imports the project fine, but from a copy that differs from the driver's in a file trials run (an image
+    built before the checkout moved on).  Before: its trials ran that code and their results counted as the driver's.
+    Now (search/code_identity.py) the first trial ends before it trains: one line naming the file, exit 2; with the node
+    replaced by one with the driver's copy, --resume finishes the comparison."""
+    copy = tmp_path / "node-python"
+    for package in ("awnn", "search", "tracking"):
+        shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    step = copy / "awnn" / "train_step.py"
+    step.write_text(step.read_text() + "\n# an older version of this file\n")
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    (tmp_path / "cluster").mkdir()
+    try:
+        with ray_cluster(tmp_path / "cluster", nodes=1, cpus_per_node=0) as cluster:
+            cluster.add_node(1, env={"PYTHONPATH": str(copy)})
+            env = cluster.client_env()
+            env.pop("RAY_ADDRESS")
+            args = ["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--address", cluster.address,
+                    "--storage", str(tmp_path / "storage"), "--tracking-uri", tracking, "--cpus-per-trial", "1"]
+            p = run_awnn(args, cwd=tmp_path, timeout=300, env=env)
+            out = p.stdout + p.stderr
+            assert p.returncode == 2, out[-5000:]
+            assert "Traceback" not in out and len(out.strip().splitlines()) <= 8, out[-5000:]
+            last = p.stderr.strip().splitlines()[-1]
+            assert re.fullmatch(r"awnn sweep: error: trial awnn/selection/sel-\d+: CodeMismatch: this node's copy of the project "
+                                r"differs from the driver's in the code a trial runs: awnn/train_step\.py differs \(on [0-9a-f.:]+\): "
+                                r"install the driver's version of this project on that node .*; the comparison stopped .*"
+                                r"then run the same command with --resume", last), last
+            client = MlflowClient(tracking)
+            runs = client.search_runs([client.get_experiment_by_name("awnn-doublemoon").experiment_id], max_results=1000)
+            trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
+            assert all(r.info.status == "KILLED" and r.data.tags["awnn.status"] == "interrupted" for r in trials), \
+                [(r.data.tags.get("awnn.trial_key"), r.info.status, r.data.tags.get("awnn.status")) for r in trials]
+            assert not any(k.startswith("val_acc") or k == "epoch" for r in trials for k in r.data.metrics), "a trial trained"
+
+            cluster.kill_node(1)
+            cluster.add_node(1)
+            again = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=400, env=env)
+            assert again.returncode == 0, (again.stdout + again.stderr)[-5000:]
+    except ServerUnavailable as e:
+        pytest.skip(str(e))
+    client = MlflowClient(tracking)
+    runs = client.search_runs([client.get_experiment_by_name("awnn-doublemoon").experiment_id], max_results=1000)
+    done = [r for r in runs if r.data.tags.get("awnn.kind") == "trial" and r.data.tags["awnn.status"] == "ok"]
+    assert len(done) == EXPECTED_TRIALS and len({r.data.tags["awnn.trial_key"] for r in done}) == EXPECTED_TRIALS
