@@ -312,6 +312,7 @@ class RayCluster:
     node_count: int
     node_ids: list[str] = field(default_factory=list)  # hex ids of the live nodes, head first
     pgids: list[int] = field(default_factory=list)
+    killed: set[int] = field(default_factory=set)  # the nodes kill_node ended (no longer expected alive)
     _start: Callable[..., None] | None = None  # ray_cluster's node starter (add_node)
     _marker: str = ""  # the environment marker of this cluster's processes
 
@@ -337,6 +338,7 @@ class RayCluster:
         trial went on to finish after its node was "killed").  Returns the
         pids signalled."""
         pgid = self.pgids[i]
+        self.killed.add(i)
         parent = {}
         for stat in glob.glob("/proc/[0-9]*/stat"):
             try:
@@ -447,7 +449,9 @@ def ray_cluster(tmp_path: Path, *, nodes: int = 2, cpus_per_node: int = 1, objec
 
 
 def _wait_for_nodes(cluster: RayCluster, env: dict, timeout: float) -> list[str]:
-    """Wait until the cluster shows all its nodes alive; return their ids (head first)."""
+    """Wait until the cluster shows exactly its nodes alive, those kill_node ended no longer (the GCS may show a killed
+    node alive for a while, until its health checks fail); return their ids (head first)."""
+    expected = cluster.node_count - len(cluster.killed)
     probe = ("import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
              "nodes = [n for n in ray.nodes() if n['Alive']]; "
              "nodes.sort(key=lambda n: 'node:__internal_head__' not in n['Resources']); "
@@ -461,4 +465,4 @@ def _wait_for_nodes(cluster: RayCluster, env: dict, timeout: float) -> list[str]
         if p.returncode == 0 and len(last.split()) == cluster.node_count:
             return last.split()
         time.sleep(1)
-    raise RuntimeError(f"the Ray cluster at {cluster.address} did not show {cluster.node_count} live nodes within {timeout:.0f} s: {last}")
+    raise RuntimeError(f"the Ray cluster at {cluster.address} did not show {expected} live nodes within {timeout:.0f} s: {last}")
