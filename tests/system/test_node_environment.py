@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -31,16 +32,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.fault]
 EXPECTED_TRIALS = 6 + 2  # doublemoon's AWNN grid plus the smoke budget's 2 re-training runs
 
 
-@pytest.mark.timeout(600)
-def test_a_node_that_cannot_import_the_trials_code_stops_the_comparison_in_a_few_lines_and_resume_finishes_it(tmp_path):
-    shadow = tmp_path / "node-python" / "search"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'search\'", name="search")\n')
+def _runs(tracking: str) -> list:
+    client = MlflowClient(tracking)
+    return client.search_runs([client.get_experiment_by_name("awnn-doublemoon").experiment_id], max_results=1000)
+
+
+def _stopped_on_the_node_then_resumed(tmp_path, node_python: Path, last_line: str) -> str:
+    """A smoke sweep on a cluster whose only node with CPUs for trials runs `node_python` first on its PYTHONPATH: it
+    must stop at the first trial (exit 2, a few lines, the last matching `last_line`, every trial run closed
+    interrupted, none trained); then, that node replaced by one with the driver's Python, --resume finishes every
+    trial once.  Returns the first run's output."""
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     (tmp_path / "cluster").mkdir()
     try:
         with ray_cluster(tmp_path / "cluster", nodes=1, cpus_per_node=0) as cluster:  # a head that runs no trial
-            cluster.add_node(1, env={"PYTHONPATH": str(shadow.parent)})
+            cluster.add_node(1, env={"PYTHONPATH": str(node_python)})
             env = cluster.client_env()
             env.pop("RAY_ADDRESS")
             args = ["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--address", cluster.address,
@@ -50,34 +56,43 @@ def test_a_node_that_cannot_import_the_trials_code_stops_the_comparison_in_a_few
             assert p.returncode == 2, out[-5000:]
             assert "Traceback" not in out and len(out.strip().splitlines()) <= 8, out[-5000:]
             last = p.stderr.strip().splitlines()[-1]
-            assert re.fullmatch(r"awnn sweep: error: trial awnn/selection/sel-\d+: ModuleNotFoundError: No module named 'search' "
-                                r"\(on [0-9a-f.:]+\): that node's Python cannot import the trial's code: install this project there "
-                                r"as here .*; the comparison stopped .*then run the same command with --resume", last), last
+            assert re.fullmatch(last_line, last), last
             assert "lost" not in last and "max-failures" not in last, last
-            # one line of the node's report, not its tracebacks
-            assert sum("(raylet) a Ray worker could not import a trial's code: ModuleNotFoundError: No module named 'search'" in ln
-                       for ln in out.splitlines()) == 1, out[-5000:]
-            client = MlflowClient(tracking)
-            exp = client.get_experiment_by_name("awnn-doublemoon")
-            runs = client.search_runs([exp.experiment_id], max_results=1000)
+            runs = _runs(tracking)
             trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
             # no attempt waited for: the failed trial's run (and any other in flight) closed as interrupted, none failed
             assert trials and all(r.info.status == "KILLED" and r.data.tags["awnn.status"] == "interrupted" for r in trials), \
                 [(r.data.tags.get("awnn.trial_key"), r.info.status, r.data.tags.get("awnn.status")) for r in trials]
+            assert not any(k.startswith("val_acc") or k == "epoch" for r in trials for k in r.data.metrics), "a trial trained"
             assert all(r.info.status != "RUNNING" for r in runs)
 
-            # the node replaced by one whose Python has the project: --resume runs every trial, each once
+            # the node replaced by one whose Python has the driver's project: --resume runs every trial, each once
             cluster.kill_node(1)
             cluster.add_node(1)
             again = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=400, env=env)
             assert again.returncode == 0, (again.stdout + again.stderr)[-5000:]
     except ServerUnavailable as e:
         pytest.skip(str(e))
-    runs = MlflowClient(tracking).search_runs([MlflowClient(tracking).get_experiment_by_name("awnn-doublemoon").experiment_id],
-                                              max_results=1000)
+    runs = _runs(tracking)
     done = [r for r in runs if r.data.tags.get("awnn.kind") == "trial" and r.data.tags["awnn.status"] == "ok"]
     assert len(done) == EXPECTED_TRIALS and len({r.data.tags["awnn.trial_key"] for r in done}) == EXPECTED_TRIALS
     assert all(r.info.status != "RUNNING" for r in runs)
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_a_node_that_cannot_import_the_trials_code_stops_the_comparison_in_a_few_lines_and_resume_finishes_it(tmp_path):
+    shadow = tmp_path / "node-python" / "search"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'search\'", name="search")\n')
+    out = _stopped_on_the_node_then_resumed(
+        tmp_path, shadow.parent,
+        r"awnn sweep: error: trial awnn/selection/sel-\d+: ModuleNotFoundError: No module named 'search' \(on [0-9a-f.:]+\): "
+        r"that node's Python cannot import the trial's code: install this project there as here .*; the comparison stopped "
+        r".*then run the same command with --resume")
+    # one line of the node's report, not its tracebacks
+    assert sum("(raylet) a Ray worker could not import a trial's code: ModuleNotFoundError: No module named 'search'" in ln
+               for ln in out.splitlines()) == 1, out[-5000:]
 
 
 @pytest.mark.timeout(600)
@@ -91,38 +106,8 @@ def test_a_node_whose_copy_of_the_project_differs_stops_the_comparison_before_tr
         shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
     step = copy / "awnn" / "train_step.py"
     step.write_text(step.read_text() + "\n# an older version of this file\n")
-    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    (tmp_path / "cluster").mkdir()
-    try:
-        with ray_cluster(tmp_path / "cluster", nodes=1, cpus_per_node=0) as cluster:
-            cluster.add_node(1, env={"PYTHONPATH": str(copy)})
-            env = cluster.client_env()
-            env.pop("RAY_ADDRESS")
-            args = ["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--address", cluster.address,
-                    "--storage", str(tmp_path / "storage"), "--tracking-uri", tracking, "--cpus-per-trial", "1"]
-            p = run_awnn(args, cwd=tmp_path, timeout=300, env=env)
-            out = p.stdout + p.stderr
-            assert p.returncode == 2, out[-5000:]
-            assert "Traceback" not in out and len(out.strip().splitlines()) <= 8, out[-5000:]
-            last = p.stderr.strip().splitlines()[-1]
-            assert re.fullmatch(r"awnn sweep: error: trial awnn/selection/sel-\d+: CodeMismatch: this node's copy of the project "
-                                r"differs from the driver's in the code a trial runs: awnn/train_step\.py differs \(on [0-9a-f.:]+\): "
-                                r"install the driver's version of this project on that node .*; the comparison stopped .*"
-                                r"then run the same command with --resume", last), last
-            client = MlflowClient(tracking)
-            runs = client.search_runs([client.get_experiment_by_name("awnn-doublemoon").experiment_id], max_results=1000)
-            trials = [r for r in runs if r.data.tags.get("awnn.kind") == "trial"]
-            assert all(r.info.status == "KILLED" and r.data.tags["awnn.status"] == "interrupted" for r in trials), \
-                [(r.data.tags.get("awnn.trial_key"), r.info.status, r.data.tags.get("awnn.status")) for r in trials]
-            assert not any(k.startswith("val_acc") or k == "epoch" for r in trials for k in r.data.metrics), "a trial trained"
-
-            cluster.kill_node(1)
-            cluster.add_node(1)
-            again = run_awnn(args + ["--resume"], cwd=tmp_path, timeout=400, env=env)
-            assert again.returncode == 0, (again.stdout + again.stderr)[-5000:]
-    except ServerUnavailable as e:
-        pytest.skip(str(e))
-    client = MlflowClient(tracking)
-    runs = client.search_runs([client.get_experiment_by_name("awnn-doublemoon").experiment_id], max_results=1000)
-    done = [r for r in runs if r.data.tags.get("awnn.kind") == "trial" and r.data.tags["awnn.status"] == "ok"]
-    assert len(done) == EXPECTED_TRIALS and len({r.data.tags["awnn.trial_key"] for r in done}) == EXPECTED_TRIALS
+    _stopped_on_the_node_then_resumed(
+        tmp_path, copy,
+        r"awnn sweep: error: trial awnn/selection/sel-\d+: CodeMismatch: this node's copy of the project differs from the "
+        r"driver's in the code a trial runs: awnn/train_step\.py differs \(on [0-9a-f.:]+\): install the driver's version of "
+        r"this project on that node .*; the comparison stopped .*then run the same command with --resume")
