@@ -313,6 +313,7 @@ class RayCluster:
     node_ids: list[str] = field(default_factory=list)  # hex ids of the live nodes, head first
     pgids: list[int] = field(default_factory=list)
     killed: set[int] = field(default_factory=set)  # the nodes kill_node ended (no longer expected alive)
+    killed_ids: set[str] = field(default_factory=set)  # their node ids (the GCS may show them alive for a while)
     _start: Callable[..., None] | None = None  # ray_cluster's node starter (add_node)
     _marker: str = ""  # the environment marker of this cluster's processes
 
@@ -352,6 +353,10 @@ class RayCluster:
             more = {pid for pid, (pp, _) in parent.items() if pp in doomed} - doomed
             doomed |= more
             grew = bool(more)
+        ids = _raylet_node_ids(doomed)
+        if not ids:
+            raise RuntimeError(f"node {i} of {self.address}: no raylet with --node_id= among its processes {sorted(doomed)}")
+        self.killed_ids |= ids
         for pid in doomed:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -448,9 +453,22 @@ def ray_cluster(tmp_path: Path, *, nodes: int = 2, cpus_per_node: int = 1, objec
                 pass
 
 
+def _raylet_node_ids(pids) -> set[str]:
+    """The node ids of the raylets among `pids` (Ray 2.60 starts each raylet with --node_id=<hex>)."""
+    ids = set()
+    for pid in pids:
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        ids |= {a.partition("=")[2] for a in args if a.startswith("--node_id=")} if "raylet" in args[0] else set()
+    return ids
+
+
 def _wait_for_nodes(cluster: RayCluster, env: dict, timeout: float) -> list[str]:
-    """Wait until the cluster shows exactly its nodes alive, those kill_node ended no longer (the GCS may show a killed
-    node alive for a while, until its health checks fail); return their ids (head first)."""
+    """Wait until the cluster shows exactly its nodes alive, those kill_node ended aside (the GCS shows a killed node
+    alive until its health checks fail, which may be before or after the wait: on CI's machine it was before, here
+    after); return their ids (head first)."""
     expected = cluster.node_count - len(cluster.killed)
     probe = ("import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
              "nodes = [n for n in ray.nodes() if n['Alive']]; "
@@ -462,7 +480,8 @@ def _wait_for_nodes(cluster: RayCluster, env: dict, timeout: float) -> list[str]
         p = subprocess.run([sys.executable, "-c", probe, cluster.address], capture_output=True, text=True,
                            timeout=timeout, env={k: v for k, v in env.items() if k != "AWNN_TEST_RAY_CLUSTER"})
         last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr[-1500:]
-        if p.returncode == 0 and len(last.split()) == cluster.node_count:
-            return last.split()
+        alive = [n for n in last.split() if n not in cluster.killed_ids]
+        if p.returncode == 0 and len(alive) == expected:
+            return alive
         time.sleep(1)
     raise RuntimeError(f"the Ray cluster at {cluster.address} did not show {expected} live nodes within {timeout:.0f} s: {last}")
