@@ -6,6 +6,7 @@ CLI prints them as `awnn <command>: error: <message>` and exits 2.
       BudgetError        a budget name or budget file (search/budget.py)
       OptionError        a command-line option (--strategies, --repeats, --cpus-per-trial, --optuna-storage, ...)
       SearchError        a service that cannot be reached or joined (the Ray cluster)
+        TokenRefused     the Ray cluster refused the driver's token (or its lack of one)
         TrialsNotRun     Ray Tune ended before every trial of a phase ran (resumable)
         StorageFull      a trial could not write its checkpoint: no space left, a quota, a read-only disk (resumable)
         WorkerLost       a trial's worker process was lost more often than --max-failures allows (resumable)
@@ -19,7 +20,11 @@ reports this way, so that no command has to translate them.
 """
 from __future__ import annotations
 
-__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TrialsNotRun", "StorageFull", "WorkerLost", "TrialEnvironment", "StudyUnwritable", "storage_error", "lost_worker_error", "connect_error", "user_errors", "out_of_memory"]
+import os
+import re
+from typing import Mapping
+
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TokenRefused", "TrialsNotRun", "StorageFull", "WorkerLost", "TrialEnvironment", "StudyUnwritable", "storage_error", "lost_worker_error", "connect_error", "auth_refused", "version_remedy", "user_errors", "out_of_memory"]
 
 
 class UsageError(Exception):
@@ -40,6 +45,10 @@ class OptionError(UsageError, ValueError):
 
 class SearchError(UsageError, ValueError):
     """A service the search needs cannot be reached (the Ray cluster)."""
+
+
+class TokenRefused(SearchError):
+    """The Ray cluster given by --address refused the driver's token (or its lack of one): token authentication."""
 
 
 class TrialsNotRun(SearchError):
@@ -119,9 +128,73 @@ def lost_worker_error(error: BaseException) -> BaseException | None:
     return None
 
 
-def connect_error(address: str, error: BaseException) -> SearchError:
-    msg = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return SearchError(f"--address {address}: cannot join the Ray cluster ({msg[:200]})")
+def connect_error(address: str, error: BaseException, output: str = "", environ: Mapping[str, str] | None = None) -> SearchError:
+    """The line for a join of the Ray cluster at `address` that failed with `error`; `output`: what Ray wrote to the
+    driver's stderr meanwhile (its C++ client's retries), where a refused token shows too (`auth_refused`)."""
+    if auth_refused(output) or auth_refused(_chain_text(error)):
+        return TokenRefused(f"--address {address}: the Ray cluster there requires a token (its token authentication is "
+                           f"on) and refused this driver: {_token_remedy(os.environ if environ is None else environ)}")
+    text = " ".join(str(error).split()) or type(error).__name__
+    versions = _VERSION_MISMATCH.search(text)
+    if versions:
+        return SearchError(f"--address {address}: cannot join the Ray cluster: {version_remedy(*versions.groups())}")
+    return SearchError(f"--address {address}: cannot join the Ray cluster ({text if len(text) <= 500 else text[:500] + ' ...'})")
+
+
+def _chain_text(error: BaseException | None) -> str:
+    """The text of `error` and of the errors it was raised from or during (Ray raises "Failed to connect to Ray
+    cluster" from the error that says why)."""
+    texts, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        texts.append(str(error))
+        error = error.__cause__ or error.__context__
+    return "\n".join(texts)
+
+
+# Ray's check of a driver against the cluster it joins (ray/_private/utils.py check_version_info), whitespace collapsed
+_VERSION_MISMATCH = re.compile(r"Version mismatch: The cluster was started with: Ray: (\S+) Python: (\S+) "
+                               r"This process on node \S+ was started with: Ray: (\S+) Python: (\S+)")
+# Ray's C++ client, once a second while the GCS refuses it (Ray 2.59-2.60)
+_AUTH_REFUSED = ("InvalidAuthToken", "Authentication token is missing or incorrect")
+
+
+def auth_refused(output: str) -> bool:
+    """`output` (what a join wrote to stderr, or its error's text) says the cluster's GCS refused the driver's token
+    (or its lack of one)."""
+    return any(mark in output for mark in _AUTH_REFUSED)
+
+
+def _token_remedy(environ: Mapping[str, str]) -> str:
+    """Which token this driver sent, as Ray picks it (RAY_AUTH_MODE=token, then RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH,
+    ~/.ray/auth_token), and what to do."""
+    where = ("set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in a file named by "
+             "RAY_AUTH_TOKEN_PATH, or in ~/.ray/auth_token); `ray get-auth-token` on the cluster's head node prints it")
+    if (environ.get("RAY_AUTH_MODE") or "").strip().lower() != "token":
+        given = " (RAY_AUTH_TOKEN is set, but Ray sends it only with RAY_AUTH_MODE=token)" if environ.get("RAY_AUTH_TOKEN") else ""
+        return f"it sent none, as RAY_AUTH_MODE is not `token`{given}: {where}"
+    if (environ.get("RAY_AUTH_TOKEN") or "").strip():
+        sent = "the token in RAY_AUTH_TOKEN"
+    elif environ.get("RAY_AUTH_TOKEN_PATH"):
+        sent = f"the token in {environ['RAY_AUTH_TOKEN_PATH']} (RAY_AUTH_TOKEN_PATH)"
+    else:
+        sent = "the token in ~/.ray/auth_token"
+    return f"{sent} is not the cluster's: put the cluster's token there ({where.partition('; ')[2]})"
+
+
+def version_remedy(cluster_ray: str, cluster_python: str, driver_ray: str, driver_python: str) -> str:
+    """The versions of a refused join, and what to do (Ray joins only the same Ray and, by default, the same Python
+    down to its patch version: RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL)."""
+    said = (f"it runs Ray {cluster_ray} on Python {cluster_python}, this driver Ray {driver_ray} on Python "
+            f"{driver_python}, and Ray joins only the same versions")
+    if cluster_ray == driver_ray and cluster_python.split(".")[:2] == driver_python.split(".")[:2]:
+        return (f"{said}: the Pythons differ only in their patch version, so set RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL="
+                f"minor for this driver (Ray then joins with a warning), or run it with Python {cluster_python}")
+    minor = ".".join(cluster_python.split(".")[:2])
+    patch = (f"; a Python {minor} other than {cluster_python} joins with RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor"
+             if cluster_python != driver_python else "")
+    return (f"{said}: run the driver with the cluster's (pip install 'ray[tune]=={cluster_ray}' in Python {cluster_python}"
+            f"{patch}) or start the cluster from this driver's (cluster/Dockerfile pins the image's Ray)")
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

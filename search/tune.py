@@ -22,11 +22,12 @@ import glob
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from . import _ray_speedups, node_files, node_limits, scratch, signals
 from .trial import trainable  # the trial function Tune runs (search/trial.py)
@@ -190,18 +191,22 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_a
     address = settings.address or os.environ.get("RAY_ADDRESS")
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="ERROR")
     if address:
-        from .errors import connect_error
+        from .errors import TokenRefused, connect_error
 
         _check_reachable(address)
         _ray_speedups.driver_without_failure_handler()
         try:
-            context = ray.init(address=address, **kwargs)
-        except Exception as e:  # noqa: BLE001 - one readable line for any connection failure
-            _cut_short_init()
-            raise connect_error(address, e) from None
-        except BaseException:
-            _cut_short_init()
-            raise
+            with _stderr_held() as held:  # (Ray's client writes a line a second while the cluster refuses its token)
+                try:
+                    context = ray.init(address=address, **kwargs)
+                except Exception as e:  # noqa: BLE001 - one readable line for any connection failure
+                    _cut_short_init()
+                    error = connect_error(address, e, held.text())
+                    held.drop = isinstance(error, TokenRefused)  # (Ray's retries said so 20 times: the line says it once)
+                    raise error from None
+                except BaseException:
+                    _cut_short_init()
+                    raise
         finally:
             signals.restore()  # ray.init replaced our SIGTERM handler (a SIGTERM meanwhile: signals.ray_sigterm)
         _ray_speedups.import_failures_in_one_line()  # a node's report of a trial that cannot import its code: one line
@@ -579,6 +584,54 @@ def _warm_workers(settings: RunSettings) -> bool:
     if flag in ("0", "1"):
         return flag == "1"
     return settings.cpus_per_trial == 1 and settings.gpus_per_trial == 0
+
+
+class _Held:
+    """What `_stderr_held` holds: `text()` so far; `drop` True: not written back."""
+
+    def __init__(self, file) -> None:
+        self.file, self.drop = file, False
+
+    def text(self) -> str:
+        if self.file is None:
+            return ""
+        self.file.flush()
+        self.file.seek(0)
+        return self.file.read().decode(errors="replace")
+
+
+@contextlib.contextmanager
+def _stderr_held() -> Iterator[_Held]:
+    """While it is open, what this process writes to its stderr (fd 2: Python's and Ray's C++ logging alike) goes to
+    a temporary file; at its end fd 2 is given back and the text written to it, unless the holder's `drop` was set.
+    For joining a cluster: while the cluster's GCS refuses the driver's token, Ray's client writes a warning a second
+    for ~20 s ("Failed to get cluster ID from GCS server: Unauthenticated ... InvalidAuthToken"), then raises only
+    "Failed to connect to Ray cluster"; the held text tells the two apart (search/errors.py, connect_error).  Where no
+    temporary file can be made, nothing is held."""
+
+    try:
+        file = tempfile.TemporaryFile()
+        saved = os.dup(2)
+    except OSError:
+        yield _Held(None)
+        return
+    held = _Held(file)
+    try:
+        sys.stderr.flush()
+        os.dup2(file.fileno(), 2)
+        yield held
+    finally:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(saved, 2)
+        os.close(saved)
+        text = "" if held.drop else held.text()
+        file.close()
+        if text:
+            sys.stderr.write(text)
+            sys.stderr.flush()
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

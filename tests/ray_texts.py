@@ -29,3 +29,30 @@ Traceback (most recent call last):
 RuntimeError: The actor with name ImplicitFunc failed to import on the worker. This may be because needed library dependencies are not installed in the worker environment:
 
 An unexpected internal error occurred while the worker was executing a task."""
+
+
+# `ray.init(address=...)` of a Ray 2.60.0 driver on Python 3.11.7 joining a cluster that Ray 2.59.0 on Python 3.11.2
+# runs (`ray start --head` from another virtual environment, 2026-12-07): the RuntimeError's text
+VERSION_MISMATCH = """Version mismatch: The cluster was started with:
+    Ray: 2.59.0
+    Python: 3.11.2
+This process on node 192.0.2.2 was started with:
+    Ray: 2.60.0
+    Python: 3.11.7
+"""
+
+# The same driver joining a Ray 2.60 cluster with token authentication on, RAY_AUTH_MODE unset: after ~20 s,
+# ConnectionError("Failed to connect to Ray cluster at 192.0.2.2:6412") raised from this RuntimeError (paths shortened)
+AUTH_REFUSED_CAUSE = """Failed to connect to GCS. Last connection error: Traceback (most recent call last):
+  File ".../ray/_private/node.py", line 996, in _init_gcs_client
+    client = GcsClient(
+             ^^^^^^^^^^
+  File "python/ray/_raylet.pyx", line 3198, in ray._raylet.GcsClient.__cinit__
+  File "python/ray/includes/gcs_client.pxi", line 78, in ray._raylet.InnerGcsClient.standalone
+  File "python/ray/includes/common.pxi", line 146, in ray._raylet.check_status_timeout_as_rpc_error
+  File "python/ray/includes/common.pxi", line 119, in ray._raylet.check_status
+ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing or incorrect. Note: RAY_AUTH_MODE is currently 'disabled' (not 'token'). Ensure that the token for the cluster is available in a local file (e.g., ~/.ray/auth_token or via RAY_AUTH_TOKEN_PATH) or as the `RAY_AUTH_TOKEN` environment variable. To generate a token for local development, use `ray get-auth-token --generate` For remote clusters, ensure that the token is propagated to all nodes of the cluster when token authentication is enabled. For more information, see: https://docs.ray.io/en/latest/ray-security/token-auth.html
+"""
+# and what its C++ client wrote to stderr meanwhile, once a second (20 lines)
+AUTH_REFUSED_LINE = ("[2026-12-07 14:36:48,387 W 10263 10263] gcs_client.cc:210: Failed to get cluster ID from GCS server: "
+                     "Unauthenticated: RPC error: InvalidAuthToken: Authentication token is missing or incorrect")

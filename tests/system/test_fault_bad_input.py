@@ -10,7 +10,7 @@ import pytest
 
 from conftest import run_awnn
 from machine import limit
-from servers import free_port
+from servers import ServerUnavailable, free_port, ray_cluster
 
 
 def _one_line_error(p, *fragments: str) -> str:
@@ -36,6 +36,36 @@ def test_fault_bad_input_unreachable_address_fails_in_seconds(tmp_path):
     _one_line_error(p, f"--address 127.0.0.1:{port}: cannot join the Ray cluster", "nothing answers")
     assert time.monotonic() - t0 < limit(60)  # ray.init alone would retry for minutes
     _nothing_launched(tmp_path)
+
+
+@pytest.mark.fault
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_cluster_that_refuses_the_drivers_token_is_one_line_naming_the_token(tmp_path):
+    """A real cluster with token authentication on (tests/servers.py): a driver that sends no token, or another
+    token.  Before (2026-12-07): 20 lines of Ray's C++ warnings ("... InvalidAuthToken ..."), then `cannot join the
+    Ray cluster (Failed to connect to Ray cluster at ...)`: the token never named.  (Ray retries for ~20 s;
+    RAY_gcs_server_port_wait_time_s, its operators' setting for that wait, shortens it here.)"""
+    (tmp_path / "cluster").mkdir()
+    args = ["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke"]
+    cases = [({"RAY_AUTH_MODE": "disabled"}, "it sent none, as RAY_AUTH_MODE is not `token`: set RAY_AUTH_MODE=token"),
+             ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}, "the token in RAY_AUTH_TOKEN is not the cluster's")]
+    try:
+        with ray_cluster(tmp_path / "cluster", nodes=1) as cluster:
+            for env, says in cases:
+                env = {**env, "HOME": str(tmp_path), "RAY_gcs_server_port_wait_time_s": "3"}
+                env.setdefault("RAY_AUTH_TOKEN", "")
+                p = run_awnn([*args, "--address", cluster.address], cwd=tmp_path, timeout=120, env=env)
+                _one_line_error(p, f"--address {cluster.address}: the Ray cluster there requires a token (its token "
+                                   "authentication is on) and refused this driver: " + says, "ray get-auth-token")
+                _nothing_launched(tmp_path)
+            # the cluster's own token joins (what the line says to do)
+            p = run_awnn([*args, "--address", cluster.address, "--storage", str(tmp_path / "joined"), "--tracking-uri",
+                          f"sqlite:///{tmp_path / 'joined.db'}"], cwd=tmp_path, timeout=300,
+                         env={**cluster.client_env(), "HOME": str(tmp_path)})
+            assert p.returncode == 0, p.stderr[-3000:]
+    except ServerUnavailable as e:
+        pytest.skip(str(e))
 
 
 @pytest.mark.fault
