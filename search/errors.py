@@ -24,7 +24,7 @@ import os
 import re
 from typing import Mapping
 
-__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TokenRefused", "TrialsNotRun", "StorageFull", "WorkerLost", "TrialEnvironment", "StudyUnwritable", "storage_error", "lost_worker_error", "connect_error", "auth_refused", "version_remedy", "user_errors", "out_of_memory"]
+__all__ = ["UsageError", "GridError", "BudgetError", "OptionError", "SearchError", "TokenRefused", "TrialsNotRun", "StorageFull", "WorkerLost", "TrialEnvironment", "StudyUnwritable", "storage_error", "lost_worker_error", "connect_error", "client_address_error", "auth_refused", "version_remedy", "user_errors", "out_of_memory"]
 
 
 class UsageError(Exception):
@@ -126,6 +126,19 @@ def lost_worker_error(error: BaseException) -> BaseException | None:
             return e
         todo += [x for x in (getattr(e, "cause", None), e.__cause__, e.__context__) if isinstance(x, BaseException)]
     return None
+
+
+def client_address_error(address: str, from_env: bool = False) -> SearchError | None:
+    """The line for a Ray Client address (`ray://host:10001`), or None for any other.  Under Ray Client, Ray Tune
+    runs the search in an actor on the cluster (ray/tune/tuner.py), not in the driver: the driver's callbacks
+    (its MLflow records, the stall watch, the progress lines) would run there, on another machine."""
+    if not address.strip().lower().startswith("ray://"):
+        return None
+    given = f"RAY_ADDRESS={address}" if from_env else f"--address {address}"
+    return SearchError(f"{given}: a Ray Client address, which awnn cannot use: under Ray Client, Ray Tune "
+                       "runs the search on the cluster, not in this driver, which records every trial in MLflow and "
+                       "watches them; give the head's GCS address instead (host:6379, as `ray start --head` prints it: "
+                       "this machine must reach the cluster's nodes), or run awnn on the head node")
 
 
 def connect_error(address: str, error: BaseException, output: str = "", environ: Mapping[str, str] | None = None) -> SearchError:

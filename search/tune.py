@@ -191,8 +191,11 @@ def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_a
     address = settings.address or os.environ.get("RAY_ADDRESS")
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="ERROR")
     if address:
-        from .errors import TokenRefused, connect_error
+        from .errors import TokenRefused, client_address_error, connect_error
 
+        refused = client_address_error(address, from_env=not settings.address)
+        if refused is not None:
+            raise refused
         _check_reachable(address)
         _ray_speedups.driver_without_failure_handler()
         try:

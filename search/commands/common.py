@@ -13,7 +13,8 @@ def add_run_flags(p, task: bool = True) -> None:
         p.add_argument("--task", default=None, help="not used: a study runs its own tasks")
     p.add_argument("--budget", default="quick", help="smoke | quick | standard | paper, or a budget YAML file (default: quick; standard: 150 epochs a "
                    "trial on the tabular tasks, where SpiralHard's selections have plateaued)")
-    p.add_argument("--address", default=None, help="join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray)")
+    p.add_argument("--address", default=None, help="join this Ray cluster: its head's GCS address, host:6379 (default: $RAY_ADDRESS, else start a local "
+                   "Ray); not a Ray Client address (ray://...)")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
     p.add_argument("--storage", default=None, help="where Ray keeps trial results and checkpoints: a local path, NFS, or s3://... (default: ./awnn-results)")
     p.add_argument("--cpus-per-trial", type=float, default=1.0, help="CPUs reserved per trial; torch threads follow it (default 1)")

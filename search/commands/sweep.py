@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
                        "--tracking-uri say otherwise; --resume continues the newest unfinished run of the same command.",
                        ["awnn sweep --task spiralhard --strategy awnn --budget quick",
                         "awnn sweep --task doublemoon --strategy tpe --budget smoke --seed 3",
-                        "awnn sweep --task nci1 --strategy awnn --data-root ../datasets --address ray://head:10001"])
+                        "awnn sweep --task nci1 --strategy awnn --data-root ../datasets --address head:6379"])
     add_run_flags(p)
     p.add_argument("--strategy", required=True, help="fixed | awnn | tpe | asha | random")
     p.set_defaults(func=run)

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from ray_texts import AUTH_REFUSED_CAUSE, AUTH_REFUSED_LINE, VERSION_MISMATCH
-from search.errors import SearchError, TokenRefused, connect_error
+from search.errors import SearchError, TokenRefused, client_address_error, connect_error
 
 
 def _raised_from(cause: str) -> ConnectionError:
@@ -91,3 +91,13 @@ def test_what_a_join_writes_to_stderr_is_held_then_written_back_unless_dropped(d
                        timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr
     assert p.stderr == ("after\n" if drop else "from C\nfrom Python\nafter\n"), p.stderr
+
+
+@pytest.mark.parametrize("address", ["ray://head:10001", "RAY://10.0.0.5:10001", " ray://h:1"])
+def test_a_ray_client_address_is_refused_naming_the_gcs_address_to_give(address):
+    line = client_address_error(address)
+    assert line is not None and str(line).startswith(f"--address {address}: a Ray Client address, which awnn cannot use")
+    assert "host:6379" in str(line)
+    assert str(client_address_error(address, from_env=True)).startswith(f"RAY_ADDRESS={address}: a Ray Client address")
+    for other in ("head:6379", "auto", "10.0.0.5:6379", "[::1]:6379"):
+        assert client_address_error(other) is None

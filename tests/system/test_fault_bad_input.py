@@ -39,6 +39,24 @@ def test_fault_bad_input_unreachable_address_fails_in_seconds(tmp_path):
 
 
 @pytest.mark.fault
+@pytest.mark.parametrize("given", ["flag", "environment"])
+def test_a_ray_client_address_is_refused_before_anything_starts(tmp_path, given):
+    """`ray://host:10001` (Ray Client, which sweep's help once showed): under it Ray Tune runs the search in an actor
+    on the cluster, so the driver's MLflow records and watches would run there.  Before (2026-12-07): a line naming
+    the `ray[client]` package it lacks (or, nothing listening, "nothing answers"); with the package, the search ran
+    away from its driver."""
+    address = f"ray://127.0.0.1:{free_port()}"
+    args = ["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke"]
+    if given == "flag":
+        p = run_awnn([*args, "--address", address], cwd=tmp_path, timeout=120)
+        _one_line_error(p, f"--address {address}: a Ray Client address, which awnn cannot use", "host:6379")
+    else:
+        p = run_awnn(args, cwd=tmp_path, timeout=120, env={"RAY_ADDRESS": address})
+        _one_line_error(p, f"RAY_ADDRESS={address}: a Ray Client address, which awnn cannot use", "host:6379")
+    _nothing_launched(tmp_path)
+
+
+@pytest.mark.fault
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_cluster_that_refuses_the_drivers_token_is_one_line_naming_the_token(tmp_path):
