@@ -637,9 +637,18 @@ def _stderr_held() -> Iterator[_Held]:
             sys.stderr.flush()
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """Fail in seconds when nothing listens at a `host:port` (or `ray://host:port`)
-    address: `ray.init` itself keeps retrying an unreachable GCS for minutes."""
+# An HTTP/2 client's connection preface and an empty SETTINGS frame: a gRPC server (a Ray GCS) answers with a SETTINGS
+# frame of its own (its 9-byte header's type byte 0x4) at once, ~1 ms on a 2-core machine
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+GCS_ANSWER_S = 10.0  # how long a GCS may take to answer that preface (a real one: milliseconds)
+
+
+def _check_reachable(address: str, timeout: float = 5.0, answer_timeout: float | None = None) -> None:
+    """Fail in seconds when nothing listens at a `host:port` address, or what listens there is no Ray GCS: `ray.init`
+    itself keeps retrying an unreachable GCS for minutes, and one that answers in another protocol (the dashboard's
+    port 8265, an MLflow server, anything given the wrong port) for more than 5 minutes, a warning every 30 s (found
+    2026-12-07).  The GCS speaks gRPC (HTTP/2): it answers an HTTP/2 preface with a SETTINGS frame.  Not probed where
+    Ray's TLS is on (RAY_USE_TLS: the GCS expects a TLS handshake first)."""
     import socket
 
     from .errors import connect_error
@@ -650,9 +659,36 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         return  # "auto" or an unusual form: left to ray.init
     host = host.strip("[]") or "127.0.0.1"
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
+        conn = socket.create_connection((host, int(port)), timeout=timeout)
     except OSError as e:
         raise connect_error(address, ConnectionError(f"nothing answers at {host}:{port}: {e.strerror or type(e).__name__}")) from None
+    wait = GCS_ANSWER_S if answer_timeout is None else answer_timeout
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true"):
+            return
+        reply = b""
+        try:
+            conn.settimeout(wait)
+            conn.sendall(_HTTP2_PREFACE)
+            while len(reply) < 9:
+                chunk = conn.recv(9 - len(reply))
+                if not chunk:
+                    break
+                reply += chunk
+        except socket.timeout:
+            what = f"accepts connections but did not answer as a Ray GCS within {wait:.0f} s"
+        except OSError as e:
+            what = f"ended the connection ({e.strerror or type(e).__name__}) instead of answering as a Ray GCS"
+        else:
+            if len(reply) == 9 and reply[3] == 0x4:
+                return  # an HTTP/2 server's SETTINGS: gRPC, as a GCS
+            what = ("closed the connection instead of answering as a Ray GCS" if not reply else
+                    "is an HTTP server (a web page or an API: the dashboard's port, 8265?), not a Ray GCS"
+                    if reply.startswith(b"HTTP/") or reply.lstrip().startswith(b"<") else
+                    "answers in another protocol than a Ray GCS's (gRPC)")
+    raise connect_error(address, ConnectionError(
+        f"what listens at {host}:{port} {what}: give the cluster head's GCS address (host:6379, as `ray start --head` "
+        "prints it)"))
 
 
 # ------------------------------------------------------------------ plan

@@ -101,3 +101,75 @@ def test_a_ray_client_address_is_refused_naming_the_gcs_address_to_give(address)
     assert str(client_address_error(address, from_env=True)).startswith(f"RAY_ADDRESS={address}: a Ray Client address")
     for other in ("head:6379", "auto", "10.0.0.5:6379", "[::1]:6379"):
         assert client_address_error(other) is None
+
+
+class _Server:
+    """A TCP server on 127.0.0.1 that answers each connection with `reply` (None: says nothing; b"": closes)."""
+
+    def __init__(self, reply: bytes | None):
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.reply, self.held = reply, []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.reply is None:
+                self.held.append(conn)  # accepted, never answered
+            else:
+                conn.recv(64)
+                conn.sendall(self.reply)
+                conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+SETTINGS = b"\x00\x00\x18\x04\x00\x00\x00\x00\x00" + b"\x00" * 24  # a gRPC server's first frame, as a Ray 2.60 GCS sends it
+
+
+@pytest.mark.parametrize("reply, says", [
+    (b"HTTP/1.0 400 Bad request\r\n\r\n", "is an HTTP server (a web page or an API: the dashboard's port, 8265?), not a Ray GCS"),
+    (b"<!DOCTYPE HTML>\n<html>", "is an HTTP server (a web page or an API: the dashboard's port, 8265?), not a Ray GCS"),
+    (b"-ERR unknown command 'PRI'\r\n", "answers in another protocol than a Ray GCS's (gRPC)"),
+    (b"", "closed the connection instead of answering as a Ray GCS"),
+    (None, "accepts connections but did not answer as a Ray GCS within 1 s")])
+def test_what_answers_at_the_address_and_is_no_ray_gcs_is_one_line_in_seconds(reply, says, monkeypatch):
+    from search.tune import _check_reachable
+
+    monkeypatch.delenv("RAY_USE_TLS", raising=False)
+    server = _Server(reply)
+    try:
+        for address in (f"127.0.0.1:{server.port}", f"http://127.0.0.1:{server.port}"):
+            with pytest.raises(SearchError) as e:
+                _check_reachable(address, answer_timeout=1.0)
+            assert str(e.value) == (f"--address {address}: cannot join the Ray cluster (what listens at 127.0.0.1:"
+                                    f"{server.port} {says}: give the cluster head's GCS address (host:6379, as `ray start "
+                                    "--head` prints it))")
+    finally:
+        server.close()
+
+
+def test_a_grpc_server_passes_and_under_rays_tls_nothing_is_probed(monkeypatch):
+    from search.tune import _check_reachable
+
+    monkeypatch.delenv("RAY_USE_TLS", raising=False)
+    grpc_like, silent = _Server(SETTINGS), _Server(None)
+    try:
+        _check_reachable(f"127.0.0.1:{grpc_like.port}", answer_timeout=5.0)
+        monkeypatch.setenv("RAY_USE_TLS", "1")  # (a TLS GCS waits for the client's handshake: no answer to a preface)
+        _check_reachable(f"127.0.0.1:{silent.port}", answer_timeout=1.0)
+    finally:
+        grpc_like.close()
+        silent.close()

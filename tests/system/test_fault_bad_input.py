@@ -39,6 +39,28 @@ def test_fault_bad_input_unreachable_address_fails_in_seconds(tmp_path):
 
 
 @pytest.mark.fault
+def test_an_address_where_an_http_server_answers_fails_in_seconds(tmp_path):
+    """The dashboard's port, an MLflow server, any port but the GCS's: before (2026-12-07) the driver waited more than
+    5 minutes, a warning of Ray's every 30 s ("Failed to get cluster ID from GCS server: TimedOut")."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        t0 = time.monotonic()
+        address = f"127.0.0.1:{server.server_address[1]}"
+        p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--address", address],
+                     cwd=tmp_path, timeout=120)
+        _one_line_error(p, f"--address {address}: cannot join the Ray cluster (what listens at {address} is an HTTP "
+                           "server", "give the cluster head's GCS address (host:6379")
+        assert time.monotonic() - t0 < limit(60)
+    finally:
+        server.shutdown()
+    _nothing_launched(tmp_path)
+
+
+@pytest.mark.fault
 @pytest.mark.parametrize("given", ["flag", "environment"])
 def test_a_ray_client_address_is_refused_before_anything_starts(tmp_path, given):
     """`ray://host:10001` (Ray Client, which sweep's help once showed): under it Ray Tune runs the search in an actor
