@@ -272,6 +272,9 @@ def environment_remedy(error: str, on_cluster: bool) -> str:
         return (f"its process could not {what}: a limit on that node's processes (`ulimit -v` or `ulimit -u` where its Ray "
                 "node was started, a container's memory or pids limit) or too little free memory there; raise the limit there, "
                 "or free memory")
+    if "StorageNotShared" in error:  # (search/shared_storage.py)
+        return ("give --storage a folder every node mounts at the same path (NFS, a shared volume) or an s3:// URI, or "
+                "mount it on that node")
     if "CodeMismatch" in error:  # (search/code_identity.py)
         return ("install the driver's version of this project on that node (`pip install -e '.[all]'` from the same commit; a "
                 "cluster's image: rebuild cluster/Dockerfile), or set AWNN_CODE_CHECK=0 to run the nodes' code as it is")

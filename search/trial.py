@@ -57,10 +57,12 @@ def trainable(config: dict[str, Any]) -> None:
     from awnn.lean import make_trainer
 
     from .code_identity import check_same_code
+    from .shared_storage import check as check_shared_storage
 
     spec, settings = config["spec"], config["settings"]
     worker_setup(settings)
     check_same_code(settings.get("code_files"))  # the training code loaded so far is the driver's (else: CodeMismatch)
+    check_shared_storage(settings.get("storage_marker"))  # and this node sees its --storage (else: StorageNotShared)
     if spec.get("members"):  # a fused group of configs (--fuse): search/fused_trial.py
         from .fused_trial import run_group
 

@@ -696,8 +696,11 @@ def trial_settings(settings: RunSettings) -> dict[str, Any]:
     """The part of the settings every trial needs (travels in its config)."""
     from .code_identity import source_files
 
+    from .shared_storage import mark
+
     return {**{k: v for k, v in asdict(settings).items() if k in ("cpus_per_trial", "gpus_per_trial", "report_interval", "checkpoint_interval", "flush_denormal")},
-            "code_files": source_files()}  # (each trial runs the driver's code: search/code_identity.py)
+            "code_files": source_files(),  # (each trial runs the driver's code: search/code_identity.py)
+            "storage_marker": mark(settings.storage_path())}  # (and sees its --storage: written here, search/shared_storage.py)
 
 
 def run_plan(searcher, num_samples: int, settings: RunSettings, experiment: str, callbacks: list, scheduler=None, stop=None) -> None:

@@ -317,12 +317,16 @@ class RayCluster:
     _start: Callable[..., None] | None = None  # ray_cluster's node starter (add_node)
     _marker: str = ""  # the environment marker of this cluster's processes
 
-    def add_node(self, num_cpus: int, timeout: float = 90.0, env: dict[str, str] | None = None) -> None:
+    def add_node(self, num_cpus: int, timeout: float = 90.0, env: dict[str, str] | None = None,
+                 wrap: list[str] | None = None) -> None:
         """Start one more node with `num_cpus` CPUs (as a machine that joins
         the cluster, or an autoscaler's node) and wait until it is alive.
         `env`: variables set for that node's processes alone (its workers
-        inherit them: e.g. a PYTHONPATH that makes its Python differ)."""
-        self._start(self.node_count, num_cpus, env)
+        inherit them: e.g. a PYTHONPATH that makes its Python differ).
+        `wrap`: a command its `ray start` runs under (its daemons and workers
+        inherit what it sets up: e.g. `unshare -m` and a bind mount, a
+        filesystem of that node's own)."""
+        self._start(self.node_count, num_cpus, env, wrap)
         self.node_count += 1
         self.node_ids = _wait_for_nodes(self, _ray_env(self.token, self._marker), timeout)
 
@@ -410,13 +414,14 @@ def ray_cluster(tmp_path: Path, *, nodes: int = 2, cpus_per_node: int = 1, objec
     cluster = RayCluster(f"127.0.0.1:{port}", token, temp_dir, nodes, _marker=marker)
     logs = Path(tmp_path)
 
-    def start(i: int, num_cpus: int, extra: dict[str, str] | None = None) -> None:
+    def start(i: int, num_cpus: int, extra: dict[str, str] | None = None, wrap: list[str] | None = None) -> None:
         if i == 0:
             cmd = [str(ray_cli), "start", "--head", "--port", str(port), "--include-dashboard", "false",
                    "--dashboard-port", str(free_port()), *common]
         else:
             cmd = [str(ray_cli), "start", "--address", cluster.address, *common]
         cmd += ["--num-cpus", str(num_cpus), "--dashboard-agent-listen-port", str(free_port())]
+        cmd = [*(wrap or []), *cmd]
         log = logs / f"ray-node-{i}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**env, **(extra or {})}, cwd=temp_dir,
