@@ -121,13 +121,13 @@ def test_a_node_that_does_not_see_the_drivers_storage_stops_the_comparison_befor
     (search/shared_storage.py): 396 lines, every re-training trial failed three times in Ray's "Unable to set up
     cluster storage", exit 0 and "Verdict: none"; now the first trial ends before it trains, one line naming
     --storage, exit 2 (AWNN_STORAGE_CHECK=0 gives the old ending: this test then fails)."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
-        pytest.skip("needs `unshare -m` (a mount namespace: root, or a user namespace)")
     storage, own = tmp_path / "storage", tmp_path / "the-nodes-own-disk"
     storage.mkdir()
     own.mkdir()
     wrap = ["unshare", "-m", "--propagation", "private", "sh", "-c", 'mount --bind "$1" "$2" && shift 2 && exec "$@"',
             "sh", str(own), str(storage)]
+    if shutil.which("unshare") is None or subprocess.run([*wrap, "true"], capture_output=True, timeout=30).returncode != 0:
+        pytest.skip("needs `unshare -m` and a bind mount in it (root, or a user namespace that may mount)")
     _stopped_on_the_node_then_resumed(
         tmp_path, None,
         r"awnn sweep: error: trial awnn/selection/sel-\d+: StorageNotShared: this node does not see the driver's --storage "
