@@ -147,8 +147,12 @@ class TrackingWriter:
         try:
             return self._ensure_experiment()
         except MlflowException as e:
+            said = mlflow_said(e)
+            if self.uri.lower().startswith(("http://", "https://")) and "error code 404 " in said:  # (MLflow's words, 3.17)
+                said = said.rstrip(". ") + ("; nothing at that URL answers MLflow's REST API: it is not an MLflow tracking server (another "
+                         "service's port?), or the server is under another path")
             raise TrackingUnavailable(f"MLflow store {redact_uri(self.uri)}: the first request (experiment {self.experiment!r}) "
-                                      f"was refused: {mlflow_said(e)}") from None
+                                      f"was refused: {said}") from None
 
     def _ensure_experiment(self) -> str:
         exp = self.client.get_experiment_by_name(self.experiment)

@@ -61,6 +61,27 @@ def test_an_address_where_an_http_server_answers_fails_in_seconds(tmp_path):
 
 
 @pytest.mark.fault
+def test_a_tracking_uri_where_an_http_server_that_is_not_mlflow_answers_says_so(tmp_path):
+    """Before (2026-12-07): `... was refused: API request to endpoint /api/2.0/mlflow/experiments/get-by-name failed
+    with error code 404 != 200.`: what the 404 meant was left to the reader."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        uri = f"http://127.0.0.1:{server.server_address[1]}"
+        p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", "smoke", "--tracking-uri", uri],
+                     cwd=tmp_path, timeout=120)
+        _one_line_error(p, f"MLflow store {uri}: the first request (experiment 'awnn-doublemoon') was refused: ",
+                        "error code 404 != 200; nothing at that URL answers MLflow's REST API: it is not an MLflow "
+                        "tracking server (another service's port?), or the server is under another path")
+    finally:
+        server.shutdown()
+    assert not (tmp_path / "awnn-results").exists()
+
+
+@pytest.mark.fault
 @pytest.mark.parametrize("given", ["flag", "environment"])
 def test_a_ray_client_address_is_refused_before_anything_starts(tmp_path, given):
     """`ray://host:10001` (Ray Client, which sweep's help once showed): under it Ray Tune runs the search in an actor
