@@ -11,6 +11,8 @@ TORCH  := torch==2.14.1 torchvision==0.29.1
 # driver and a cluster of different Ray versions refuse each other.
 RAY    := ray[tune]==2.60.0
 STAMP  := $(VENV)/.installed
+# every other package at the version the tests last passed with (see its header)
+PINS   := constraints.txt
 
 .PHONY: demo test test-long install test-fast bench clean
 
@@ -23,11 +25,11 @@ STAMP  := $(VENV)/.installed
 # compileall's exit code is not checked: like pip, it skips the few files
 # that are not this Python's syntax (torch's py312_intrinsics.py on 3.11),
 # which nothing imports; a module it did not compile is compiled at import.
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(PINS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet --no-compile $(TORCH) '$(RAY)'
-	$(PIP) install --quiet --no-compile -e '.[all]'
+	$(PIP) install --quiet --no-compile -c $(PINS) $(TORCH) '$(RAY)'
+	$(PIP) install --quiet --no-compile -c $(PINS) -e '.[all]'
 	$(PY) -m compileall -qq -j 0 $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || true
 	touch $(STAMP)
 

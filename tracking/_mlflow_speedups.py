@@ -44,7 +44,7 @@ from awnn import aside
 
 __all__ = ["TESTED_MLFLOW", "SWITCH", "CACHE_ENV", "enabled", "copy_empty_store", "forget_template", "template_path"]
 
-TESTED_MLFLOW = ("3.17.",)  # version prefixes this was written and tested against
+TESTED_MLFLOW = ("3.17.", "3.18.")  # version prefixes this was written and tested against
 SWITCH = "AWNN_MLFLOW_SPEEDUPS"
 CACHE_ENV = aside.CACHE_ENV
 _warned: list[str] = []

@@ -144,7 +144,7 @@ def test_torchs_private_adam_kernel_is_used_only_in_the_lean_adam_module():
 # what the repository's top level holds (the layout the README describes);
 # anything else tracked there is a stray file (a command's output committed
 # by mistake: an `out.txt` once was)
-TOP_LEVEL = {".ci", ".env.example", ".gitignore", "Makefile", "README.md", "pyproject.toml", "docker-compose.yml",
+TOP_LEVEL = {".ci", ".env.example", ".gitignore", "Makefile", "constraints.txt", "README.md", "pyproject.toml", "docker-compose.yml",
              "awnn", "search", "tracking", "cluster", "tests", "benchmarks", "docs"}
 
 
