@@ -22,11 +22,17 @@ the node and is resumable.  The file is removed when the driver exits.  A URI
 (`s3://...`, `gs://...`) is one store for every node: nothing is checked.
 Where the driver cannot write the file, nothing is checked (Ray Tune's own
 writes there meet the storage fault).  Switch: AWNN_STORAGE_CHECK=0.
+
+A driver killed without its exit handlers (SIGKILL, the machine's OOM killer)
+leaves its file behind: each new mark removes the marks of drivers of this
+host whose process is gone (`_sweep`; a mark of another host, or of a live
+process, is left alone: another driver's trials may still look for it).
 """
 from __future__ import annotations
 
 import atexit
 import os
+import re
 import secrets
 import socket
 import time
@@ -48,18 +54,67 @@ def mark(storage: str) -> str | None:
     if os.environ.get(SWITCH, "1") == "0" or "://" in storage:
         return None
     if storage not in _MARKS:
-        path = os.path.join(storage, f".awnn-driver-{secrets.token_hex(8)}")
+        path = os.path.join(storage, f"{PREFIX}{secrets.token_hex(8)}")
         try:
             os.makedirs(storage, exist_ok=True)
             with open(path, "x", encoding="utf-8") as f:
-                f.write(f"written by the awnn driver on {socket.gethostname()}, pid {os.getpid()}, for its trials to find "
-                        "(search/shared_storage.py); removed when it exits\n")
+                f.write(_text(socket.gethostname(), os.getpid()))
         except OSError:
             path = None
         else:
             atexit.register(_remove, path)
+            _sweep(storage, keep=path)
         _MARKS[storage] = path
     return _MARKS[storage]
+
+
+PREFIX = ".awnn-driver-"
+
+
+def _text(host: str, pid: int) -> str:
+    return (f"written by the awnn driver on {host}, pid {pid}, for its trials to find (search/shared_storage.py); "
+            "removed when it exits\n")
+
+
+_OWNER = re.compile(r"^written by the awnn driver on (?P<host>.+), pid (?P<pid>\d+), for its trials to find")
+
+
+def _sweep(storage: str, keep: str) -> list[str]:
+    """Remove the marks in `storage` that drivers of this host left when they were killed (their process is gone);
+    the paths removed."""
+    host = socket.gethostname()
+    removed = []
+    try:
+        names = [n for n in os.listdir(storage) if n.startswith(PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(storage, name)
+        if path == keep:
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                owner = _OWNER.match(f.read(500))
+        except (OSError, UnicodeDecodeError):
+            continue
+        if owner is None or owner["host"] != host or _alive(int(owner["pid"])):
+            continue
+        try:
+            os.unlink(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (PermissionError: another user's live process)
+        return True
+    return True
 
 
 def _remove(path: str) -> None:

@@ -74,3 +74,31 @@ def test_the_mark_is_removed_when_the_driver_exits(tmp_path):
     marker = p.stdout.strip()
     assert marker.startswith(str(tmp_path)) and not os.path.exists(marker)
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".awnn-driver-")]
+
+
+def test_a_mark_a_killed_driver_left_is_removed_by_the_next_driver_and_no_other(tmp_path):
+    """SIGKILL (or the OOM killer) skips the exit handler that removes a driver's mark: the next driver on the host
+    removes it, and leaves the marks of live drivers and of other hosts."""
+    storage = tmp_path / "storage"
+    code = ("import sys, time\nfrom search.shared_storage import mark\n"
+            "print(mark(sys.argv[1]), flush=True)\ntime.sleep(600)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    killed = subprocess.Popen([sys.executable, "-c", code, str(storage)], stdout=subprocess.PIPE, text=True, env=env)
+    live = subprocess.Popen([sys.executable, "-c", code, str(storage)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        killed_mark = killed.stdout.readline().strip()
+        live_mark = live.stdout.readline().strip()
+        killed.kill()
+        killed.wait(timeout=30)
+        assert os.path.isfile(killed_mark)  # what SIGKILL leaves
+        other_host = storage / f"{shared_storage.PREFIX}0123456789abcdef"
+        other_host.write_text(shared_storage._text("another-host.example", killed.pid))
+        not_ours = storage / f"{shared_storage.PREFIX}notes"
+        not_ours.write_text("a user's file with our prefix\n")
+        mine = mark(str(storage))
+        assert mine and os.path.isfile(mine)
+        assert not os.path.exists(killed_mark)
+        assert os.path.isfile(live_mark) and other_host.is_file() and not_ours.is_file()
+    finally:
+        live.kill()
+        live.wait(timeout=30)
