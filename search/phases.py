@@ -262,8 +262,10 @@ class PhasedSearcher(_SearcherBase):
         if best == best:
             text += f"  best val_acc {best:.4f}"
         inside = [p for k, p in sorted(self.record.in_epoch.items()) if k in ph.keys and p.get("batches")]
-        if inside:  # trials in a long epoch: how far each is
-            text += "  in epoch: " + ", ".join(f"{p['epoch']}:{100 * p['batch'] // p['batches']}%" for p in inside[:4])
+        if inside:  # trials in a long epoch: how far each is ("epoch 872 at 31%": 31% of its batches done)
+            text += "  inside epochs: " + ", ".join(f"epoch {p['epoch']} at {100 * p['batch'] // p['batches']}%" for p in inside[:4])
+            if len(inside) > 4:
+                text += f" (+{len(inside) - 4} more)"
         if others:  # phases opened in the tail of the earlier ones
             text += "  also: " + "; ".join(f"{o.arm.name} {o.name} {len(o.keys & done)}/{len(o.keys)}, {self._flight(o, done)}" for o in others)
         return text

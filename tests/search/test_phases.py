@@ -245,12 +245,22 @@ def test_progress_line_shows_trials_inside_long_epochs(budget, tmp_path):
     key = f"awnn/selection/{spec['key']}"
     searcher.progress.min_interval = 0.0
     record.reported(key, {"best_val_acc": math.nan, "epochs": [], "progress": {"epoch": 1, "batch": 45, "batches": 100}})
-    assert "in epoch: 1:45%" in searcher.stream.getvalue().splitlines()[-1]
+    assert "  inside epochs: epoch 1 at 45%" in searcher.stream.getvalue().splitlines()[-1]
     record.reported(key, {"best_val_acc": 0.7, "epochs": [{"epoch": 1}]})  # the epoch ended
-    assert key not in record.in_epoch and "in epoch" not in searcher.stream.getvalue().splitlines()[-1]
+    assert key not in record.in_epoch and "inside epochs" not in searcher.stream.getvalue().splitlines()[-1]
     record.reported(key, {"progress": {"epoch": 2, "batch": 10, "batches": 100}})
     record.finished(key, score(spec))
     assert key not in record.in_epoch
+
+
+def test_progress_line_names_four_trials_inside_epochs_and_counts_the_rest(budget, tmp_path):
+    _, record, hooks, searcher = make(["awnn"], budget, tmp_path)
+    searcher.progress.min_interval = 0.0
+    keys = [f"awnn/selection/{searcher.suggest(f't{i}')['spec']['key']}" for i in range(6)]
+    for i, key in enumerate(keys):
+        record.reported(key, {"progress": {"epoch": 3, "batch": 10 * i, "batches": 100}})
+    line = searcher.stream.getvalue().splitlines()[-1]
+    assert "  inside epochs: epoch 3 at 0%, epoch 3 at 10%, epoch 3 at 20%, epoch 3 at 30% (+2 more)" in line, line
 
 
 def test_progress_line_counts_phases(budget, tmp_path):
