@@ -268,6 +268,7 @@ class Comparison:
         from tracking.callback import TrialTracker
 
         from .stall import StallWatch
+        from .start_watch import StartWatch
 
         # a new SQLite store's schema made while Ray starts; put in place once it has (an error starting Ray
         # leaves no store behind)
@@ -285,6 +286,9 @@ class Comparison:
         self.runs = SweepRuns(self.writer, self.task, self.budget, self.log, optuna_storage=self.optuna_storage)
         self.tracker = None
         self.searcher = None
+        self._starts = StartWatch()  # (a Tune callback: is any trial starting at all; _stop_reason)
+        self._import_failure_seen: float | None = None  # when _stop_reason first saw a node's import failure
+        self._fault: tuple[str, str] | None = None  # the reason the comparison stops, once _stop_reason has found one
         self.unwritten: str | None = None  # what MLflow did not take by the end (_close_writer): the comparison is incomplete there
         import threading
 
@@ -336,7 +340,7 @@ class Comparison:
                 quiet = StallWatch(say, self.settings.stall_warning, self.settings.report_interval, end_after=self.settings.stall_timeout,
                                    on_end=self.tracker.worker_ended)
                 try:
-                    run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker, quiet],
+                    run_plan(searcher, searcher.max_trials(), self.settings, name, [self.tracker, quiet, self._starts],
                              scheduler=make_scheduler(self.arms, self.budget), stop=stop)
                 except Exception as e:  # on a full disk Ray's own writes fail too (its state, a torn error file)
                     if self._stop_reason(record) is None:
@@ -390,16 +394,34 @@ class Comparison:
         """Why the comparison stops (record.stop_reason: a trial its environment ended), or else a trial whose worker was
         lost while a node reported that a Ray worker could not import a trial's code (search/_ray_speedups.py,
         worker_import_failures): its retries wait for workers that cannot start there (`ulimit -v`, a module missing
-        on a node), which Tune waited for without end."""
+        on a node), which Tune waited for without end; or, with such a report, no trial running and none started for
+        NO_START_S seconds (the workers died before Ray handed them a trial: search/start_watch.py).  The first reason
+        found is kept: what it read may change once Tune has stopped (its trials are no longer pending)."""
+        if self._fault is None:
+            self._fault = self._first_stop_reason(record)
+        return self._fault
+
+    def _first_stop_reason(self, record) -> tuple[str, str] | None:
         reason = record.stop_reason()
-        if reason is not None or self.tracker is None or not self.tracker.retries:
+        if reason is not None or self.tracker is None:
             return reason
         failures = _ray_speedups.worker_import_failures()
         if not failures:
             return None
-        lost = next(iter(self.tracker.retries))
-        return ("environment", f"trial {lost}: its worker process was lost, and its node reported that a Ray worker could not "
-                               f"import a trial's code: {failures[0]}")
+        if self.tracker.retries:
+            lost = next(iter(self.tracker.retries))
+            return ("environment", f"trial {lost}: its worker process was lost, and its node reported that a Ray worker could not "
+                                   f"import a trial's code: {failures[0]}")
+        # ... or the workers die before Ray hands them a trial's actor: no trial starts (search/start_watch.py)
+        from .start_watch import NO_START_S
+
+        if self._import_failure_seen is None:
+            self._import_failure_seen = time.monotonic()
+        stuck = self._starts.stuck(self._import_failure_seen)
+        if stuck is None:
+            return None
+        return ("environment", f"trial {stuck}: no worker could start it in {NO_START_S:.0f} s, and its node reported that a Ray "
+                               f"worker could not import a trial's code: {failures[0]}")
 
     def _raise_fault(self, fault: tuple[str, str] | None) -> None:
         """The error that ends a comparison its environment stopped (record.stop_reason): one line, resumable."""
