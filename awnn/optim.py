@@ -278,6 +278,10 @@ def reset_optimizer_state(
     new layout, which is wasted where all of them are zeroed next (SpiralHard's
     1-layer `authors` AWNN, in training: a width update that resizes fell from
     ~215 to ~150 us, ~25 us of a step on average; issue #30).
+    Within the capacity the state keeps its tensor objects: the view handed out
+    by the last reset is re-pointed in place (`set_`), so an optimiser that
+    holds its moments in lists (awnn/lean_adam.py's kernel step) finds the
+    same objects and checks nothing again (~10 us of the step after a move).
     Works whatever the optimiser did before (a `load_state_dict` included):
     only the shape of each entry is read."""
     if optimizer is None:
@@ -300,10 +304,15 @@ def reset_optimizer_state(
     for key, value in state.items():
         if not isinstance(value, torch.Tensor):
             continue
-        if value.shape == old_shape and value.dim():
-            held = owned.get(key)  # (flat buffer, its size, the state's dtype and device it was made for)
+        # [flat buffer, its size, the dtype and device it was made for, its storage, the view last handed out]
+        held = owned.get(key)
+        if held is not None and value is held[5] and held[1] >= numel:
+            # the view handed out last time, still the state's: re-pointed in place (the same
+            # object, so LeanAdam's kernel lists stay valid and are not checked again)
+            value.set_(held[4], 0, new_shape, strides)
+        elif value.shape == old_shape and value.dim():
             if held is None or held[1] < numel or held[2] is not value.dtype or held[3] != value.device:
                 flat = value.new_empty(max(math.prod(capacity), numel))
-                held = owned[key] = (flat, flat.numel(), value.dtype, value.device)
-            value = state[key] = held[0].as_strided(new_shape, strides, 0)
+                held = owned[key] = [flat, flat.numel(), value.dtype, value.device, flat.untyped_storage(), None]
+            value = state[key] = held[5] = held[0].as_strided(new_shape, strides, 0)
         zero.append(value)

@@ -21,11 +21,22 @@ Modes run interleaved in rounds; medians of each step's thread CPU time.
 On a 2-core Xeon (2026-12-04): the step ~185-190 us after nothing, ~215-230
 after a resize or after the unrelated calls alike.
 
+The training steps before (`--train`, each with Algorithm 1's width update
+as trials take them) are timed too and split by whether the update moved a
+width: what a move adds to the update and to the step after it
+(`move_cost_us`), and that as a share of a still step (`move_cost_of_still`,
+less sensitive to the machine's speed: this VM's steps vary by 1.5x from run
+to run).  2026-12-07, an AMD EPYC, 7 runs each, interleaved: 0.65-0.84 of a
+still step (median 0.73) before the moves kept the Adam state's objects
+(awnn/optim.py), 0.32-0.89 (median 0.70) after: the checks that change saves
+(~10 us under cProfile) are within this VM's noise.
+
 Prints one JSON object as its last line:
     step_us_<mode>           median step after <mode>
     between_us_<mode>        median time of the work done between steps
     penalty_us_<mode>        step_us_<mode> - step_us_none
     width, rounds, steps, torch, cpu
+    train_{update,step}_{moving,still}_us, train_moves, train_steps, move_cost_us, move_cost_of_still
 
 Usage:  python benchmarks/cold_step.py [--steps 1000] [--rounds 2] [--train 300]
 """
@@ -73,11 +84,26 @@ def _unrelated(junk: list[torch.Tensor]) -> None:
     collections.OrderedDict((i, i) for i in range(30))
 
 
+def training_split(split: dict) -> dict:
+    """The training steps' medians (us), split by whether the width update
+    moved a width: the update, and the step after it; `move_cost_us` = what a
+    move adds to its update and to the step after it, and its share of a
+    still step (update + step): `move_cost_of_still`.  {} without both kinds."""
+    if not all(split.values()):
+        return {}
+    med = {k: statistics.median(v) * 1e6 for k, v in split.items()}
+    cost = med["update_moving"] - med["update_still"] + med["step_moving"] - med["step_still"]
+    out = {f"train_{k}_us": round(v, 1) for k, v in med.items()}
+    out.update({"train_moves": len(split["update_moving"]), "train_steps": len(split["update_moving"]) + len(split["update_still"]),
+                "move_cost_us": round(cost, 1), "move_cost_of_still": round(cost / (med["update_still"] + med["step_still"]), 3)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=1000, help="timed steps per mode and round (default 1000)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the three modes (default 2)")
-    ap.add_argument("--train", type=int, default=300, help="training steps first, widths moving (default 300)")
+    ap.add_argument("--train", type=int, default=5000, help="training steps first, widths moving, timed (default 5000)")
     args = ap.parse_args()
     worker_setup({"cpus_per_trial": 1})  # as a trial's process: one torch thread, denormals flushed
     task = load_task("spiralhard")
@@ -89,15 +115,24 @@ def main() -> None:
         raise SystemExit("cold_step: the `authors` fast step does not apply here (AWNN_FAST_STEP=0, or an unchecked torch)")
     prior = trainer.rate_prior(1)
     it = _batches(x, y, 128, torch.Generator().manual_seed(0))
-    for _ in range(args.train):
+    clock = time.thread_time
+    split: dict = {"update_moving": [], "update_still": [], "step_moving": [], "step_still": []}
+    for _ in range(args.train):  # training as trials do: each step's width update (Algorithm 1), then the step
+        batch = next(it)
+        before = trainer.model.widths
+        t0 = clock()
         trainer.update_widths()
-        trainer.train_step(*next(it), prior)
+        t1 = clock()
+        trainer.train_step(*batch, prior)
+        t2 = clock()
+        kind = "moving" if trainer.model.widths != before else "still"
+        split[f"update_{kind}"].append(t1 - t0)
+        split[f"step_{kind}"].append(t2 - t1)
     model = trainer.model
     width = model.widths[0]
     junk = [torch.randn(7, 3) for _ in range(8)]
     steps: dict = {m: [] for m in MODES}
     between: dict = {m: [] for m in MODES}
-    clock = time.thread_time
     fast_before = trainer._fast.steps
     for _ in range(args.rounds):
         for mode in MODES:
@@ -118,6 +153,7 @@ def main() -> None:
         raise SystemExit(f"cold_step: only {taken} of the timed steps took the fast step; the figures would mix two paths")
     med = {m: statistics.median(v) * 1e6 for m, v in steps.items()}
     out = {"width": width, "rounds": args.rounds, "steps": args.steps, "torch": torch.__version__, "cpu": cpu_model()}
+    out.update(training_split(split))
     for m in MODES:
         out[f"step_us_{m}"] = round(med[m], 1)
         out[f"between_us_{m}"] = round(statistics.median(between[m]) * 1e6, 1)

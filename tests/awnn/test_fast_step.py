@@ -167,3 +167,41 @@ def test_an_uninformative_rate_prior_adds_no_term():
     loss, _, _, _ = t.train_step(x[32:64], y[32:64], t.rate_prior(1))
     assert t._fast.steps == 1 and float(loss) == float(t.last_nll)
     assert isinstance(FastStep.build(t), FastStep) and RatePrior().informative is False
+
+
+def test_a_width_move_keeps_the_adam_state_objects_so_the_next_step_checks_nothing_again(monkeypatch):
+    """`authors` resets a resized layer's Adam state (awnn/optim.py,
+    reset_optimizer_state): within the capacity the state keeps its tensor
+    objects, re-pointed at the new shape and zeroed, so the lean Adam's kernel
+    lists still hold them and the step after the move takes them as they are
+    (no `_moment_fits` check; a rebuild or a refresh would call it)."""
+    import awnn.lean_adam as lean_adam
+
+    torch.manual_seed(0)
+    t = Trainer(config(), tiny_task())
+    x, y = t.task.tensors("inner", "train", torch.device("cpu"))
+    prior = t.rate_prior(1)
+    for i in range(3):  # Adam has state, the fast step has its lists
+        t.train_step(x[i * 32 : (i + 1) * 32], y[i * 32 : (i + 1) * 32], prior)
+    model, opt = t.model, t.optimizer
+    params = [p for layer in model.layers for p in (layer.weight, layer.bias)]
+    width = model.widths[0]
+    model._apply_widths([width + 2], opt, model.grow_init)  # the first reset hands out views of kept buffers of that capacity
+    t.train_step(x[:32], y[:32], prior)
+    before = {id(p): (opt.state[p]["exp_avg"], opt.state[p]["exp_avg_sq"]) for p in params}
+    direct = opt.__dict__["_direct"]
+    for target in (width + 1, width + 2):  # a shrink and a grow, within the capacity
+        model._apply_widths([target], opt, model.grow_init)
+        for p in params:
+            m, v = opt.state[p]["exp_avg"], opt.state[p]["exp_avg_sq"]
+            assert m is before[id(p)][0] and v is before[id(p)][1]
+            assert m.shape == p.shape and m.is_contiguous() and not m.any() and not v.any()
+        checks = []
+        fits = lean_adam._moment_fits
+        monkeypatch.setattr(lean_adam, "_moment_fits", lambda *a: checks.append(a) or fits(*a))
+        steps = t._fast.steps
+        t.train_step(x[:32], y[:32], prior)
+        monkeypatch.setattr(lean_adam, "_moment_fits", fits)
+        assert t._fast.steps == steps + 1 and not checks  # the fast step, on the lists it held
+        assert opt.__dict__["_direct"] is direct
+        assert model.widths == [target] and all(bool(torch.isfinite(p).all()) for p in params)

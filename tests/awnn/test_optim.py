@@ -246,17 +246,19 @@ def test_reset_optimizer_state_gives_zero_dense_state_of_the_new_shape_in_kept_b
     assert {id(t) for t in zero} == {id(st["exp_avg"]), id(st["exp_avg_sq"]), id(st["step"])}
     torch._foreach_zero_(zero)
     assert st["exp_avg"].shape == (5, 6) and st["exp_avg"].is_contiguous() and not st["exp_avg"].any() and float(st["step"]) == 0
-    ptr = st["exp_avg"].data_ptr()
+    ptr, moment = st["exp_avg"].data_ptr(), st["exp_avg"]
     st["exp_avg"].fill_(3.0)  # state written by later steps
     zero = []
     reset_optimizer_state(opt, p, (5, 6), (8, 2), (8, 8), zero)
     assert st["exp_avg"].data_ptr() == ptr and st["exp_avg"].shape == (8, 2)  # the kept buffer
+    assert st["exp_avg"] is moment and st["exp_avg"].is_contiguous()  # the same object, re-pointed
     torch._foreach_zero_(zero)
     assert not st["exp_avg"].any()
     zero = []
     reset_optimizer_state(opt, p, (8, 2), (9, 9), (12, 9), zero)  # beyond the buffer: a larger one
     torch._foreach_zero_(zero)
     assert st["exp_avg"].shape == (9, 9) and st["exp_avg"].data_ptr() != ptr and not st["exp_avg_sq"].any()
+    assert moment.shape == (8, 2)  # (a new buffer, a new view: the old one is left as it was)
     same: list = []
     reset_optimizer_state(opt, p, (9, 9), (9, 9), (12, 9), same)  # shape unchanged: zeroed where it is
     assert len(same) == 3 and any(t is st["exp_avg"] for t in same)

@@ -60,6 +60,11 @@ def test_the_cold_step_script_times_the_fast_step_after_each_kind_of_work():
         assert result[f"step_us_{mode}"] > 0
         assert abs(result[f"penalty_us_{mode}"] - (result[f"step_us_{mode}"] - result["step_us_none"])) < 0.2
     assert result["penalty_us_none"] == 0.0
+    # the training steps' split: 40 steps from the start move the width at some steps, not at others
+    assert 0 < result["train_moves"] < result["train_steps"] == 40
+    cost = result["train_update_moving_us"] - result["train_update_still_us"] + result["train_step_moving_us"] - result["train_step_still_us"]
+    assert abs(result["move_cost_us"] - cost) < 0.5
+    assert abs(result["move_cost_of_still"] - cost / (result["train_update_still_us"] + result["train_step_still_us"])) < 0.01
     assert result["between_us_resize"] > 1.0 and result["between_us_other"] > 1.0 and result["between_us_none"] < result["between_us_resize"]
 
 
