@@ -58,7 +58,6 @@ from . import _ray_speedups, signals
 from .errors import OptionError
 from .grid import Grid
 from .phase_plan import most_at_once
-from .phases import PhasedSearcher
 from .record import OutcomeRecord, PhaseResult, StrategyResult
 from .resume import PriorAttempts, find_checkpoint, read_prior_attempts
 from .protocol import protocol_name
@@ -267,6 +266,7 @@ class Comparison:
         """Run every arm's phases on one Tuner; returns the arms' results in run order."""
         from tracking.callback import TrialTracker
 
+        from .phases import PhasedSearcher  # (Ray Tune's Searcher: imported here, so that bad input fails before it loads)
         from .stall import StallWatch
         from .start_watch import StartWatch
 
