@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # (torch is imported where tensors are made: the driver check
 from .splits import Split, outer_inner_splits, stratified_split
 from .tabular import GENERATORS, make_tabular, outer_fractions
 
-__all__ = ["Task", "TensorTask", "TASKS", "load_task", "task_kind", "DataError", "Split", "outer_inner_splits", "stratified_split"]
+__all__ = ["Task", "TensorTask", "TASKS", "load_task", "task_kind", "reads_files", "DataError", "Split", "outer_inner_splits", "stratified_split"]
 
 
 class DataError(ValueError):
@@ -149,6 +149,7 @@ def _tabular(name: str) -> Callable[..., TensorTask]:
         return TensorTask(name, torch.from_numpy(x), torch.from_numpy(y).long(), outer, inner, num_classes=int(y.max()) + 1)
 
     load.kind = "tabular"
+    load.files = False  # (made from the seed)
     return load
 
 
@@ -174,11 +175,12 @@ def _file_table() -> Callable[..., Task]:
     return load
 
 
-def _lazy(module: str, function: str, config_keys: tuple[str, ...], folds: int = 1) -> Callable[..., Task]:
+def _lazy(module: str, function: str, config_keys: tuple[str, ...], folds: int = 1, files: bool = True) -> Callable[..., Task]:
     """A loader that imports its domain module (torchvision, torch-geometric,
     ...) only when called, so `import awnn` stays light.  `folds`: the
     number of outer folds of the task's cross-validated risk assessment
-    (the config key `fold` picks one); 1 for a task with one hold-out split."""
+    (the config key `fold` picks one); 1 for a task with one hold-out split.
+    `files`: it reads its data under --data-root (False: the data comes with a library)."""
 
     def load(data_root: str | None = None, data_seed: int = 0, **options) -> Task:
         import importlib
@@ -187,6 +189,7 @@ def _lazy(module: str, function: str, config_keys: tuple[str, ...], folds: int =
 
     load.config_keys = config_keys
     load.folds = folds
+    load.files = files
     load.kind = {"images": "image", "graphs": "graph", "text": "text"}[module]
     return load
 
@@ -194,7 +197,7 @@ def _lazy(module: str, function: str, config_keys: tuple[str, ...], folds: int =
 TASKS: dict[str, Callable[..., Task]] = {name: _tabular(name) for name in GENERATORS}
 TASKS.update(
     {
-        "digits": _lazy("images", "load_digits", ("augment",)),
+        "digits": _lazy("images", "load_digits", ("augment",), files=False),  # (scikit-learn's copy)
         "mnist": _lazy("images", "load_mnist", ("augment",)),
         "cifar10": _lazy("images", "load_cifar10", ("augment",)),
         "cifar100": _lazy("images", "load_cifar100", ("augment",)),
@@ -204,6 +207,12 @@ TASKS.update(
         "table": _file_table(),
     }
 )
+
+
+def reads_files(name: str) -> bool:
+    """Task `name` reads its data from files (under --data-root, or the user's CSV file); False for the tasks generated
+    from the seed and for scikit-learn's digits.  An unknown name: True (nothing is said of it)."""
+    return getattr(TASKS.get(name), "files", True)
 
 
 def task_kind(name: str) -> str:

@@ -1,16 +1,27 @@
 """Flags shared by `awnn sweep` and `awnn compare` (infrastructure, not config)."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
 
+class _Noted(argparse.Action):
+    """argparse's plain store that also notes the flag as typed (`args.given_flags`: dest -> the flag), so that a strategy
+    option the command has no use for is said (`unused_flag_notes`), even where its value is the default."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given_flags = {**(getattr(namespace, "given_flags", None) or {}), self.dest: option_string}
+
+
 def add_run_flags(p, task: bool = True) -> None:
-    """The shared flags; `task=False` leaves out --task (a study chooses its tasks)."""
+    """The shared flags; `task=False`: --task is refused (a study chooses its tasks: `refuse_task`)."""
     if task:
         p.add_argument("--task", required=True, help="task name, e.g. spiralhard (see `awnn grids`)")
     else:
-        p.add_argument("--task", default=None, help="not used: a study runs its own tasks")
+        p.add_argument("--task", default=None, help="refused: a study runs its own tasks (run one task with `awnn sweep --task T "
+                       "--strategy awnn`)")
     p.add_argument("--budget", default="quick", help="smoke | quick | standard | paper, or a budget YAML file (default: quick; standard: 150 epochs a "
                    "trial on the tabular tasks, where SpiralHard's selections have plateaued)")
     p.add_argument("--address", default=None, help="join this Ray cluster: its head's GCS address, host:6379 (default: $RAY_ADDRESS, else start a local "
@@ -60,20 +71,20 @@ def add_run_flags(p, task: bool = True) -> None:
                         "how far the verdict moves with them")
     p.add_argument("--resume", action="store_true", help="continue the newest unfinished run of the same command instead of starting anew")
     g = p.add_argument_group("search strategies (tpe, asha, random, awnn-asha, fixedplus)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the stochastic strategies' search (sampling, launch order); repeat k uses seed+k-1 (default 0)")
-    g.add_argument("--repeats", type=int, default=1, help="run each stochastic strategy (tpe, asha, random, awnn-asha) this many times with different seeds (default 1)")
-    g.add_argument("--tpe-trials", type=int, default=None, help="TPE's trial budget (default: the AWNN grid's number of configs)")
-    g.add_argument("--tpe-window", type=int, default=None,
+    g.add_argument("--seed", action=_Noted, type=int, default=0, help="seed of the stochastic strategies' search (sampling, launch order); repeat k uses seed+k-1 (default 0)")
+    g.add_argument("--repeats", action=_Noted, type=int, default=1, help="run each stochastic strategy (tpe, asha, random, awnn-asha) this many times with different seeds (default 1)")
+    g.add_argument("--tpe-trials", action=_Noted, type=int, default=None, help="TPE's trial budget (default: the AWNN grid's number of configs)")
+    g.add_argument("--tpe-window", action=_Noted, type=int, default=None,
                    help="TPE asks trial k once trial k - N has ended, knowing exactly the trials before it, so the same "
                         "command asks the same configs (default: the cluster's trial slots when the study is created, e.g. "
                         "set it on a cluster that scales up; a resumed study keeps its own)")
-    g.add_argument("--random-trials", type=int, default=None, help="configs drawn by random search (default: the AWNN grid's number of configs)")
-    g.add_argument("--asha-grace-period", type=int, default=None, help="epochs before ASHA (asha, awnn-asha) may stop a trial (default: 10%% of the budget's epochs for the arm's grid, at least 1)")
-    g.add_argument("--asha-reduction-factor", type=float, default=3.0, help="ASHA keeps the best 1/factor at each rung (default 3)")
-    g.add_argument("--fixedplus-widths", default="mean", metavar="mean|per-layer",
+    g.add_argument("--random-trials", action=_Noted, type=int, default=None, help="configs drawn by random search (default: the AWNN grid's number of configs)")
+    g.add_argument("--asha-grace-period", action=_Noted, type=int, default=None, help="epochs before ASHA (asha, awnn-asha) may stop a trial (default: 10%% of the budget's epochs for the arm's grid, at least 1)")
+    g.add_argument("--asha-reduction-factor", action=_Noted, type=float, default=3.0, help="ASHA keeps the best 1/factor at each rung (default 3)")
+    g.add_argument("--fixedplus-widths", action=_Noted, default="mean", metavar="mean|per-layer",
                    help="fixedplus: one width, the mean over hidden layers of AWNN's learned widths (the paper's Fixed+), "
                         "or each layer its own learned mean (default mean)")
-    g.add_argument("--optuna-storage", default=None, help="Optuna RDB storage URL for TPE's study (default: optuna.db beside the MLflow SQLite file, else ./optuna.db)")
+    g.add_argument("--optuna-storage", action=_Noted, default=None, help="Optuna RDB storage URL for TPE's study (default: optuna.db beside the MLflow SQLite file, else ./optuna.db)")
 
 
 AUTO_FUSE_GPU = 32  # --fuse auto on GPU trials (docs/design.md "Fused trials": where fusion pays, measured)
@@ -145,6 +156,44 @@ def check_run_flags(args) -> None:
         node_limits.check_local(note=False)  # a `ulimit -v` too low for the driver alone (the note: as the node starts)
 
 
+def _option_users() -> dict[str, tuple[str, ...]]:
+    """Each strategy option (its dest) -> the strategies that read it."""
+    from ..strategies import REGISTRY, STOCHASTIC
+
+    stops_early = tuple(s for s, f in REGISTRY.items() if f.stops_early)
+    return {"seed": STOCHASTIC, "repeats": STOCHASTIC, "tpe_trials": ("tpe",), "tpe_window": ("tpe",), "optuna_storage": ("tpe",),
+            "random_trials": ("random",), "asha_grace_period": stops_early, "asha_reduction_factor": stops_early,
+            "fixedplus_widths": ("fixedplus",)}
+
+
+def unused_flag_notes(args, strategies: list[str], tasks: list[str], what: str) -> list[str]:
+    """The flags typed on a command that has no use for them, one note each: a strategy option for strategies it does not
+    run (a script that passes the same options to each strategy's sweep keeps working: a note, not an error), and
+    --data-root for tasks that read no files (generated from the seed, or scikit-learn's digits)."""
+    from awnn.data import reads_files
+
+    notes = []
+    users = _option_users()
+    for dest, flag in (getattr(args, "given_flags", None) or {}).items():
+        for_them = users.get(dest, ())
+        if for_them and not set(for_them) & set(strategies):
+            notes.append(f"note: {flag} has no effect: it is for {_strategy_words(for_them)}, which {what} does not run "
+                         f"(it runs {', '.join(strategies)})")
+    if getattr(args, "data_root", None) and not any(reads_files(t) for t in tasks):
+        notes.append(f"note: --data-root has no effect: {'task ' + tasks[0] if len(tasks) == 1 else 'tasks ' + ', '.join(tasks)} "
+                     f"{'reads' if len(tasks) == 1 else 'read'} no data files")
+    return notes
+
+
+def _strategy_words(names: tuple[str, ...]) -> str:
+    return f"strategy {names[0]}" if len(names) == 1 else f"strategies {', '.join(names[:-1])} and {names[-1]}"
+
+
+def say_unused_flags(args, strategies: list[str], tasks: list[str], what: str) -> None:
+    for line in unused_flag_notes(args, strategies, tasks, what):
+        print(line, file=sys.stderr, flush=True)
+
+
 def settings_from(args):
     from ..tune import RunSettings
 
@@ -185,6 +234,7 @@ def run_comparison(args, strategies: list[str], kind: str) -> int:
     comparison = Comparison(args.task, strategies, args.budget, settings_from(args), tracking_uri=args.tracking_uri,
                             resume=args.resume, grid_dir=args.grid_dir, kind=kind, options=options_from(args), data_root=args.data_root, table_options=table_options(args),
                             protocol=args.protocol, train_seed=args.train_seed)
+    say_unused_flags(args, strategies, [args.task], f"this {'comparison' if kind == 'compare' else 'sweep'}")
     try:
         results = comparison.run()
     except KeyboardInterrupt:

@@ -55,7 +55,7 @@ from tracking.contract import SELECTABLE
 from tracking.files import write_atomic
 from tracking.fmt import json_text
 
-from .common import add_run_flags, check_run_flags, options_from, settings_from, table_options, unwritten_line
+from .common import add_run_flags, check_run_flags, options_from, say_unused_flags, settings_from, table_options, unwritten_line
 
 CLAIMS = ("table1", "fig3", "fig4", "profiles", "compression")
 TASKS = ("doublemoon", "spiral", "spiralhard")
@@ -95,6 +95,15 @@ def _grid_file(directory: Path, source: dict[str, Any], profile: str) -> dict[st
     grid["description"] = f"{source.get('description', '')} [awnn study, profile {profile}]".strip()
     write_atomic(directory / f"{grid['task']}-awnn.yaml", yaml.safe_dump(grid, sort_keys=False))
     return grid
+
+
+def claim_tasks(claim: str) -> list[str]:
+    """The tasks the study of `claim` runs."""
+    if claim == "compression":
+        from .study_compression import TASK
+
+        return [TASK]
+    return [FIG4_GRID["task"]] if claim == "fig4" else list(TASKS)
 
 
 def _study_grids(claim: str, profile: str, root: Path, grid_dir: str | None) -> tuple[Path, list[str]]:
@@ -189,6 +198,7 @@ def _print_table(claim: str, rows: list[dict[str, Any]], verdicts: dict[str, Any
 
 
 def run(args) -> int:
+    from ..budget import resolve_budget
     from ..errors import OptionError
     from ..sweep import Comparison
 
@@ -199,7 +209,13 @@ def run(args) -> int:
     bad = [p for p in profiles if p not in PROFILES]
     if bad or not profiles:
         raise OptionError(f"--profiles: expected a comma-separated list of {list(PROFILES)}, found {args.profiles!r}")
+    if args.task is not None:  # (it was "not used" until 2026-12-07: a study ran all its tasks while the user asked for one)
+        tasks = ", ".join(claim_tasks(args.claim))
+        raise OptionError(f"--task {args.task}: a study runs its own tasks ({args.claim}: {tasks}); leave --task out, or run AWNN on one "
+                          f"task with `awnn sweep --task {args.task} --strategy awnn`")
     check_run_flags(args)  # --cpus-per-trial 0, nan, ...: one line naming the flag, before anything starts
+    resolve_budget(args.budget)  # (a budget file's error before the notes below; each sweep reads it again)
+    say_unused_flags(args, ["awnn"], claim_tasks(args.claim), "a study")
     settings = settings_from(args)
     storage = settings.storage_path()
     root = (Path(storage) if "://" not in storage else Path.cwd() / "awnn-results") / "study-grids"
