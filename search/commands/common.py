@@ -48,7 +48,7 @@ def add_run_flags(p, task: bool = True) -> None:
                         "(measured: docs/design.md 'The --fuse default')")
     p.add_argument("--keep-denormals", action="store_true",
                    help="let trials compute on float denormals (slow on x86 CPUs; by default they are flushed to zero: docs/data.md 'Real datasets')")
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all); ignored with --address")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all); no effect with --address (a note says so)")
     p.add_argument("--grid-dir", default=None, help="folder with grid YAML files (default: the packaged search/grids)")
     p.add_argument("--data-root", default=None, help="folder with the datasets of the image, graph and text tasks (docs/domains.md); for --task table, "
                    "your CSV file, or a folder with table.csv, or with train.csv and test.csv (docs/data.md); "
@@ -168,8 +168,9 @@ def _option_users() -> dict[str, tuple[str, ...]]:
 
 def unused_flag_notes(args, strategies: list[str], tasks: list[str], what: str) -> list[str]:
     """The flags typed on a command that has no use for them, one note each: a strategy option for strategies it does not
-    run (a script that passes the same options to each strategy's sweep keeps working: a note, not an error), and
-    --data-root for tasks that read no files (generated from the seed, or scikit-learn's digits)."""
+    run (a script that passes the same options to each strategy's sweep keeps working: a note, not an error), --num-cpus
+    on a cluster (its nodes' CPUs are theirs), and --data-root for tasks that read no files (generated from the seed, or
+    scikit-learn's digits)."""
     from awnn.data import reads_files
 
     notes = []
@@ -179,6 +180,10 @@ def unused_flag_notes(args, strategies: list[str], tasks: list[str], what: str) 
         if for_them and not set(for_them) & set(strategies):
             notes.append(f"note: {flag} has no effect: it is for {_strategy_words(for_them)}, which {what} does not run "
                          f"(it runs {', '.join(strategies)})")
+    address = "--address" if getattr(args, "address", None) else "RAY_ADDRESS" if os.environ.get("RAY_ADDRESS") else None
+    if getattr(args, "num_cpus", None) is not None and address:
+        notes.append(f"note: --num-cpus has no effect on a cluster ({address}): its nodes have the CPUs they were started with "
+                     "(`ray start --num-cpus N`)")
     if getattr(args, "data_root", None) and not any(reads_files(t) for t in tasks):
         notes.append(f"note: --data-root has no effect: {'task ' + tasks[0] if len(tasks) == 1 else 'tasks ' + ', '.join(tasks)} "
                      f"{'reads' if len(tasks) == 1 else 'read'} no data files")

@@ -91,3 +91,19 @@ def test_a_sweep_says_the_flags_it_has_no_use_for_and_runs(tmp_path):
     assert notes == ["note: --tpe-trials has no effect: it is for strategy tpe, which this sweep does not run (it runs awnn)",
                      "note: --data-root has no effect: task doublemoon reads no data files"], p.stderr[-3000:]
     assert "awnn selection: 3/3 trials" in p.stderr, p.stderr[-3000:]
+
+
+@pytest.mark.parametrize("how", ["--address", "RAY_ADDRESS", "local"])
+def test_num_cpus_on_a_cluster_is_noted(monkeypatch, how):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    argv = ["--task", "doublemoon", "--strategies", "fixed", "--num-cpus", "2"]
+    if how == "--address":
+        argv += ["--address", "10.0.0.5:6379"]
+    elif how == "RAY_ADDRESS":
+        monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    notes = _notes("compare", argv, ["fixed"], ["doublemoon"])
+    if how == "local":
+        assert notes == []
+    else:
+        assert notes == [f"note: --num-cpus has no effect on a cluster ({how}): its nodes have the CPUs they were started with "
+                         "(`ray start --num-cpus N`)"]
