@@ -316,6 +316,25 @@ class TrainConfig:
         values = self.to_dict()
         return {k: values[k] for k in dict.fromkeys(keys)}
 
+    def unused_reason(self, key: str, kind: str) -> str | None:
+        """Why `key` changes nothing in this config on a task of `kind` (not among `applicable(kind)`), in words; None
+        where it applies."""
+        if key in self.applicable(kind):
+            return None
+        if key in AWNN_KEYS or key in PROFILE_KEYS or key in COMPRESSION_KEYS:
+            if self.model != "awnn":
+                return f"an AWNN key, and the model is {self.model}"
+            return "online compression is off (compress_start_epoch 0)"
+        if key in ("width", "layer_widths"):
+            return "an AWNN model learns its widths" if self.model == "awnn" else "layer_widths is not set"
+        if key in ("momentum", "adam_eps"):
+            return f"optimizer {self.optimizer} does not use it"
+        if key in ("lr_milestones", "lr_gamma"):
+            return f"lr_schedule {self.lr_schedule} does not use it"
+        if key in TABLE_KEYS:
+            return f"task {self.task} has no CSV file (task table only)"
+        return f"task {self.task} ({kind}) does not use it"
+
     def replace(self, **changes: Any) -> "TrainConfig":
         """A copy with `changes`; keys that came from the profile are resolved
         again (so replacing `awnn_profile` or `task` re-resolves them)."""

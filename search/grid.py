@@ -40,6 +40,7 @@ from .errors import GridError  # noqa: F401 - defined in search/errors.py, raise
 from .yamlfile import read_yaml_file
 
 from awnn.config import ConfigError, TrainConfig
+from awnn.data import task_kind
 
 __all__ = ["Grid", "GridError", "load_grid", "discover_grids", "find_grid", "grid_folder", "GRID_DIR", "GRID_STRATEGIES"]
 
@@ -158,11 +159,50 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
                     f"and an MLflow run); search fewer values, or split it into several grids", f"{size:,} ({lists})")
     g = Grid(path=Path(path), task=task, strategy=strategy, epochs=ints["epochs"], grid=grid, fixed=fixed,
              description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], folds=ints["folds"], cpu=dict(cpu), epochs_by_hidden_layers=dict(by_layers))
-    for i, cfg in enumerate(g.configs()):
-        _check(path, f"grid point {i}", cfg)
+    seen: dict[str, int] = {}  # what each config trains (the keys that apply to it) -> its first grid point
+    points = g.configs()
+    configs: list[TrainConfig] = []
+    twin = None
+    kind = task_kind(task)
+    for i, cfg in enumerate(points):
+        configs.append(_check(path, f"grid point {i}", cfg))
         if cpu:
             _check(path, f"grid point {i} with cpu", {**cfg, **cpu})
+        trains = repr(sorted(configs[-1].applicable(kind).items()))
+        if trains not in seen:
+            seen[trains] = i
+        elif twin is None:
+            twin = (seen[trains], i)
+    if twin is not None:
+        raise _twins(path, g, points, configs, *twin, different=len(seen))
     return g
+
+
+def _twins(path, g: Grid, points: list[dict], configs: list[TrainConfig], i: int, j: int, different: int) -> GridError:
+    """Grid points i and j train the same network: each such point would be a trial that costs as much as a real one,
+    and a fixed grid's cost is the baseline of every savings ratio.  Said of the grid's keys that change nothing in any
+    of its configs (all of them, with why), else of the keys that tell i and j apart."""
+    kind = task_kind(g.task)
+    never = {k: configs[0].unused_reason(k, kind) for k in g.grid if all(c.unused_reason(k, kind) for c in configs)}
+    if never:
+        said = "; ".join(f"{k}: {why}" if len(never) > 1 else why for k, why in never.items())
+        return GridError(f"{path}: key 'grid.{next(iter(never))}': expected keys that change the network trained, found "
+                         f"{', '.join(never)}, which change{'s' if len(never) == 1 else ''} nothing in any config of this grid "
+                         f"({said}); its {g.size:,} configs are {_networks(different)}, each trained as a trial that "
+                         f"costs as much: remove {', '.join(never)} from grid")
+    keys = [k for k in g.grid if repr(points[i][k]) != repr(points[j][k])]
+    values = " and ".join(f"{k} ({points[i][k]!r} and {points[j][k]!r})" for k in keys)
+    unused = {k: configs[i].unused_reason(k, kind) for k in keys if configs[i].unused_reason(k, kind)}
+    what = (f"which change nothing in them ({'; '.join(f'{k}: {why}' for k, why in unused.items())})" if unused
+            else "the same values once read")
+    return GridError(f"{path}: key 'grid.{(list(unused) or keys)[0]}': expected values that change the network trained, found "
+                     f"grid points {i} and {j} that differ only in {values}, {what}: they would train the same network twice; "
+                     f"the grid's {g.size:,} configs are {_networks(different)}, each trained as a trial that costs as "
+                     f"much: {'split the grid so that these keys vary only where they apply' if unused else 'write each value once'}")
+
+
+def _networks(n: int) -> str:
+    return "one network" if n == 1 else f"{n:,} different networks"
 
 
 def _did_you_mean(key: Any, choices) -> str:
@@ -243,12 +283,12 @@ def _sections(data: dict, path) -> tuple[dict, dict, dict]:
     return fixed, grid, cpu
 
 
-def _check(path, where: str, values: dict, only: str | None = None) -> None:
+def _check(path, where: str, values: dict, only: str | None = None) -> "TrainConfig | None":
     try:
-        TrainConfig.from_dict(values, source=str(path))
+        return TrainConfig.from_dict(values, source=str(path))
     except ConfigError as e:
         if only is not None and e.key not in (only, None):
-            return  # another key's problem: reported when that key or the combination is checked
+            return None  # another key's problem: reported when that key or the combination is checked
         key = where if where.startswith("grid.") or e.key is None else (f"{where}.{e.key}" if where in ("fixed", "cpu") else f"{where}: {e.key}")
         raise GridError(f"{path}: key {key!r}: expected {e.expected}, found {e.found!r}") from None
 

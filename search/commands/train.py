@@ -111,7 +111,8 @@ def run(args) -> int:
 
     check_task(args.task)
     values: dict = {"task": args.task, "model": args.model}
-    values.update(parse_sets(args.sets))
+    sets = parse_sets(args.sets)
+    values.update(sets)
     if args.epochs is not None:
         values["epochs"] = args.epochs
     if args.seed is not None:
@@ -139,6 +140,14 @@ def run(args) -> int:
             built = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
             raise OptionError(f"device=cuda: torch sees no CUDA device on this machine (torch {torch.__version__}, {built}); "
                               "use device=cpu or auto")
+    from awnn.data import reads_files, task_kind
+
+    for key, value in sets.items():  # (a key the model does not use: trained as without it, so said)
+        why = config.unused_reason(key, task_kind(config.task)) if key in TrainConfig.keys() else None
+        if why is not None:
+            print(f"note: --set {key}={value} has no effect: {why}", file=sys.stderr, flush=True)
+    if args.data_root is not None and not reads_files(config.task):
+        print(f"note: --data-root has no effect: task {config.task} reads no data files", file=sys.stderr, flush=True)
     if not args.quiet:
         shown = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
         print(f"config (defaults from {source}; flags and --set override them): {shown}", file=sys.stderr, flush=True)

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from awnn.config import TrainConfig
+from awnn.data import task_kind
 from search.grid import TOP_KEYS, Grid, GridError, load_grid
 
 CONFIG_KEYS = sorted(TrainConfig.keys())
@@ -47,8 +48,8 @@ def _load(tmp_path, text: str):
     assert isinstance(g, Grid) and g.size >= 1
     configs = g.configs()
     assert len(configs) == g.size
-    for cfg in configs:
-        TrainConfig.from_dict(cfg)  # every point is a valid config
+    trains = [repr(sorted(TrainConfig.from_dict(cfg).applicable(task_kind(g.task)).items())) for cfg in configs]  # (valid configs)
+    assert len(set(trains)) == len(trains), "two points of a loaded grid train the same network"  # (search/grid.py _twins)
     return g
 
 

@@ -107,3 +107,15 @@ def test_num_cpus_on_a_cluster_is_noted(monkeypatch, how):
     else:
         assert notes == [f"note: --num-cpus has no effect on a cluster ({how}): its nodes have the CPUs they were started with "
                          "(`ray start --num-cpus N`)"]
+
+
+def test_awnn_train_says_a_set_key_and_a_data_root_it_has_no_use_for(tmp_path):
+    p = run_awnn(["train", "--task", "doublemoon", "--model", "fixed", "--epochs", "1", "--quiet", "--set", "rate=0.5", "--set", "lr=0.05",
+                  "--data-root", str(tmp_path)], cwd=tmp_path, timeout=120, check=True)
+    notes = [line for line in p.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == ["note: --set rate=0.5 has no effect: an AWNN key, and the model is fixed",
+                     "note: --data-root has no effect: task doublemoon reads no data files"], p.stderr[-2000:]
+    p = run_awnn(["train", "--task", "doublemoon", "--model", "awnn", "--epochs", "1", "--quiet", "--set", "width=32"], cwd=tmp_path,
+                 timeout=120, check=True)
+    assert [line for line in p.stderr.splitlines() if line.startswith("note: ")] == [
+        "note: --set width=32 has no effect: an AWNN model learns its widths"], p.stderr[-2000:]
