@@ -159,26 +159,34 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
                     f"and an MLflow run); search fewer values, or split it into several grids", f"{size:,} ({lists})")
     g = Grid(path=Path(path), task=task, strategy=strategy, epochs=ints["epochs"], grid=grid, fixed=fixed,
              description=description, patience=ints["patience"], retrain_runs=ints["retrain_runs"], folds=ints["folds"], cpu=dict(cpu), epochs_by_hidden_layers=dict(by_layers))
-    seen: dict[str, int] = {}  # what each config trains (the keys that apply to it) -> its first grid point
     points = g.configs()
-    configs: list[TrainConfig] = []
-    twin = None
-    kind = task_kind(task)
+    configs, on_cpu = [], []
     for i, cfg in enumerate(points):
         configs.append(_check(path, f"grid point {i}", cfg))
         if cpu:
-            _check(path, f"grid point {i} with cpu", {**cfg, **cpu})
-        trains = repr(sorted(configs[-1].applicable(kind).items()))
-        if trains not in seen:
-            seen[trains] = i
-        elif twin is None:
-            twin = (seen[trains], i)
-    if twin is not None:
-        raise _twins(path, g, points, configs, *twin, different=len(seen))
+            on_cpu.append(_check(path, f"grid point {i} with cpu", {**cfg, **cpu}))
+    for variant, where in ((configs, ""), (on_cpu, " with its cpu values (the CPU budgets')")):
+        twin = _first_twin(variant, task_kind(task))
+        if twin is not None:
+            raise _twins(path, g, points, variant, *twin, where=where)
     return g
 
 
-def _twins(path, g: Grid, points: list[dict], configs: list[TrainConfig], i: int, j: int, different: int) -> GridError:
+def _first_twin(configs: list[TrainConfig], kind: str) -> tuple[int, int, int] | None:
+    """(i, j, n): the first grid point j that trains the same network as an earlier one, i (the keys that apply to
+    them are equal: TrainConfig.applicable), and how many different networks the grid trains; None where none."""
+    seen: dict[str, int] = {}
+    twin = None
+    for j, config in enumerate(configs):
+        trains = repr(sorted(config.applicable(kind).items()))
+        if trains not in seen:
+            seen[trains] = j
+        elif twin is None:
+            twin = (seen[trains], j)
+    return None if twin is None else (*twin, len(seen))
+
+
+def _twins(path, g: Grid, points: list[dict], configs: list[TrainConfig], i: int, j: int, different: int, where: str = "") -> GridError:
     """Grid points i and j train the same network: each such point would be a trial that costs as much as a real one,
     and a fixed grid's cost is the baseline of every savings ratio.  Said of the grid's keys that change nothing in any
     of its configs (all of them, with why), else of the keys that tell i and j apart."""
@@ -187,7 +195,7 @@ def _twins(path, g: Grid, points: list[dict], configs: list[TrainConfig], i: int
     if never:
         said = "; ".join(f"{k}: {why}" if len(never) > 1 else why for k, why in never.items())
         return GridError(f"{path}: key 'grid.{next(iter(never))}': expected keys that change the network trained, found "
-                         f"{', '.join(never)}, which change{'s' if len(never) == 1 else ''} nothing in any config of this grid "
+                         f"{', '.join(never)}, which change{'s' if len(never) == 1 else ''} nothing in any config of this grid{where} "
                          f"({said}); its {g.size:,} configs are {_networks(different)}, each trained as a trial that "
                          f"costs as much: remove {', '.join(never)} from grid")
     keys = [k for k in g.grid if repr(points[i][k]) != repr(points[j][k])]
@@ -196,7 +204,7 @@ def _twins(path, g: Grid, points: list[dict], configs: list[TrainConfig], i: int
     what = (f"which change nothing in them ({'; '.join(f'{k}: {why}' for k, why in unused.items())})" if unused
             else "the same values once read")
     return GridError(f"{path}: key 'grid.{(list(unused) or keys)[0]}': expected values that change the network trained, found "
-                     f"grid points {i} and {j} that differ only in {values}, {what}: they would train the same network twice; "
+                     f"grid points {i} and {j}{where} that differ only in {values}, {what}: they would train the same network twice; "
                      f"the grid's {g.size:,} configs are {_networks(different)}, each trained as a trial that costs as "
                      f"much: {'split the grid so that these keys vary only where they apply' if unused else 'write each value once'}")
 

@@ -91,3 +91,13 @@ def _product(lists):
     import itertools
 
     return list(itertools.product(*lists))
+
+
+def test_twins_under_the_cpu_budgets_values_are_refused_too():
+    """The quick and smoke budgets train a grid's `cpu` values: a grid distinct as written can have twins there."""
+    spec = _grid("fixed", {"model": "fixed", "width": 8, "optimizer": "sgd"}, {"momentum": [0.5, 0.9]})
+    assert grid_from_dict(spec).size == 2
+    with pytest.raises(GridError) as e:
+        grid_from_dict({**spec, "cpu": {"optimizer": "adam"}})
+    assert ("key 'grid.momentum': expected keys that change the network trained, found momentum, which changes nothing in any "
+            "config of this grid with its cpu values (the CPU budgets') (optimizer adam does not use it)") in str(e.value), str(e.value)
