@@ -41,7 +41,7 @@ def add_run_flags(p, task: bool = True) -> None:
                    help="end the process of a running trial that has reported nothing for this long (with the same 10x-gap "
                         "and --report-interval allowance), so that Ray Tune retries it from its last checkpoint; for sweeps "
                         "nobody watches (default 0: never)")
-    p.add_argument("--fuse", type=fuse_flag, default="auto", metavar="N|auto",
+    p.add_argument("--fuse", type=fuse_flag, default="auto", metavar="N|auto", action=_Noted,
                    help="train up to N fixed-grid selection configs of one shape as one stacked model in one Ray trial "
                         "(each keeps its own MLflow run; docs/design.md 'Fused trials'); 1 = one config per trial; "
                         f"auto (default): {AUTO_FUSE_GPU} on GPU trials (--gpus-per-trial > 0), {AUTO_FUSE_CPU} on CPUs "
@@ -161,7 +161,8 @@ def _option_users() -> dict[str, tuple[str, ...]]:
     from ..strategies import REGISTRY, STOCHASTIC
 
     stops_early = tuple(s for s, f in REGISTRY.items() if f.stops_early)
-    return {"seed": STOCHASTIC, "repeats": STOCHASTIC, "tpe_trials": ("tpe",), "tpe_window": ("tpe",), "optuna_storage": ("tpe",),
+    fused = tuple(s for s, f in REGISTRY.items() if f.fuses and f.grid == "fixed")  # (the stack trains fixed-width MLPs)
+    return {"fuse": fused, "seed": STOCHASTIC, "repeats": STOCHASTIC, "tpe_trials": ("tpe",), "tpe_window": ("tpe",), "optuna_storage": ("tpe",),
             "random_trials": ("random",), "asha_grace_period": stops_early, "asha_reduction_factor": stops_early,
             "fixedplus_widths": ("fixedplus",)}
 

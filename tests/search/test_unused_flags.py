@@ -17,7 +17,7 @@ from search.strategies import REGISTRY
 
 from awnn.data import GENERATORS, TASKS, reads_files
 
-_VALUES = {"seed": "3", "repeats": "2", "tpe_trials": "5", "tpe_window": "2", "optuna_storage": "sqlite:///o.db", "random_trials": "4",
+_VALUES = {"fuse": "4", "seed": "3", "repeats": "2", "tpe_trials": "5", "tpe_window": "2", "optuna_storage": "sqlite:///o.db", "random_trials": "4",
            "asha_grace_period": "2", "asha_reduction_factor": "2", "fixedplus_widths": "per-layer"}
 
 
@@ -27,7 +27,7 @@ def _sub(command: str) -> argparse.ArgumentParser:
 
 
 def _strategy_flags(command: str) -> dict[str, str]:
-    """dest -> flag of every option in the command's "search strategies" group, as its --help lists them."""
+    """dest -> flag of every option in the command's "search strategies" group, as its --help lists them (and --fuse)."""
     group = next(g for g in _sub(command)._action_groups if g.title.startswith("search strategies"))
     return {a.dest: a.option_strings[0] for a in group._group_actions}
 
@@ -40,14 +40,14 @@ def _notes(command: str, argv: list[str], strategies: list[str], tasks: list[str
 @pytest.mark.parametrize("command", ["sweep", "compare", "study"])
 def test_every_strategy_option_names_the_strategies_that_read_it(command):
     flags = _strategy_flags(command)
-    assert set(flags) == set(_option_users()) == set(_VALUES), (sorted(flags), sorted(_option_users()))
+    assert set(flags) | {"fuse"} == set(_option_users()) == set(_VALUES), (sorted(flags), sorted(_option_users()))  # (--fuse: fixed only)
     for dest, users in _option_users().items():
         assert users and set(users) <= set(REGISTRY), (dest, users)
 
 
 @pytest.mark.parametrize("dest", sorted(_VALUES))
 def test_a_strategy_option_for_no_strategy_that_runs_is_one_note_and_for_one_that_does_none(dest):
-    flag = _strategy_flags("sweep")[dest]
+    flag = {**_strategy_flags("sweep"), "fuse": "--fuse"}[dest]
     users = _option_users()[dest]
     others = [s for s in REGISTRY if s not in users]
     argv = ["--task", "doublemoon", "--strategy", "x", flag, _VALUES[dest]]
