@@ -89,6 +89,15 @@ class Budget:
         if self.train_seed:
             self.seed(self.runs(grid))
 
+    def check_folds(self, task: str, source: str) -> None:
+        """A budget file's `folds` (`source`: the file) must be 1 or task `task`'s own outer folds, as a grid's must
+        (search/grid.py; before, `folds: 10` on a hold-out task ended in an AttributeError from the data check)."""
+        from .grid import folds_refused
+
+        expected = folds_refused(task, self.folds) if self.folds is not None else None
+        if expected:
+            raise BudgetError(f"{source}: key 'folds': expected {expected}, found {self.folds}")
+
     def with_train_seed(self, seed: int | None) -> "Budget":
         """This budget with `--train-seed seed` (None: unchanged), checked so that
         every seed of the draw stays a valid seed (TRAIN_SEED_MAX)."""

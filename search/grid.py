@@ -213,6 +213,16 @@ def _networks(n: int) -> str:
     return "one network" if n == 1 else f"{n:,} different networks"
 
 
+def folds_refused(task: str, folds: int) -> str | None:
+    """What outer folds task `task` takes, where `folds` is not among them (a grid's or a budget's `folds`); else None."""
+    from awnn.data import TASKS
+
+    task_folds = getattr(TASKS.get(task), "folds", 1)
+    if folds == 1 or folds == task_folds:
+        return None
+    return f"1 (a hold-out) or {task_folds} (task {task}'s outer folds)" if task_folds > 1 else f"1 (task {task} has one hold-out split)"
+
+
 def _did_you_mean(key: Any, choices) -> str:
     hint = difflib.get_close_matches(str(key), sorted(choices) if not isinstance(choices, dict) else list(choices), n=1)
     return f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -238,9 +248,8 @@ def _top_level(data: dict, path) -> tuple[str, str, str, dict[str, int], dict]:
             raise _fail(path, key, f"an integer >= {minimum}", value)
         ints[key] = value
 
-    task_folds = getattr(TASKS[task], "folds", 1)
-    if ints["folds"] != 1 and ints["folds"] != task_folds:
-        expected = f"1 (a hold-out) or {task_folds} (task {task}'s outer folds)" if task_folds > 1 else f"1 (task {task} has one hold-out split)"
+    expected = folds_refused(task, ints["folds"])
+    if expected:
         raise _fail(path, "folds", expected, ints["folds"])
     if ints["folds"] > 1:
         for section in ("fixed", "grid"):

@@ -106,7 +106,10 @@ class Comparison:
         self.kind = kind
         self.stream = stream or sys.stderr
         self.options = options or StrategyOptions()
-        self.budget = with_protocol(resolve_budget(budget), protocol, task).with_train_seed(train_seed)
+        read = resolve_budget(budget)
+        if protocol is None:  # (a file's folds; --protocol, which replaces them, is checked by with_protocol, a grid's as it loads)
+            read.check_folds(task, budget)
+        self.budget = with_protocol(read, protocol, task).with_train_seed(train_seed)
         self.arms: list[Arm] = make_arms(task, self.strategies, self.options, self.budget, grid_dir)
         self.arm = {a.name: a for a in self.arms}
         self.grids = {a.name: a.grid for a in self.arms}

@@ -12,7 +12,7 @@ import pytest
 
 from awnn.data.graphs import FOLDS, fold_assignment, folds_digest, tu_fold_splits
 from search.budget import BUDGETS, resolve_budget
-from search.errors import OptionError
+from search.errors import BudgetError, OptionError
 from search.grid import GridError, grid_from_dict
 from search.phases import PhasedSearcher
 from search.protocol import fold_assessment_specs, most_selected, per_fold, protocol_name, select_by_fold, summarize_assessment
@@ -111,6 +111,41 @@ def test_budget_file_and_grid_key_folds(tmp_path):
         grid_from_dict({**base, "task": "doublemoon", "fixed": {"model": "awnn"}, "grid": {"rate": [0.1]}, "folds": 10})
     with pytest.raises(GridError, match=r"key 'fixed.fold': expected no fold: with folds: 10 the protocol trains every fold"):
         grid_from_dict({**base, "folds": 10, "fixed": {"model": "awnn", "fold": 3}})
+
+
+@pytest.mark.parametrize("task,folds,expected", [
+    ("doublemoon", 10, "1 (task doublemoon has one hold-out split)"), ("spiralhard", 2, "1 (task spiralhard has one hold-out split)"),
+    ("nci1", 3, "1 (a hold-out) or 10 (task nci1's outer folds)"), ("nci1", 10, None), ("doublemoon", 1, None), ("nci1", 1, None),
+])
+def test_a_budget_files_folds_are_checked_against_the_task_as_a_grids_are(tmp_path, task, folds, expected):
+    """Before (2026-12-07): `folds: 10` in a budget file on a hold-out task ended `awnn compare` in an AttributeError from
+    the driver's data check ('TensorTask' object has no attribute 'folds_digest'); a grid's `folds` and --protocol were
+    checked, a budget file's were not."""
+    f = tmp_path / "b.yaml"
+    f.write_text(f"epoch_scale: 0\nmin_epochs: 2\nmax_epochs: 2\nfolds: {folds}\n")
+    budget = resolve_budget(str(f))
+    if expected is None:
+        budget.check_folds(task, str(f))
+        return
+    with pytest.raises(BudgetError) as e:
+        budget.check_folds(task, str(f))
+    assert str(e.value) == f"{f}: key 'folds': expected {expected}, found {folds}"
+
+
+def test_a_budget_files_wrong_folds_end_a_comparison_in_one_line_and_protocol_replaces_them(tmp_path):
+    from conftest import run_awnn
+    from search.sweep import Comparison
+    from search.tune import RunSettings
+
+    f = tmp_path / "b10.yaml"
+    f.write_text("epoch_scale: 0\nmin_epochs: 2\nmax_epochs: 2\nretrain_runs: 1\nfolds: 10\n")
+    p = run_awnn(["compare", "--task", "doublemoon", "--budget", str(f), "--num-cpus", "2"], cwd=tmp_path, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        f"awnn compare: error: {f}: key 'folds': expected 1 (task doublemoon has one hold-out split), found 10"], p.stderr[-3000:]
+    assert not (tmp_path / "mlflow.db").exists()
+    c = Comparison("doublemoon", ["fixed", "awnn"], str(f), RunSettings(storage=str(tmp_path / "results")),
+                   tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", protocol="holdout")  # (nothing starts before run())
+    assert c.folds == 1
 
 
 def fold_score(spec: dict) -> dict:
