@@ -83,6 +83,7 @@ class Grid:
     folds: int = 1  # outer folds of the paper's risk assessment (1: the hold-out split)
     cpu: dict[str, Any] = field(default_factory=dict)  # config values of the CPU budgets (search/budget.py `cpu`)
     epochs_by_hidden_layers: dict[int, int] = field(default_factory=dict)
+    idle: dict[str, str] = field(default_factory=dict)  # "fixed.<key>"/"cpu.<key>" -> why it changes no config (a driver's note)
 
     def epochs_for(self, config: dict[str, Any]) -> int:
         """The paper's epochs for one config (`epochs`, or its hidden_layers' entry)."""
@@ -169,7 +170,19 @@ def grid_from_dict(data: Any, path: str | Path = "<grid>") -> Grid:
         twin = _first_twin(variant, task_kind(task))
         if twin is not None:
             raise _twins(path, g, points, variant, *twin, where=where)
+    g.idle = _idle(fixed, configs, "fixed", task) | _idle(cpu, on_cpu, "cpu", task)
     return g
+
+
+def _idle(section: dict, configs: list[TrainConfig], name: str, task: str) -> dict[str, str]:
+    """The keys of a `fixed` or `cpu` section that change nothing in any of the grid's configs, with why: harmless (every
+    config has the same value), but not what the file's writer meant, so a driver says so (search/sweep.py)."""
+    kind = task_kind(task)
+    out = {}
+    for key in section:
+        if key != "model" and configs and all(c.unused_reason(key, kind) for c in configs):
+            out[f"{name}.{key}"] = configs[0].unused_reason(key, kind)
+    return out
 
 
 def _first_twin(configs: list[TrainConfig], kind: str) -> tuple[int, int, int] | None:

@@ -145,6 +145,9 @@ class Comparison:
         self._finishing = False
         if resume:
             self._check_resumable()
+        for g in grids:  # (keys that change no config: harmless, so a note, once every check has passed)
+            for key, why in g.idle.items():
+                self.log(f"note: {g.path}: {key} has no effect: {why}")
 
     def _check_resumable(self) -> None:
         """`--resume` of a comparison another driver still works on fails here,

@@ -101,3 +101,15 @@ def test_twins_under_the_cpu_budgets_values_are_refused_too():
         grid_from_dict({**spec, "cpu": {"optimizer": "adam"}})
     assert ("key 'grid.momentum': expected keys that change the network trained, found momentum, which changes nothing in any "
             "config of this grid with its cpu values (the CPU budgets') (optimizer adam does not use it)") in str(e.value), str(e.value)
+
+
+def test_a_fixed_or_cpu_key_that_changes_no_config_is_kept_for_the_drivers_note():
+    """Harmless (every config has the same value), so a note, not an error: one fixed section shared by a fixed and an
+    AWNN grid is a common way to write them (tests/system/test_gpu_ray.py does)."""
+    g = grid_from_dict(_grid("awnn", {**AWNN, "width": 16, "momentum": 0.9}, {"activation": ["relu", "tanh"]}))
+    assert g.idle == {"fixed.width": "an AWNN model learns its widths", "fixed.momentum": "optimizer adam does not use it"}
+    g = grid_from_dict(_grid("fixed", {"model": "fixed", "width": 8}, {"optimizer": ["adam", "sgd"]}) | {"cpu": {"momentum": 0.5}})
+    assert g.idle == {}  # momentum applies to the sgd configs
+    g = grid_from_dict(_grid("fixed", FIXED, {"lr": [0.1, 0.01]}) | {"cpu": {"rate": 0.5}})
+    assert g.idle == {"cpu.rate": "an AWNN key, and the model is fixed"}
+    assert grid_from_dict(_grid("fixed", FIXED, {"lr": [0.1, 0.01]})).idle == {}

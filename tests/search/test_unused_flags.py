@@ -82,13 +82,16 @@ def test_a_study_refuses_task_in_one_line_naming_its_own_tasks(tmp_path):
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "awnn-results").exists()
 
 
-def test_a_sweep_says_the_flags_it_has_no_use_for_and_runs(tmp_path):
-    grids, budget = write_inputs(tmp_path, epochs=1)
+def test_a_sweep_says_the_flags_and_grid_keys_it_has_no_use_for_and_runs(tmp_path):
+    from fault_helpers import GRID
+
+    grids, budget = write_inputs(tmp_path, epochs=1, grid=GRID.replace("fixed: {model: awnn,", "fixed: {model: awnn, width: 16,"))
     p = run_awnn(["sweep", "--task", "doublemoon", "--strategy", "awnn", "--budget", str(budget), "--grid-dir", str(grids),
                   "--storage", str(tmp_path / "results"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--num-cpus", "2",
                   "--tpe-trials", "5", "--data-root", str(tmp_path)], cwd=tmp_path, check=True)
     notes = [line for line in p.stderr.splitlines() if line.startswith("note: ")]
-    assert notes == ["note: --tpe-trials has no effect: it is for strategy tpe, which this sweep does not run (it runs awnn)",
+    assert notes == [f"note: {grids / 'doublemoon-awnn.yaml'}: fixed.width has no effect: an AWNN model learns its widths",
+                     "note: --tpe-trials has no effect: it is for strategy tpe, which this sweep does not run (it runs awnn)",
                      "note: --data-root has no effect: task doublemoon reads no data files"], p.stderr[-3000:]
     assert "awnn selection: 3/3 trials" in p.stderr, p.stderr[-3000:]
 
