@@ -103,7 +103,7 @@ def print_summary(comparison, results, stream=None, summary: dict | None = None)
     and total savings with their 95% intervals, and each arm's selected
     config, wrapped.  `summary`: summary.json's content when the caller has
     it (else read back from MLflow: `terminal_summary`), so the numbers are the report's."""
-    from tracking.savings import fsavings, fx
+    from tracking.savings import fci, fsavings, fx
 
     out = stream or sys.stdout
     summary = summary if summary is not None else terminal_summary(comparison, results)
@@ -146,12 +146,12 @@ def print_summary(comparison, results, stream=None, summary: dict | None = None)
                               f"re-training, whose learned width it re-trains at)", "", " "):
                 print(text, file=out)
     if sv:
-        has_ci = any(None not in (v.get("selection_ci") or [None]) for v in sv.values())
+        has_ci = any(v.get("selection_ci") and None not in v["selection_ci"] for v in sv.values())  # (None: MLflow not read)
         for text in _wrap(f"savings vs {base} = {base}'s device-hours / the arm's (> 1: the arm is that many times cheaper)"
                           + (", with 95% bootstrap CIs:" if has_ci else " (MLflow not read: no CIs here; `awnn report` gives them):"), ""):
             print(text, file=out)
         for arm, v in sv.items():
-            ci = {k: f" ({fx(v[k][0])} to {fx(v[k][1])})" if v.get(k) and None not in v[k] else "" for k in ("selection_ci", "total_ci")}
+            ci = {k: f" ({fci(v[k])})" if v.get(k) and None not in v[k] else "" for k in ("selection_ci", "total_ci")}
             for text in _wrap(f"selection {fsavings(v.get('selection'))}{ci['selection_ci']}; with re-training "
                               f"{fsavings(v.get('total'))}{ci['total_ci']}", f"  {arm:<{w}} "):
                 print(text, file=out)

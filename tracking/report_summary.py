@@ -9,7 +9,7 @@ from typing import Any
 
 from . import analysis as A
 from .fmt import _finite, fh, fnum, fpct, fratio, plural
-from .savings import WHAT, fsavings, fx
+from .savings import NO_CI, WHAT, ci_known, fci, fsavings, fx
 
 __all__ = ["early_stopped", "verdict_section", "summary_section", "savings_section"]
 
@@ -48,10 +48,12 @@ def _savings_items(summary: dict[str, Any]) -> list[str]:
     base = summary.get("baseline")
     items = []
     for arm, sv in (summary.get("savings") or {}).items():
-        items.append(f"**`{arm}` vs `{base}`.** Model selection {fsavings(sv['selection'])} (95% bootstrap CI {fx(sv['selection_ci'][0])} to "
-                     f"{fx(sv['selection_ci'][1])}; {fh(sv['selection_hours'])} vs {fh(sv['baseline_selection_hours'])} device-hours over "
-                     f"{sv['selection_trials']} and {sv['baseline_selection_trials']} trials); with re-training {fsavings(sv['total'])} "
-                     f"(CI {fx(sv['total_ci'][0])} to {fx(sv['total_ci'][1])}; {fh(sv['total_hours'])} vs {fh(sv['baseline_total_hours'])} device-hours).")
+        sel_ci = f"95% bootstrap CI {fci(sv['selection_ci'])}" if ci_known(sv["selection_ci"]) else NO_CI
+        tot_ci = f"CI {fci(sv['total_ci'])}" if ci_known(sv["total_ci"]) else NO_CI
+        items.append(f"**`{arm}` vs `{base}`.** Model selection {fsavings(sv['selection'])} ({sel_ci}; {fh(sv['selection_hours'])} vs "
+                     f"{fh(sv['baseline_selection_hours'])} device-hours over {sv['selection_trials']} and {sv['baseline_selection_trials']} "
+                     f"trials); with re-training {fsavings(sv['total'])} ({tot_ci}; {fh(sv['total_hours'])} vs {fh(sv['baseline_total_hours'])} "
+                     f"device-hours).")
     if items:
         items.insert(0, f"**Savings vs `{base}`** ({WHAT.get(base, base)}, the baseline): its device-hours / the arm's, so above 1 the arm is "
                         "that many times cheaper, below 1 dearer.")
@@ -118,8 +120,8 @@ def savings_section(a: A.Analysis, summary: dict[str, Any]) -> list[tuple]:
     doc: list[tuple] = [("h2", f"Savings vs `{base}`" if base else "Savings")]
     sv = summary.get("savings") or {}
     if sv:
-        rows = [[arm, f"{fh(r['selection_hours'])} / {fh(r['baseline_selection_hours'])}", f"{fx(r['selection'])} [{fx(r['selection_ci'][0])}, {fx(r['selection_ci'][1])}]",
-                 f"{fh(r['total_hours'])} / {fh(r['baseline_total_hours'])}", f"{fx(r['total'])} [{fx(r['total_ci'][0])}, {fx(r['total_ci'][1])}]",
+        rows = [[arm, f"{fh(r['selection_hours'])} / {fh(r['baseline_selection_hours'])}", f"{fx(r['selection'])} [{fci(r['selection_ci'], ', ')}]",
+                 f"{fh(r['total_hours'])} / {fh(r['baseline_total_hours'])}", f"{fx(r['total'])} [{fci(r['total_ci'], ', ')}]",
                  f"{r['selection_trials']} / {r['baseline_selection_trials']}"] for arm, r in sv.items()]
         doc.append(("table", ["arm", f"selection device-h (arm / {base})", f"selection savings vs {base} [95% CI]", f"total device-h (arm / {base})",
                               f"total savings vs {base} [95% CI]", f"selection trials (arm / {base})"], rows))

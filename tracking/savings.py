@@ -12,7 +12,13 @@ report, summary.json (`baseline`), the comparison run's metric names
 Two savings per arm: *selection* (selection trials only) and *total*
 (selection + re-training), each with a percentile bootstrap interval over
 trials: each arm's trials are resampled with replacement within their
-phase (same counts), B times, and the savings recomputed.  An arm without a
+phase (same counts), B times, and the savings recomputed.  A phase of one
+trial resamples to itself: where every phase a ratio sums has at most one
+trial on both sides, the interval has no width and says nothing, so it is
+none (NaN, null in summary.json, "no CI" on the screens; before 2026-12-07 a
+one-config comparison's verdict read its zero-width interval as "the whole
+95% CI is below 1: dearer"); where one side has one trial, `savings_notes`
+says the interval resamples the other side's trials only.  An arm without a
 search of its own (fixedplus) counts the whole search of the arm it
 derives from in its selection.
 
@@ -31,7 +37,8 @@ import pandas as pd
 from .contract import PHASES
 from .reader import ComparisonData
 
-__all__ = ["BASELINES", "DIGITS", "baseline_of", "rounded", "fx", "fsavings", "savings", "savings_notes", "savings_block", "SAVINGS_COLUMNS"]
+__all__ = ["BASELINES", "DIGITS", "NO_CI", "baseline_of", "rounded", "fx", "fsavings", "ci_known", "fci", "savings", "savings_notes", "savings_block",
+           "SAVINGS_COLUMNS"]
 
 BASELINES = ("fixed", "awnn")  # the first of these the comparison ran is its baseline
 DIGITS = 3  # significant digits of every savings number shown or stored
@@ -61,6 +68,19 @@ def fx(x: Any) -> str:
     if v == 0:
         return "0x"
     return f"{v:.{max(0, DIGITS - 1 - math.floor(math.log10(abs(v))))}f}x"
+
+
+NO_CI = "no CI: one trial a phase on each side"
+
+
+def ci_known(ci: Any) -> bool:
+    """`ci` is an interval: two finite numbers (not a missing or a zero-information one, `savings`)."""
+    return isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_finite(x) for x in ci)
+
+
+def fci(ci: Any, sep: str = " to ") -> str:
+    """An interval as shown: `5.06x to 5.41x`, or NO_CI."""
+    return f"{fx(ci[0])}{sep}{fx(ci[1])}" if ci_known(ci) else NO_CI
 
 
 def fsavings(x: Any) -> str:
@@ -137,6 +157,10 @@ def savings(data: ComparisonData, baseline: str | None = None, n_boot: int = 200
             r_sel = np.where(sel > 0, b_sel / sel, np.nan)
             r_tot = np.where(sel + ass > 0, (b_sel + b_ass) / (sel + ass), np.nan)
         (lo_s, hi_s), (lo_t, hi_t) = ci(r_sel), ci(r_tot)
+        if max(len(base["selection"]), len(mine["selection"])) < 2:  # every resample the same: no interval (module docstring)
+            lo_s = hi_s = math.nan
+        if max(len(x) for x in (*base.values(), *mine.values())) < 2:
+            lo_t = hi_t = math.nan
         h_sel, h_tot = float(mine["selection"].sum()), float(mine["selection"].sum() + mine["assessment"].sum())
         hb_sel, hb_tot = float(base["selection"].sum()), float(base["selection"].sum() + base["assessment"].sum())
         rows.append({
@@ -159,9 +183,19 @@ def savings_notes(data: ComparisonData, baseline: str | None = None) -> list[str
                 f"neither (arms: {', '.join(data.strategies) or 'none'})."]
     if len(data.strategies) < 2:
         return [f"No savings: the comparison has no arm besides the baseline `{baseline}`."]
+    notes = []
     if baseline != BASELINES[0]:
-        return [f"The comparison did not run `fixed` ({WHAT['fixed']}): savings are against `{baseline}` ({WHAT.get(baseline, baseline)})."]
-    return []
+        notes.append(f"The comparison did not run `fixed` ({WHAT['fixed']}): savings are against `{baseline}` ({WHAT.get(baseline, baseline)}).")
+    base = len(arm_costs(data, baseline, "selection"))
+    for arm in data.strategies:
+        mine = len(arm_costs(data, arm, "selection"))
+        if arm == baseline or not base or not mine or (base < 2 and mine < 2):
+            continue  # (none at all: no savings; one on each side: no interval, NO_CI says so)
+        if min(base, mine) < 2:
+            one, other = (arm, baseline) if mine < 2 else (baseline, arm)
+            notes.append(f"`{one}`'s model selection is one trial: the selection interval of `{arm}` resamples `{other}`'s trials only, "
+                         f"taking that one trial's cost as exact (its spread is unknown).")
+    return notes
 
 
 def savings_block(row: pd.Series | dict) -> dict[str, Any]:

@@ -116,3 +116,41 @@ def test_projection_grows_as_w_to_the_l_for_the_fixed_grid_only():
     assert table["fixed_hours"].tolist() == pytest.approx([6, 18, 54])
     assert table["awnn_hours"].tolist() == pytest.approx([4, 4, 4])
     assert table["fixed_per_trial_measured"].tolist() == [True, False, False]
+
+
+def test_one_trial_a_phase_on_each_side_gives_no_interval_and_no_verdict_on_it():
+    """Before (2026-12-07): a one-config comparison (one selection trial and one re-training run an arm) showed
+    "0.307x (95% CI 0.307x to 0.307x)" and its verdict read that zero-width interval as "the whole 95% CI is below 1:
+    dearer"; one trial resamples to itself, so the interval says nothing."""
+    from tracking.report_summary import _savings_items
+    from tracking.savings import NO_CI
+
+    rows = [_run(s, "selection", "sel-0", h, best_val_acc=0.9) for s, h in (("fixed", 3.0), ("awnn", 1.0))]
+    rows += [_run(s, "assessment", "ass-01", h, test_acc=0.9) for s, h in (("fixed", 2.0), ("awnn", 1.0))]
+    sv = A.savings(_data(rows), n_boot=200).iloc[0]
+    assert sv["selection"] == pytest.approx(3.0) and sv["total"] == pytest.approx(2.5)
+    assert all(math.isnan(sv[k]) for k in ("selection_lo", "selection_hi", "total_lo", "total_hi"))
+    s = A.summarize(A.analyze(_data(rows), n_boot=50, n_orders=10))
+    assert s["savings"]["awnn"]["selection_ci"] == s["savings"]["awnn"]["total_ci"]
+    assert not any(math.isfinite(x) for x in s["savings"]["awnn"]["total_ci"] if x is not None)
+    text = s["verdict"]["text"]
+    assert "`awnn` is the cheapest arm" in text and "2.50x cheaper than `fixed`" in text and "CI" not in text, text
+    items = " ".join(_savings_items(s))
+    assert items.count(NO_CI) == 2 and "to n/a" not in items and "n/a to" not in items, items
+    assert s["savings_notes"] == []  # (one on each side: NO_CI says it)
+
+
+@pytest.mark.parametrize("single", ["awnn", "fixed"])
+def test_one_selection_trial_on_one_side_keeps_the_interval_and_says_whose_trials_it_resamples(single):
+    rng = np.random.default_rng(5)
+    rows = []
+    for arm in ("fixed", "awnn"):
+        n = 1 if arm == single else 6
+        rows += [_run(arm, "selection", f"sel-{i}", float(c), best_val_acc=0.9) for i, c in enumerate(rng.uniform(0.5, 2.0, n))]
+        rows += [_run(arm, "assessment", f"ass-0{r}", 1.0, test_acc=0.9) for r in (1, 2)]
+    d = _data(rows)
+    sv = A.savings(d, n_boot=300).iloc[0]
+    assert sv["selection_lo"] < sv["selection_hi"] and math.isfinite(sv["total_lo"])
+    other = "fixed" if single == "awnn" else "awnn"
+    assert A.savings_notes(d) == [f"`{single}`'s model selection is one trial: the selection interval of `awnn` resamples `{other}`'s "
+                                  "trials only, taking that one trial's cost as exact (its spread is unknown)."]
