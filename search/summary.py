@@ -221,7 +221,7 @@ def _truncation_line(r) -> str | None:
         return f"{r.strategy}: truncation after training costs more than 1 point from the first 10% cut (full: {100 * t['full_acc']:.2f}%)"
     return (f"{r.strategy}: truncation after training keeps test acc within 1 point down to {t['kept_pct']}% of the neurons "
             f"({t['width_total_at_cut']:.0f} of {t['full_width_total']:.0f}; {100 * t['acc_at_cut']:.2f}% vs {100 * t['full_acc']:.2f}%, "
-            f"mean of {t['runs']} models)")
+            + (f"mean of {t['runs']} models)" if t["runs"] != 1 else "one model)"))
 
 
 def _source_of(r, results):

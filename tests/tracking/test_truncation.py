@@ -73,3 +73,17 @@ def test_truncation_plot_is_written(tmp_path):
         out = tmp_path / f"{len(a.truncation)}.png"
         plot_truncation(a, out)
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("runs,says", [(1, "one model)"), (2, "mean of 2 models)")])
+def test_the_terminals_truncation_line_counts_its_models(runs, says):
+    """(2026-12-07: one re-training run read "mean of 1 models")"""
+    from types import SimpleNamespace
+
+    from search.summary import _truncation_line
+
+    curves = [[{"fraction": pct / 100, Metric.TRUNC_TEST_ACC: ACC[i][pct], Metric.TRUNC_WIDTH_TOTAL: 0.4 * pct} for pct in ACC[i]]
+              for i in list(ACC)[:runs]]
+    r = SimpleNamespace(strategy="awnn", assessment=SimpleNamespace(outcomes=[{"truncation": c} for c in curves]))
+    line = _truncation_line(r)
+    assert line.startswith("awnn: truncation after training keeps test acc within 1 point down to ") and line.endswith(says), line
