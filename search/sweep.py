@@ -64,7 +64,7 @@ from .protocol import protocol_name
 from .strategies import REGISTRY, Arm, StrategyOptions, make_arms, make_scheduler, with_protocol
 from .tpe import TpeSource, default_optuna_storage
 from .sweep_runs import SweepRuns
-from .tune import RunSettings, check_trial_fits, concurrent_slots, exit_now, init_ray, run_plan, stop_on_fault, trial_settings, wait_for_warm_workers, watch_cluster
+from .tune import RunSettings, check_trial_fits, concurrent_slots, exit_now, init_ray, load_ray_tune, run_plan, stop_on_fault, trial_settings, wait_for_warm_workers, watch_cluster
 
 __all__ = ["Comparison", "PhaseResult", "StrategyResult"]
 
@@ -270,6 +270,7 @@ class Comparison:
     # ---------------------------------------------------------------- run
     def run(self) -> list[StrategyResult]:
         """Run every arm's phases on one Tuner; returns the arms' results in run order."""
+        load_ray_tune()  # (first: an interrupt cannot cut Ray's import short)
         from tracking.callback import TrialTracker
 
         from .phases import PhasedSearcher  # (Ray Tune's Searcher: imported here, so that bad input fails before it loads)

@@ -178,6 +178,19 @@ def stop_on_fault(first_fault: Callable[[], Any], on_stop: Callable[[Any], None]
 
 
 # -------------------------------------------------------------------- Ray
+def load_ray_tune() -> None:
+    """Import Ray and Ray Tune with signals deferred (search/signals.py `deferred`): a driver's first import of them
+    (~1.2 s) raises a signal that comes meanwhile once it has ended.  Ray's package registers its exit handler
+    (`ray.shutdown`) early in its import; an interrupt that cut the import short left that handler to run at the
+    process's exit on the half-made package: "Exception ignored in atexit callback ... module 'ray' has no attribute
+    'actor'" under the command's one line (`make test-long`, a SIGINT 0.5 s after the start, 2026-12-07).  Comparison.run
+    calls it before anything of Ray's is imported."""
+    tune_environment()  # (read as Ray imports)
+    with signals.deferred():
+        import ray  # noqa: F401
+        import ray.tune  # noqa: F401
+
+
 def init_ray(settings: RunSettings, log: Callable[[str], None] = print, trials_at_once: int | None = None) -> None:
     """Join a cluster (`--address` / RAY_ADDRESS) or start a local Ray sized to this machine
     (a new one, also where `ray start` runs a cluster here: that one is joined with `--address auto`).
