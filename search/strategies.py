@@ -163,6 +163,16 @@ class _Sizing:
             raise OptionError(f"{flag}: expected an integer >= 1, found {n!r}")
         return n
 
+    def distinct_configs(self, flag: str, value: int | None) -> int:
+        """`count`, at most the fixed grid's configs: a family that trains each
+        config once (random; tpe, search/tpe.py "Repeats")."""
+        n = self.count(flag, value)
+        if n > self.fixed.size:
+            default = "" if value is not None else f" (its default: the AWNN grid's {n} configs)"
+            raise OptionError(f"{flag}{default}: expected at most the fixed grid's {self.fixed.size} configs ({self.fixed.path}), found {n}"
+                              + (f"; give {flag} {self.fixed.size} or fewer" if value is None else ""))
+        return n
+
 
 def _whole_grid(arm: Arm, budget: Budget) -> list[TrialSpec]:
     return selection_specs(arm.grid, budget)
@@ -206,7 +216,7 @@ def _tpe_trials(z: _Sizing) -> int:
     w = z.options.tpe_window
     if w is not None and (not isinstance(w, int) or isinstance(w, bool) or w < 1):
         raise OptionError(f"--tpe-window: expected an integer >= 1, found {w!r}")
-    return z.count("--tpe-trials", z.options.tpe_trials)
+    return z.distinct_configs("--tpe-trials", z.options.tpe_trials)  # (no config trained twice: search/tpe.py, "Repeats")
 
 
 def _fixedplus_trials(z: _Sizing) -> int:
@@ -228,10 +238,7 @@ def _fixedplus_params(arm: Arm, budget: Budget) -> dict[str, Any]:
 
 
 def _random_trials(z: _Sizing) -> int:
-    n = z.count("--random-trials", z.options.random_trials)
-    if n > z.fixed.size:
-        raise OptionError(f"--random-trials: expected at most the fixed grid's {z.fixed.size} configs ({z.fixed.path}), found {n}")
-    return n
+    return z.distinct_configs("--random-trials", z.options.random_trials)
 
 
 def _asha_trials(z: _Sizing) -> int:

@@ -358,6 +358,8 @@ class Comparison:
                 for source in searcher.tpe.values():  # a study write that failed after TPE's last ask
                     if source.unwritten():
                         self.log(f"warning: {source.unwritten()}")
+                    if source.repeats_line():
+                        self.log(f"note: {source.repeats_line()}")
             searcher.finish_all()
             self.runs.finish()
             self._finishing = True

@@ -6,6 +6,17 @@ from __future__ import annotations
 FINISHED = "FINISHED"  # ray.tune.search.Searcher.FINISHED
 
 
+def trained_trials(study) -> list:
+    """A tpe arm's study trials that were handed out to train, in number order: not the repeats, which
+    search/tpe.py tells failed at their ask ("Repeats")."""
+    from search.tpe import KEY_ATTR, REPEAT_ATTR
+
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    assert all((KEY_ATTR in t.user_attrs) != (REPEAT_ATTR in t.user_attrs) for t in trials)  # each trial one or the other
+    assert all(t.state.name == "FAIL" for t in trials if REPEAT_ATTR in t.user_attrs)
+    return [t for t in trials if KEY_ATTR in t.user_attrs]
+
+
 class Hooks:
     def __init__(self):
         self.calls: list[tuple] = []

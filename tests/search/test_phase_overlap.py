@@ -22,7 +22,7 @@ from search.tpe import TpeSource
 from tracking.contract import Tag, client
 from tracking.store import TrackingWriter, init_tracking
 
-from searcher_helpers import FINISHED, Hooks, drive
+from searcher_helpers import FINISHED, Hooks, drive, trained_trials
 
 WIDTHS = {1: [20], 2: [30]}  # awnn re-training run r learns this width (fixedplus re-trains at their mean, 25)
 
@@ -147,7 +147,7 @@ def test_a_searcher_arm_sees_its_trials_in_its_own_order_when_overlapped(budget,
     assert calls.index(("started", "tpe/selection")) < calls.index(("ended", "fixed/selection"))  # the overlap happened
     tpe = [s for s in suggested if s["strategy"] == "tpe" and s["phase"] == "selection"]
     assert [s["key"] for s in tpe] == [f"sel-{i:04d}" for i in range(arms[1].trials)]
-    told = searcher.tpe["tpe"].study.get_trials(deepcopy=False)
+    told = trained_trials(searcher.tpe["tpe"].study)
     assert sorted(t.user_attrs["awnn_trial_key"] for t in told) == [s["key"] for s in tpe] and all(t.state.name == "COMPLETE" for t in told)
     asha = [s for s in suggested if s["strategy"] == "asha" and s["phase"] == "selection"]
     assert [s["key"] for s in asha] == [sp.key for sp in arms[2].selection_specs(budget)]  # the seeded launch order

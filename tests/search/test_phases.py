@@ -20,7 +20,7 @@ from search.resume import PriorAttempts, Rerun
 from search.strategies import StrategyOptions, make_arms
 from search.tpe import TpeSource
 
-from searcher_helpers import FINISHED, Hooks
+from searcher_helpers import FINISHED, Hooks, trained_trials
 from searcher_helpers import drive as play
 
 
@@ -131,7 +131,7 @@ def test_tpe_arm_asks_and_tells_its_study(budget, tmp_path):
     sel = [s for s in suggested if s["phase"] == "selection"]
     assert len(sel) == arms[0].trials and all(s["config"] and s["index"] >= 0 for s in sel)
     study = searcher.tpe["tpe"].study
-    trials = study.get_trials(deepcopy=False)
+    trials = trained_trials(study)
     assert len(trials) == len(sel)
     told = {t.user_attrs["awnn_trial_key"]: (t.state.name, t.value) for t in trials}
     for s in sel:  # usable scores told as values, a diverged trial as failed

@@ -17,6 +17,7 @@ from search.grid import find_grid
 from search.protocol import select_best
 from search.strategies import StrategyOptions, make_arms
 
+from searcher_helpers import trained_trials
 from test_tpe_window import window_kept
 
 pytestmark = pytest.mark.slow
@@ -72,8 +73,15 @@ def test_tpe_study_is_readable_with_optuna_and_matches_mlflow(all_strategies_com
     for arm in ("tpe.r1", "tpe.r2"):
         study = optuna.load_study(study_name=f"{cid}-{arm}", storage=storage)
         assert study.direction == optuna.study.StudyDirection.MAXIMIZE
-        assert len(study.trials) == 6  # the selection trials only, no re-training runs
-        assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+        trained = trained_trials(study)  # (not the repeats: asks of a config trained already, told failed, search/tpe.py)
+        assert len(trained) == 6  # the selection trials only, no re-training runs
+        assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trained)
+        assert len({tuple(t.params[k] for k in grid.grid) for t in trained}) == 6  # six configs, none trained twice
+        repeats = len(study.trials) - len(trained)  # said by the driver where there were any
+        said = [ln for ln in all_strategies_comparison["stderr"].splitlines() if ln.startswith(f"note: {arm}: TPE asked ")]
+        assert said == ([f"note: {arm}: TPE asked {repeats} config{'s' if repeats != 1 else ''} it had asked before; "
+                         f"{'they were' if repeats != 1 else 'it was'} told failed and asked again, not trained (search/tpe.py, \"Repeats\")"]
+                        if repeats else []), said
         sweep = next(r for r in runs if r.data.tags.get("awnn.kind") == "sweep" and r.data.tags["awnn.arm"] == arm and r.data.tags["awnn.phase"] == "selection")
         assert sweep.data.params["optuna_study"] == f"{cid}-{arm}"
         # asked with a window of the two slots under Ray Tune itself (search/tpe.py): trial k knowing trials 0 .. k - 2
@@ -83,29 +91,33 @@ def test_tpe_study_is_readable_with_optuna_and_matches_mlflow(all_strategies_com
         mlflow_scores = Counter()
         for t in _trials(runs, arm, "selection"):
             mlflow_scores[(tuple(t.data.params[k] for k in grid.grid), round(t.data.metrics["best_val_acc"], 9))] += 1
-        optuna_scores = Counter((tuple(str(t.params[k]) for k in grid.grid), round(t.value, 9)) for t in study.trials)
+        optuna_scores = Counter((tuple(str(t.params[k]) for k in grid.grid), round(t.value, 9)) for t in trained)
         assert optuna_scores == mlflow_scores
 
 
 def test_tpe_sampler_is_seeded(all_strategies_comparison):
     """Six trials are all TPE start-up trials, drawn by the seeded sampler: a
-    fresh study with the same seed and space asks the same configs."""
+    fresh study with the same seed and space asks the same configs; the
+    trained ones are those asks less the repeats of an earlier ask."""
     storage = all_strategies_comparison["optuna_storage"]
     grid = find_grid("doublemoon", "fixed")
     dists = {k: optuna.distributions.CategoricalDistribution(v) for k, v in grid.grid.items()}
     seqs = {}
     for s in optuna.get_all_study_summaries(storage):
         study = optuna.load_study(study_name=s.study_name, storage=storage)
-        seqs[s.study_name.rsplit("-", 1)[1]] = [tuple(t.params[k] for k in grid.grid) for t in sorted(study.trials, key=lambda t: t.number)]
+        seqs[s.study_name.rsplit("-", 1)[1]] = ([tuple(t.params[k] for k in grid.grid) for t in sorted(study.trials, key=lambda t: t.number)],
+                                                 [tuple(t.params[k] for k in grid.grid) for t in trained_trials(study)])
     for arm, seed in (("tpe.r1", 0), ("tpe.r2", 1)):
+        asked, trained = seqs[arm]
         fresh = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed), direction="maximize")
         expected = []
-        for _ in range(6):
+        for _ in range(len(asked)):
             t = fresh.ask(dists)
             expected.append(tuple(t.params[k] for k in grid.grid))
             fresh.tell(t, 0.5)
-        assert seqs[arm] == expected, arm
-    assert seqs["tpe.r1"] != seqs["tpe.r2"]
+        assert asked == expected, arm
+        assert trained == list(dict.fromkeys(expected)) and len(trained) == 6, arm  # each config at its first ask
+    assert seqs["tpe.r1"][1] != seqs["tpe.r2"][1]
 
 
 def test_asha_stops_trials_early_and_their_compute_counts(all_strategies_comparison):
@@ -169,11 +181,7 @@ def test_every_arm_follows_the_protocol(all_strategies_comparison):
                      "best_val_loss": r.data.metrics.get("best_val_loss", math.nan), "index": int(r.data.params["grid_index"])} for r in sel]
         chosen = select_best(outcomes)
         sweep = next(r for r in runs if r.data.tags.get("awnn.kind") == "sweep" and r.data.tags["awnn.arm"] == arm and r.data.tags["awnn.phase"] == "selection")
-        if arm.startswith("tpe"):  # TPE may ask for a config twice; any trial of the winning config is the same choice
-            winner = next(r for r in sel if r.data.tags["awnn.trial_key"] == sweep.data.tags["awnn.selected_key"])
-            assert winner.data.metrics["best_val_acc"] == chosen["best_val_acc"]
-        else:
-            assert sweep.data.tags["awnn.selected_key"] == chosen["key"], arm
+        assert sweep.data.tags["awnn.selected_key"] == chosen["key"], arm  # (TPE trains no config twice: search/tpe.py, "Repeats")
         picked = next(r for r in sel if r.data.tags["awnn.trial_key"] == sweep.data.tags["awnn.selected_key"])
         ass = _trials(runs, arm, "assessment")
         assert sorted(int(r.data.params["seed"]) for r in ass) == [1, 2]

@@ -58,3 +58,24 @@ def test_bad_options_name_the_flag(families, options, message):
     budget = SMOKE if "asha" in families and "grace" in str(options) else QUICK
     with pytest.raises(OptionError, match=re.escape(message)):
         make_arms("doublemoon", families, StrategyOptions(**options), budget)
+
+
+@pytest.mark.parametrize("family,flag", [("tpe", "--tpe-trials"), ("random", "--random-trials")])
+def test_a_default_trial_count_above_the_fixed_grid_says_it_is_the_default(tmp_path, family, flag):
+    """tpe and random train each config once (search/tpe.py, "Repeats"), so their trials are at most the fixed grid's
+    configs; their default, the AWNN grid's size, can exceed it in a user's grid folder: the line says where the
+    number came from and what to give."""
+    import yaml
+
+    from search.grid import find_grid
+
+    fixed = yaml.safe_load(find_grid("doublemoon", "fixed").path.read_text())
+    fixed["grid"] = {"width": [8, 16], "lr": [0.01, 0.1]}  # 4 configs
+    awnn = yaml.safe_load(find_grid("doublemoon", "awnn").path.read_text())  # 6 configs
+    (tmp_path / "doublemoon-fixed.yaml").write_text(yaml.safe_dump(fixed))
+    (tmp_path / "doublemoon-awnn.yaml").write_text(yaml.safe_dump(awnn))
+    with pytest.raises(OptionError) as e:
+        make_arms("doublemoon", [family], StrategyOptions(), QUICK, grid_dir=str(tmp_path))
+    assert str(e.value) == (f"{flag} (its default: the AWNN grid's 6 configs): expected at most the fixed grid's 4 configs "
+                            f"({tmp_path / 'doublemoon-fixed.yaml'}), found 6; give {flag} 4 or fewer")
+    assert [a.trials for a in make_arms("doublemoon", [family], StrategyOptions(**{f"{family}_trials": 4}), QUICK, grid_dir=str(tmp_path))] == [4]

@@ -14,9 +14,9 @@ from search.phases import PhasedSearcher
 from search.protocol import TrialSpec
 from search.record import OutcomeRecord
 from search.strategies import StrategyOptions, make_arms
-from search.tpe import WINDOW_ATTR, TpeSource
+from search.tpe import KEY_ATTR, REPEAT_ATTR, WINDOW_ATTR, TpeSource
 
-from searcher_helpers import Hooks, drive
+from searcher_helpers import Hooks, drive, trained_trials
 
 TPE_TRIALS = 16  # more than TPE's 10 random start-up trials: the later asks depend on the scores told
 
@@ -49,13 +49,14 @@ def run(families, budget, tmp_path, name: str, window: int, **drive_kw):
 
 
 def window_kept(study, window: int) -> bool:
-    """Was the study, as it asked each trial k, told exactly the trials numbered up to k - window (the others
-    told after that ask)?"""
-    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-    for t in trials:
-        for e in trials:
+    """Was the study, as it asked its k-th trained trial, told exactly the trained trials up to the (k - window)-th
+    (the others told after that ask)?  Repeats (search/tpe.py, "Repeats": told failed at their ask, not trained)
+    take study numbers but are not counted."""
+    trials = [t for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number) if KEY_ATTR in t.user_attrs]
+    for k, t in enumerate(trials):
+        for j, e in enumerate(trials):
             told_before = e.datetime_complete is not None and e.datetime_complete <= t.datetime_start
-            if e.number != t.number and told_before != (e.number <= t.number - window):
+            if j != k and told_before != (j <= k - window):
                 return False
     return True
 
@@ -73,7 +74,9 @@ def test_tpe_asks_the_same_configs_whatever_runs_beside_it(budget, tmp_path):
         assert beside == alone, name
         assert window_kept(study, 2), name
         assert study.user_attrs[WINDOW_ATTR] == 2
-    assert all(t.state.name == "COMPLETE" for t in study.get_trials(deepcopy=False))  # every end told by the sweep's end
+    # every end told by the sweep's end; the repeats told failed at their asks
+    assert all(t.state.name == ("FAIL" if REPEAT_ATTR in t.user_attrs else "COMPLETE") for t in study.get_trials(deepcopy=False))
+    assert len({tuple(sorted(c.items())) for c in alone.values()}) == TPE_TRIALS  # no config trained twice
 
 
 def test_a_full_window_gives_its_free_slots_to_the_next_arm(budget, tmp_path):
@@ -89,7 +92,7 @@ def test_a_full_window_gives_its_free_slots_to_the_next_arm(budget, tmp_path):
         searcher.on_trial_complete(f"t{i}", {"final": score(first[i])})
 
     def states() -> list[str]:
-        return [t.state.name for t in source.study.get_trials(deepcopy=False)]
+        return [t.state.name for t in trained_trials(source.study)]
 
     end(1)  # the newer one ends first: held, and the window is still full
     assert not source.can_fill() and searcher.suggest("t3")["spec"]["strategy"] == "fixed"
@@ -107,8 +110,8 @@ def test_ends_are_told_as_they_come_after_the_last_ask_and_at_the_drivers_end(bu
     searcher = searcher_for(["tpe"], budget, f"sqlite:///{tmp_path / 'o.db'}", 4, tpe_trials=5)
     suggested = drive(searcher, searcher.record, score, concurrency=4)
     study = searcher.tpe["tpe"].study
-    assert len([s for s in suggested if s["phase"] == "selection"]) == 5 == len(study.get_trials(deepcopy=False))
-    assert window_kept(study, 4) and all(t.state.name == "COMPLETE" for t in study.get_trials(deepcopy=False))
+    assert len([s for s in suggested if s["phase"] == "selection"]) == 5 == len(trained_trials(study))
+    assert window_kept(study, 4) and all(t.state.name == "COMPLETE" for t in trained_trials(study))
     # Tune ends before the last ask (a stop): the held ends are told as the driver finishes, not lost
     searcher = searcher_for(["tpe"], budget, f"sqlite:///{tmp_path / 'p.db'}", 2)
     specs = [searcher.suggest(f"t{i}")["spec"] for i in range(2)]
@@ -116,10 +119,10 @@ def test_ends_are_told_as_they_come_after_the_last_ask_and_at_the_drivers_end(bu
         searcher.record.finished(f"tpe/selection/{specs[i]['key']}", score(specs[i]))
         searcher.on_trial_complete(f"t{i}", {"final": score(specs[i])})
     study = searcher.tpe["tpe"].study
-    assert [t.state.name for t in study.get_trials(deepcopy=False)] == ["RUNNING", "RUNNING"]
+    assert [t.state.name for t in trained_trials(study)] == ["RUNNING", "RUNNING"]
     with pytest.raises(TrialsNotRun):
         searcher.finish_all()
-    assert [(t.state.name, t.value) for t in study.get_trials(deepcopy=False)] == [("COMPLETE", score(s)["best_val_acc"]) for s in specs]
+    assert [(t.state.name, t.value) for t in trained_trials(study)] == [("COMPLETE", score(s)["best_val_acc"]) for s in specs]
 
 
 def test_a_reopened_study_keeps_its_window(budget, tmp_path):

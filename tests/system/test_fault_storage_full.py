@@ -245,7 +245,7 @@ def test_a_full_optuna_storage_stops_tpe_in_one_line_and_resume_catches_the_stud
     optuna.create_study(storage=f"sqlite:///{empty}", study_name="x")
     size = f"{math.ceil((empty.stat().st_size + 28 * 1024) / 4096) * 4}k"
     disk, copy, listing = tmp_path / "db", tmp_path / "o-copy.db", tmp_path / "rc.txt"
-    args = ["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "tpe", "--tpe-trials", "40", "--num-cpus", "2",
+    args = ["compare", "--task", "doublemoon", "--budget", "smoke", "--strategies", "tpe", "--tpe-trials", "30", "--num-cpus", "2",
             "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "--optuna-storage", f"sqlite:///{disk / 'o.db'}", "--storage", str(tmp_path / "st")]
     # in the namespace that sees the small disk: the run, room made (the tmpfs grown), the same command with --resume, the study copied out
     script = ('disk=$1 copy=$2 rcs=$3; shift 3; "$@" 2> "$rcs.err1"; echo $? > "$rcs"; mount -o remount,size=4m "$disk" && '
@@ -265,7 +265,7 @@ def test_a_full_optuna_storage_stops_tpe_in_one_line_and_resume_catches_the_stud
     states = Counter(t.state.name for t in study.trials)
     assert states["RUNNING"] == 0, states
     complete = Counter(t.user_attrs.get("awnn_trial_key") for t in study.trials if t.state.name == "COMPLETE")
-    assert sorted(complete) == [f"sel-{i:04d}" for i in range(40)] and set(complete.values()) == {1}, complete
+    assert sorted(complete) == [f"sel-{i:04d}" for i in range(30)] and set(complete.values()) == {1}, complete
 
 
 @needs_unshare
