@@ -87,8 +87,9 @@ def _inherited_row(data: ComparisonData, arm: str, source: str) -> dict[str, Any
 
 
 def _configs(data: ComparisonData, arm: str, sel: pd.DataFrame) -> int:
-    """Distinct configs among an arm's selection trials: one per trial, but
-    TPE may suggest a config twice (two trials, one config: its grid_index)."""
+    """Distinct configs among an arm's selection trials: one per trial, but in
+    comparisons recorded before 2026-12-08 TPE trained a config it suggested
+    twice (two trials, one config: its grid_index; search/tpe.py, "Repeats")."""
     if data.family(arm) == "tpe" and len(sel):
         idx = pd.to_numeric(sel["grid_index"], errors="coerce")
         if idx.notna().all():
