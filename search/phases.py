@@ -31,6 +31,7 @@ import sys
 import time
 from typing import Any, Callable, Mapping, Protocol, TextIO
 
+from tracking.contract import Metric
 from tracking.hooks import past_tune
 
 from .budget import Budget
@@ -538,6 +539,10 @@ class PhasedSearcher(_SearcherBase):
         summary = None
         if r.phase == "assessment":
             summary = self.by_arm[ph.arm.name].summary = summarize_assessment(r.outcomes)
+        source = self._tpe_of(ph)
+        repeats = source.study_repeats() if source is not None else None
+        if repeats is not None:  # (the sweep run's metric: TPE's asks of configs trained already, not trained)
+            summary = {Metric.TPE_REPEATS: repeats}
         self.hooks.sweep_ended(r, summary)
 
 

@@ -273,6 +273,16 @@ class TpeSource:
             self.repeats += 1
         raise RuntimeError(f"TPE study {self.study_name}: every config of the grid is trained by another trial key")  # (--tpe-trials <= the grid)
 
+    def study_repeats(self) -> int | None:
+        """The repeats the study holds, every driver's (the trials with `awnn_repeat_of`);
+        None where the study cannot be read."""
+        if self.broken is not None:
+            return None
+        try:
+            return sum(REPEAT_ATTR in t.user_attrs for t in self.study.get_trials(deepcopy=False))
+        except study_storage_errors():
+            return None
+
     def repeats_line(self) -> str | None:
         """After the sweep: one line saying how many of TPE's asks were repeats (not trained), or None."""
         if not self.repeats:

@@ -361,6 +361,7 @@ class Metric:
     TEST_ACC_MEAN = "test_acc_mean"
     TEST_ACC_STD = "test_acc_std"
     RUNS_OK = "runs_ok"
+    TPE_REPEATS = "tpe_repeats"  # a tpe selection sweep: its study's asks of a config trained already, not trained (search/tpe.py)
 
 
 METRICS = tuple(v for k, v in vars(Metric).items() if k.isupper())

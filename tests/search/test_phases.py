@@ -133,6 +133,9 @@ def test_tpe_arm_asks_and_tells_its_study(budget, tmp_path):
     study = searcher.tpe["tpe"].study
     trials = trained_trials(study)
     assert len(trials) == len(sel)
+    # the selection sweep's metric: the study's repeats (search/tpe.py), every driver's
+    (ended,) = [c for c in hooks.calls if c[:2] == ("ended", "tpe/selection")]
+    assert ended[3] == {"tpe_repeats": len(study.trials) - len(trials)}
     told = {t.user_attrs["awnn_trial_key"]: (t.state.name, t.value) for t in trials}
     for s in sel:  # usable scores told as values, a diverged trial as failed
         o = score(s)

@@ -77,13 +77,14 @@ def test_tpe_study_is_readable_with_optuna_and_matches_mlflow(all_strategies_com
         assert len(trained) == 6  # the selection trials only, no re-training runs
         assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trained)
         assert len({tuple(t.params[k] for k in grid.grid) for t in trained}) == 6  # six configs, none trained twice
-        repeats = len(study.trials) - len(trained)  # said by the driver where there were any
+        repeats = len(study.trials) - len(trained)  # said by the driver where there were any, and the sweep run's metric
         said = [ln for ln in all_strategies_comparison["stderr"].splitlines() if ln.startswith(f"note: {arm}: TPE asked ")]
         assert said == ([f"note: {arm}: TPE asked {repeats} config{'s' if repeats != 1 else ''} it had asked before; "
                          f"{'they were' if repeats != 1 else 'it was'} told failed and asked again, not trained (search/tpe.py, \"Repeats\")"]
                         if repeats else []), said
         sweep = next(r for r in runs if r.data.tags.get("awnn.kind") == "sweep" and r.data.tags["awnn.arm"] == arm and r.data.tags["awnn.phase"] == "selection")
         assert sweep.data.params["optuna_study"] == f"{cid}-{arm}"
+        assert sweep.data.metrics["tpe_repeats"] == repeats
         # asked with a window of the two slots under Ray Tune itself (search/tpe.py): trial k knowing trials 0 .. k - 2
         assert sweep.data.params["tpe_ask_window"] == "2" == str(study.user_attrs["awnn_ask_window"])
         assert window_kept(study, 2), arm
